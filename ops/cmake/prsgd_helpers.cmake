@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: Apache-2.0
+# Helpers shared by every folder: one way to make a library, a test, a benchmark.
+
+# Warnings live in an INTERFACE target linked PRIVATE, so they never reach users.
+add_library(prsgd_warnings INTERFACE)
+target_compile_options(prsgd_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow
+                       $<$<BOOL:${PRSGD_WERROR}>:-Werror>)
+
+# Sanitizers apply to our targets only (CAF_SANITIZERS style).
+add_library(prsgd_sanitizers INTERFACE)
+if(PRSGD_SANITIZERS)
+  target_compile_options(prsgd_sanitizers INTERFACE -fsanitize=${PRSGD_SANITIZERS} -fno-omit-frame-pointer
+                         -fno-sanitize-recover=undefined)
+  target_link_options(prsgd_sanitizers INTERFACE -fsanitize=${PRSGD_SANITIZERS})
+endif()
+
+set(PRSGD_EXPORTED_TARGETS "" CACHE INTERNAL "")
+
+# prsgd_add_library(NAME [DIR dir] SOURCES ... PUBLIC_DEPS ... PRIVATE_DEPS ... [HEADER_ONLY])
+# Creates prsgd_<NAME> with alias prsgd::<NAME>; public headers are DIR/include (installed).
+function(prsgd_add_library name)
+  cmake_parse_arguments(ARG "HEADER_ONLY" "DIR" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  if(NOT ARG_DIR)
+    set(ARG_DIR ${CMAKE_CURRENT_SOURCE_DIR})
+  endif()
+  set(tgt prsgd_${name})
+  if(ARG_HEADER_ONLY)
+    add_library(${tgt} INTERFACE)
+    target_include_directories(${tgt} INTERFACE $<BUILD_INTERFACE:${ARG_DIR}/include>
+                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    target_link_libraries(${tgt} INTERFACE ${ARG_PUBLIC_DEPS})
+    target_compile_features(${tgt} INTERFACE cxx_std_20)
+  else()
+    add_library(${tgt} ${ARG_SOURCES})
+    target_include_directories(${tgt} PUBLIC $<BUILD_INTERFACE:${ARG_DIR}/include>
+                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+                               PRIVATE ${ARG_DIR}/src)
+    target_link_libraries(${tgt} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS}
+                          $<BUILD_INTERFACE:prsgd_warnings> $<BUILD_INTERFACE:prsgd_sanitizers>)
+    target_compile_features(${tgt} PUBLIC cxx_std_20)
+    set_target_properties(${tgt} PROPERTIES OUTPUT_NAME prsgd_${name} VERSION ${PROJECT_VERSION}
+                          SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME ${name})
+  endif()
+  set_target_properties(${tgt} PROPERTIES EXPORT_NAME ${name})
+  add_library(prsgd::${name} ALIAS ${tgt})
+  install(TARGETS ${tgt} EXPORT prsgdTargets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(DIRECTORY ${ARG_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()
+
+# prsgd_add_executable(NAME SOURCES ... DEPS ...): a binary of ours with warnings and sanitizers.
+function(prsgd_add_executable name)
+  cmake_parse_arguments(ARG "INSTALL" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} prsgd_warnings prsgd_sanitizers)
+  if(ARG_INSTALL)
+    install(TARGETS ${name} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endfunction()
+
+# prsgd_add_test(NAME SOURCES ... DEPS ... [LABELS unit|integration] [TIMEOUT s] [SERIAL])
+# One GoogleTest binary; each TEST is its own CTest test with a label and a timeout.
+function(prsgd_add_test name)
+  cmake_parse_arguments(ARG "SERIAL" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 60)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main
+                        prsgd_warnings prsgd_sanitizers)
+  set(props LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  if(ARG_SERIAL)
+    list(APPEND props RUN_SERIAL TRUE)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
+endfunction()
+
+function(prsgd_install_package)
+  install(EXPORT prsgdTargets NAMESPACE prsgd:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/prsgd)
+  configure_package_config_file(${PROJECT_SOURCE_DIR}/ops/cmake/prsgdConfig.cmake.in
+    ${PROJECT_BINARY_DIR}/prsgdConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/prsgd)
+  write_basic_package_version_file(${PROJECT_BINARY_DIR}/prsgdConfigVersion.cmake
+    COMPATIBILITY SameMajorVersion)
+  install(FILES ${PROJECT_BINARY_DIR}/prsgdConfig.cmake ${PROJECT_BINARY_DIR}/prsgdConfigVersion.cmake
+          DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/prsgd)
+endfunction()

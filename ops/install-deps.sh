@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs every Debian 12 package prsgd's build, tests and examples need. Idempotent: only missing
+# packages are installed, and apt-get update runs only when something is missing.
+#   ops/install-deps.sh            build + tests + examples
+#   ops/install-deps.sh --bench    also PyTorch with OpenBLAS, CAF and gnuplot for bench/ and ops/paper-experiment
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libeigen3-dev libboost-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libspdlog-dev libcli11-dev libyaml-cpp-dev zlib1g-dev
+  dataset-fashion-mnist
+  espeak-ng sox
+  iproute2 procps python3 python3-numpy
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(libcaf-dev python3-torch libopenblas0-pthread gnuplot-nox)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  SUDO="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The README's test command: installs dependencies, checks layering, builds and runs every unit and
+# integration test twice (Release with -Werror, then ASan+UBSan), and builds a consumer project
+# against the installed package. Prints ctest's summary for each run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="${PRSGD_JOBS:-$(nproc)}"
+
+ops/install-deps.sh
+ops/ci/check_deps.sh
+
+echo "=== release build (-Werror) ==="
+cmake --preset ci-release >/dev/null
+cmake --build --preset ci-release -j "$jobs"
+ctest --preset ci-release -j "$jobs"
+
+echo "=== install + find_package(prsgd) consumer ==="
+rm -rf build/install build/consumer
+cmake --install build/ci-release >/dev/null
+cmake -S tests/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
+cmake --build build/consumer
+./build/consumer/prsgd_consumer
+
+echo "=== ASan + UBSan build ==="
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j "$jobs"
+ctest --preset ci -j "$jobs"
