@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "prsgd/actors/checkpoint.hpp"
+#include "prsgd/actors/metrics.hpp"
+#include "prsgd/actors/protocol.hpp"
+#include "prsgd/algorithms/averaging.hpp"
+#include "prsgd/common/clock.hpp"
+#include "prsgd/common/expected.hpp"
+
+namespace prsgd::actors {
+
+/// Lists how the averager assigns I_i.
+enum class interval_policy : std::uint8_t {
+  /// Every worker runs `averager_config::interval` steps.
+  fixed,
+  /// Worker i runs `per_worker_intervals[i]` (or `interval` when absent).
+  per_worker,
+  /// The paper's rule I = ceil(T^{1/4} / N^{3/4}) with T = total_steps, N = |M_r|.
+  paper,
+  /// I_i = speed_i · τ with τ = interval / median speed, so all workers reach the barrier together.
+  time_balanced,
+};
+
+/// Lists when the barrier may close before every member has submitted.
+enum class deadline_policy : std::uint8_t {
+  /// Never: wait for every member (or its removal).
+  none,
+  /// `fixed_deadline` after the round starts, if at least `quorum` have submitted.
+  fixed,
+  /// median + k·MAD of past arrival offsets after the round starts, if at least `quorum` have submitted.
+  adaptive,
+};
+
+/// Lists the step-size schedules the averager sends in RESTART.
+enum class step_size_policy : std::uint8_t {
+  /// γ = step_size.
+  constant,
+  /// γ = step_size_c · sqrt(N / T) (the paper), N = |M_r|, T = total_steps.
+  paper,
+};
+
+/// Lists the optional outer optimisers applied to Δ = x̄_{r+1} − x̄_r (DiLoCo-style).
+enum class outer_optimizer_kind : std::uint8_t {
+  /// x̄_{r+1} as averaged.
+  none,
+  /// v = μv + Δ; x̄_{r+1} = x̄_r + lr·v.
+  momentum,
+  /// v = μv + Δ; x̄_{r+1} = x̄_r + lr·(μv + Δ).
+  nesterov,
+};
+
+/// Configures an averager_core. Durations are measured on the injected clock.
+struct averager_config {
+  training_mode mode = training_mode::restarted_sgd;
+  /// Averaging rule; empty = by samples while all I_i are equal, step-normalised as soon as they differ
+  /// (FedNova). In minibatch_sgd mode gradients are averaged uniformly or by samples (never step-normalised).
+  std::optional<algorithms::averaging_rule> rule;
+
+  interval_policy intervals = interval_policy::fixed;
+  /// I for `fixed`, the default for `per_worker`, and the target mean for `time_balanced`.
+  std::uint64_t interval = 8;
+  /// Per-worker I_i for `per_worker`.
+  std::map<member_id, std::uint64_t> per_worker_intervals;
+  /// T: local steps per worker over the whole job (for the paper's I and γ rules).
+  std::uint64_t total_steps = 10'000;
+  /// Bounds for every computed interval.
+  std::uint64_t min_interval = 1;
+  std::uint64_t max_interval = 1'000'000;
+  /// Weight of the newest measurement in the steps/s moving average (time_balanced).
+  double speed_ema = 0.5;
+
+  step_size_policy step_sizes = step_size_policy::constant;
+  double step_size = 0.05;
+  double step_size_c = 1.0;
+  /// Linear warm-up of γ over this many rounds (0 = none).
+  std::uint64_t warmup_rounds = 0;
+
+  deadline_policy deadline = deadline_policy::none;
+  std::chrono::nanoseconds fixed_deadline{std::chrono::seconds(10)};
+  /// Minimum accepted submissions before a deadline may close the barrier (at least 1).
+  std::size_t quorum = 1;
+  /// k in median + k·MAD.
+  double mad_k = 3.0;
+  /// Arrival offsets remembered for the adaptive deadline, and how many are needed before it applies.
+  std::size_t adaptive_window = 64;
+  std::size_t adaptive_min_samples = 4;
+  /// The adaptive deadline is never shorter than this.
+  std::chrono::nanoseconds adaptive_floor{std::chrono::milliseconds(1)};
+
+  /// How often the averager heartbeats each known worker, and how long a worker may stay silent.
+  std::chrono::nanoseconds heartbeat_interval{std::chrono::seconds(1)};
+  std::chrono::nanoseconds heartbeat_timeout{std::chrono::seconds(5)};
+  /// After resuming from a checkpoint, how long to wait for its members to rejoin before starting.
+  std::chrono::nanoseconds rejoin_grace{std::chrono::seconds(2)};
+
+  outer_optimizer_kind outer = outer_optimizer_kind::none;
+  double outer_lr = 1.0;
+  double outer_momentum = 0.9;
+
+  /// Directory for checkpoints (empty = no checkpoints, incarnation from `incarnation`).
+  std::string checkpoint_dir;
+  /// Write a checkpoint after every K-th round (0 = never).
+  std::uint64_t checkpoint_every = 10;
+  /// Checkpoints kept on disk.
+  std::size_t checkpoints_kept = 3;
+  /// Averager incarnation when there is no checkpoint_dir (with one, it is derived from the directory).
+  incarnation_t incarnation = 1;
+
+  /// Stop after this many rounds (0 = run until told otherwise).
+  std::uint64_t max_rounds = 0;
+  /// Accounting records kept per past round (older rounds are forgotten; they can only be late anyway).
+  std::uint64_t accounting_rounds_kept = 1'000;
+};
+
+/// Says what happened to one received MODEL / gradient.
+enum class submission_status : std::uint8_t {
+  /// Entered the round's submissions; counted in the average when the barrier closes.
+  accepted,
+  /// For a round already closed, or sent to a previous averager incarnation.
+  late,
+  /// Same (worker, round, incarnation) already accepted.
+  duplicate,
+  /// Not a member, stale worker incarnation, future round, wrong size, NaN/Inf, wrong kind.
+  rejected,
+};
+
+/// Returns "accepted" | "late" | "duplicate" | "rejected".
+[[nodiscard]] std::string_view to_string(submission_status s) noexcept;
+
+/// Records one received submission for the per-(round, worker) accounting.
+struct submission_record {
+  round_t round = 0;
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  submission_status status = submission_status::accepted;
+  /// Why it was not accepted (empty when accepted).
+  std::string reason;
+};
+
+/// Holds the cumulative drop counters.
+struct submission_counters {
+  std::uint64_t accepted = 0;
+  std::uint64_t late = 0;
+  std::uint64_t duplicate = 0;
+  std::uint64_t rejected = 0;
+};
+
+/// Lists the averager's states (see the diagram on averager_core).
+enum class averager_state : std::uint8_t { idle, rejoin_wait, collecting, stopped };
+
+/// Returns "idle" | "rejoin_wait" | "collecting" | "stopped".
+[[nodiscard]] std::string_view to_string(averager_state s) noexcept;
+
+/// Runs the averager's restart-barrier protocol: round r, global model x̄_r, membership M_r, exactly-once
+/// accounting, deadlines, interval and step-size assignment, checkpoints and per-round metrics.
+///
+/// Pure and transport-independent: the owner feeds it events (messages, `tick()`) and sends the returned
+/// `outbound` messages. Time comes only from the injected clock; the owner calls `tick()` at or after
+/// `next_wakeup()`. Not thread-safe; used only on the owning actor's strand. The clock must outlive it.
+///
+/// ```
+///                (2) resumed from a checkpoint with members
+///   make() ─────────────────────────────────────────┐
+///     │ (1) no checkpoint / checkpoint without members ▼
+///     ▼                                        ┌─────────────┐
+///   ┌──────┐ (3) JOIN: start round r at once    │ rejoin_wait │ (5) grace over, nobody back
+///   │ idle │ ─────────────────────┐            └─────────────┘ ────────────► idle
+///   └──────┘ ◄──────────┐         │     (4) all restored members back, or
+///       ▲  (7) M_{r+1}  │         ▼         grace over with >= 1 joiner
+///       │      empty    │  ┌────────────┐ ◄──────────────────────────────┘
+///       │               └─ │ collecting │ ──┐ (6) barrier closes: every member submitted or
+///       │                  └────────────┘ ◄─┘     was removed, or the deadline passed with a
+///       │                        │                quorum; average, r+1, admit joiners, RESTART
+///       │                        │ (8) r+1 == max_rounds or stop(): STOP to everybody
+///       └────────────────────────┴────────────► stopped
+/// ```
+/// Any state: JOIN → WELCOME at once (the joiner waits for the next RESTART); LEAVE / heartbeat timeout
+/// removes the worker at once (the open barrier stops waiting for it); MODEL is classified exactly once
+/// as accepted / late / duplicate / rejected (`accounting()`). When the last member goes with no
+/// submission, the round closes empty (x̄ unchanged, r+1) so nothing sent for it can count later.
+class averager_core {
+ public:
+  /// Creates the core. Resumes from the newest valid checkpoint in `config.checkpoint_dir` if there is
+  /// one (then `initial_model` only checks the size); otherwise starts at round 0 with `initial_model`.
+  /// Returns invalid_argument for a bad config or empty model, io_error when the directory is unusable.
+  [[nodiscard]] static expected<averager_core> make(averager_config config, const clock& clk,
+                                                    std::vector<float> initial_model);
+
+  /// Handles JOIN: answers WELCOME at once; admits at the next barrier (or starts a round when idle).
+  [[nodiscard]] std::vector<outbound> on_join(const join_msg& m);
+  /// Handles LEAVE: removes the worker; may close the barrier.
+  [[nodiscard]] std::vector<outbound> on_leave(const leave_msg& m);
+  /// Handles a worker HEARTBEAT: refreshes liveness; an unknown worker is told REMOVED so it rejoins.
+  [[nodiscard]] std::vector<outbound> on_heartbeat(const heartbeat_msg& m);
+  /// Handles MODEL (or a gradient): classifies it exactly once; may close the barrier.
+  [[nodiscard]] std::vector<outbound> on_model(const model_msg& m);
+  /// Handles time: heartbeat timeouts, deadlines, rejoin grace, averager heartbeats.
+  [[nodiscard]] std::vector<outbound> tick();
+  /// Stops the job: STOP to every known worker; later events are ignored.
+  [[nodiscard]] std::vector<outbound> stop();
+
+  /// Returns when `tick()` should run next (empty when stopped).
+  [[nodiscard]] std::optional<clock::time_point> next_wakeup() const;
+
+  /// Stores an evaluator's test accuracy of x̄_{round+1} in round `round`'s metrics record. Returns false
+  /// when that record was already drained (the owner then fills `test_acc` itself) or does not exist.
+  bool set_test_accuracy(round_t round, double accuracy);
+  /// Returns and clears the metrics of rounds closed since the last call.
+  [[nodiscard]] std::vector<round_metrics> drain_metrics();
+
+  /// Returns the current round r.
+  [[nodiscard]] round_t round() const noexcept { return round_; }
+  /// Returns x̄_r, shared.
+  [[nodiscard]] const flat_buffer& model() const noexcept { return model_; }
+  /// Returns the state.
+  [[nodiscard]] averager_state state() const noexcept { return state_; }
+  /// Returns this averager's incarnation.
+  [[nodiscard]] incarnation_t incarnation() const noexcept { return incarnation_; }
+  /// Returns the round this incarnation resumed from a checkpoint at (empty for a fresh start).
+  [[nodiscard]] std::optional<round_t> resumed_from() const noexcept { return resumed_from_; }
+  /// Returns M_r (ids), sorted.
+  [[nodiscard]] std::vector<member_id> members() const;
+  /// Returns workers welcomed and waiting for admission at the next barrier, sorted.
+  [[nodiscard]] std::vector<member_id> pending() const;
+  /// Returns members of the open round that have submitted, sorted.
+  [[nodiscard]] std::vector<member_id> submitted() const;
+  /// Returns the interval assigned to `member` for the current round (empty for a non-member).
+  [[nodiscard]] std::optional<std::uint64_t> interval_of(member_id member) const;
+  /// Returns the current deadline of the open barrier (empty when none applies).
+  [[nodiscard]] std::optional<clock::time_point> deadline() const noexcept { return deadline_; }
+  /// Returns the cumulative submission counters.
+  [[nodiscard]] const submission_counters& counters() const noexcept { return counters_; }
+  /// Returns every classified submission, oldest first (bounded by accounting_rounds_kept).
+  [[nodiscard]] const std::vector<submission_record>& accounting() const noexcept { return accounting_; }
+  /// Returns how many times (worker, round)'s model entered an average: 0 or 1, never more.
+  [[nodiscard]] int times_counted(round_t round, member_id member) const;
+  /// Returns the averaging rule the last closed round used (empty before the first close).
+  [[nodiscard]] std::optional<algorithms::averaging_rule> last_rule() const noexcept { return last_rule_; }
+  /// Returns the state a checkpoint of this moment would hold.
+  [[nodiscard]] checkpoint_state snapshot() const;
+
+ private:
+  struct member_entry {
+    incarnation_t incarnation = 0;
+    clock::time_point last_seen{};
+    std::uint64_t interval = 1;
+    double speed = 0;
+  };
+  struct submission {
+    model_msg msg;
+    clock::time_point at{};
+  };
+
+  averager_core(averager_config config, const clock& clk);
+
+  void start_round(std::vector<outbound>& out);
+  void close_barrier(std::vector<outbound>& out, bool by_deadline);
+  void maybe_close(std::vector<outbound>& out);
+  void remove_worker(member_id id, const char* why, std::vector<outbound>& out);
+  void admit_pending();
+  void assign_intervals();
+  void update_speeds();
+  void compute_deadline();
+  void maybe_checkpoint();
+  [[nodiscard]] double current_step_size() const;
+  [[nodiscard]] std::uint64_t clamp_interval(double v) const;
+  void record(const model_msg& m, submission_status s, std::string reason);
+  void prune_accounting();
+  [[nodiscard]] welcome_msg make_welcome(member_id id, incarnation_t inc, round_t admitted) const;
+  [[nodiscard]] restart_msg make_restart(member_id id) const;
+  [[nodiscard]] double seconds_since(clock::time_point t) const;
+
+  averager_config config_;
+  const clock* clock_;
+  incarnation_t incarnation_ = 1;
+  std::optional<round_t> resumed_from_;
+  averager_state state_ = averager_state::idle;
+  round_t round_ = 0;
+  std::uint64_t rounds_completed_ = 0;
+  flat_buffer model_;
+  std::size_t model_size_ = 0;
+  std::vector<float> outer_momentum_;
+
+  std::map<member_id, member_entry> members_;   // M_r
+  std::map<member_id, member_entry> pending_;   // welcomed, admitted at the next barrier
+  std::set<member_id> restored_;                // checkpointed members not yet back (rejoin_wait)
+  std::map<member_id, submission> submissions_; // accepted for round_
+  std::size_t round_members_ = 0;
+  std::size_t round_removed_ = 0;
+  std::size_t round_admitted_ = 0;
+  clock::time_point round_start_{};
+  clock::time_point started_at_{};
+  clock::time_point rejoin_until_{};
+  clock::time_point next_heartbeat_{};
+  std::optional<clock::time_point> deadline_;
+  std::vector<double> arrival_history_;
+  std::uint64_t round_bytes_in_ = 0;
+  std::uint64_t round_bytes_out_ = 0;
+  submission_counters counters_;
+  submission_counters round_counters_;
+  std::vector<submission_record> accounting_;
+  std::map<std::pair<round_t, member_id>, int> counted_;
+  std::optional<algorithms::averaging_rule> last_rule_;
+  std::vector<round_metrics> metrics_;
+  std::unique_ptr<checkpoint_store> store_;
+};
+
+}  // namespace prsgd::actors

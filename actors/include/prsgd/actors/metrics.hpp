@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "prsgd/actors/protocol.hpp"
+#include "prsgd/common/expected.hpp"
+
+namespace prsgd::actors {
+
+/// Describes one closed round, as the averager saw it. Field meanings: actors/METRICS.md.
+struct round_metrics {
+  /// The round that closed (its submissions produced x̄_{round+1}).
+  round_t round = 0;
+  /// Members of the round when it started (|M_r|).
+  std::size_t members = 0;
+  /// Submissions that entered the average.
+  std::size_t submissions = 0;
+  /// Seconds from the round's start (RESTART sent) to each accepted submission, per worker.
+  std::vector<std::pair<member_id, double>> arrival_offsets_s;
+  /// Seconds from the round's start to the barrier closing.
+  double round_s = 0;
+  /// Seconds from the first accepted submission to the barrier closing (how long the fastest waited).
+  double barrier_wait_s = 0;
+  /// Seconds since the averager started, at the barrier close.
+  double wall_s = 0;
+  /// Payload bytes received this round (every MODEL, accepted or not) and sent (RESTARTs).
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  /// Sample-weighted mean training loss of the submissions (empty when none carried loss stats).
+  std::optional<double> train_loss;
+  /// Test accuracy of x̄_{round+1} if an evaluator reported one for this round.
+  std::optional<double> test_acc;
+  /// (1/N) Σ ||x_i − x̄_{round+1}||² over the accepted submissions (gradients in minibatch_sgd mode).
+  double consensus_distance = 0;
+  /// Submissions dropped during this round: for a closed round, repeated, or rejected (bad/non-member).
+  std::uint64_t late = 0;
+  std::uint64_t duplicate = 0;
+  std::uint64_t rejected = 0;
+  /// Members removed during the round (LEAVE or heartbeat timeout) and joiners admitted at its close.
+  std::size_t removed = 0;
+  std::size_t admitted = 0;
+  /// True when a deadline closed the barrier before every member submitted.
+  bool closed_by_deadline = false;
+  /// Smallest and largest interval I_i assigned for the round, and its step size γ.
+  std::uint64_t interval_min = 0;
+  std::uint64_t interval_max = 0;
+  double step_size = 0;
+  /// The averaging rule used ("uniform", "samples", "step-normalised").
+  std::string rule;
+};
+
+/// Returns `text` as a JSON string literal, quotes included, with every character JSON requires escaped.
+[[nodiscard]] std::string json_quote(std::string_view text);
+
+/// Returns one JSON object (no trailing newline) for `m`.
+[[nodiscard]] std::string to_json_line(const round_metrics& m);
+
+/// Appends one JSON object per line to a file: one per round, then a final `"event":"done"` line.
+/// Not thread-safe; owned by one actor. Flushes after every line so a crash loses at most one line.
+class metrics_writer {
+ public:
+  /// Opens (truncates) `path` for writing. Returns io_error when it cannot be opened.
+  [[nodiscard]] static expected<metrics_writer> open(const std::string& path);
+
+  metrics_writer(metrics_writer&&) noexcept = default;
+  metrics_writer& operator=(metrics_writer&&) noexcept = default;
+  ~metrics_writer() = default;
+
+  /// Writes one round's line. Returns io_error on a failed write.
+  [[nodiscard]] expected<void> write(const round_metrics& m);
+  /// Writes the final line {"event":"done","test_acc":...,"rounds":...,"wall_s":...}.
+  [[nodiscard]] expected<void> write_done(std::optional<double> final_test_acc, round_t rounds, double wall_s);
+
+ private:
+  struct file_closer {
+    void operator()(std::FILE* f) const noexcept;
+  };
+  explicit metrics_writer(std::FILE* f) : file_(f) {}
+  [[nodiscard]] expected<void> put_line(const std::string& line);
+  std::unique_ptr<std::FILE, file_closer> file_;
+};
+
+}  // namespace prsgd::actors

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace prsgd::actors {
+
+/// Identifies a worker across the whole job (stable across its restarts; chosen by the launcher).
+using member_id = std::uint64_t;
+/// Counts restarts of one process (worker or averager); a higher value supersedes a lower one. 0 = unknown.
+using incarnation_t = std::uint64_t;
+/// Numbers restart rounds; round r starts from the global model x̄_r.
+using round_t = std::uint64_t;
+/// Holds a flat parameter (or gradient) buffer shared read-only between the averager and N sends.
+using flat_buffer = std::shared_ptr<const std::vector<float>>;
+
+/// Names the version of these protocol messages; bump on any field change.
+inline constexpr std::uint32_t protocol_version = 1;
+
+/// Lists the two training modes that share the barrier machinery.
+enum class training_mode : std::uint8_t {
+  /// Parallel Restarted SGD: workers run I_i local steps and submit their model.
+  restarted_sgd,
+  /// Parallel mini-batch SGD (the paper's baseline): every round each worker computes one mini-batch
+  /// gradient at x̄_r and submits it; the averager averages the gradients and applies one SGD step
+  /// x̄_{r+1} = x̄_r − γ·ḡ itself, so RESTART always carries a model and I = 1.
+  minibatch_sgd,
+};
+
+/// Returns "restarted_sgd" or "minibatch_sgd".
+[[nodiscard]] constexpr std::string_view to_string(training_mode m) noexcept {
+  return m == training_mode::restarted_sgd ? "restarted_sgd" : "minibatch_sgd";
+}
+
+// Every message carries `member` (the worker the message is from or for), `incarnation` (that worker's
+// incarnation), `averager_incarnation` (the averager incarnation the sender knows; 0 = none yet) and
+// `round` (STYLE §6). Handlers on both sides are idempotent and tolerate duplicates and reordering.
+
+/// Asks to join the job (worker -> averager). Sent at start, after a LEAVE, after being removed, and
+/// whenever the worker sees a new averager incarnation.
+struct join_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  /// The averager incarnation the worker last saw (0 = none).
+  incarnation_t averager_incarnation = 0;
+  /// The last round the worker finished (0 = none); informational.
+  round_t round = 0;
+  /// Expected local steps per second (0 = unknown); seeds time-balanced interval assignment.
+  double speed_hint = 0;
+};
+
+/// Acknowledges a JOIN at once (averager -> worker); the worker is admitted at `admitted_round`.
+struct welcome_msg {
+  member_id member = 0;
+  /// The worker incarnation this WELCOME answers.
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  /// The averager's current round.
+  round_t round = 0;
+  /// The round whose RESTART will admit the worker (round + 1, or round when it starts a round at once).
+  round_t admitted_round = 0;
+  /// Training mode of the job.
+  training_mode mode = training_mode::restarted_sgd;
+  /// Number of floats in the model.
+  std::uint64_t model_size = 0;
+  /// How often the worker should send HEARTBEAT.
+  std::chrono::nanoseconds heartbeat_interval{0};
+};
+
+/// Announces a voluntary departure (worker -> averager); the barrier stops waiting for it at once.
+struct leave_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+};
+
+/// Shows liveness, in both directions. From the averager, `member`/`incarnation` name the recipient.
+struct heartbeat_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// True when the averager sent it.
+  bool from_averager = false;
+};
+
+/// Submits a worker's result for a round (worker -> averager): its model after I_i local steps
+/// (restarted_sgd) or one mini-batch gradient at x̄_r (minibatch_sgd, `is_gradient` = true).
+struct model_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// Local SGD steps run this round (τ_i); 1 for a gradient.
+  std::uint64_t steps = 0;
+  /// Training samples consumed this round.
+  std::uint64_t samples = 0;
+  /// Sum of per-sample training losses over the round and how many samples it covers.
+  double loss_sum = 0;
+  std::uint64_t loss_count = 0;
+  /// True for a gradient submission (minibatch_sgd mode).
+  bool is_gradient = false;
+  /// The flat model (or gradient).
+  flat_buffer params;
+};
+
+/// Starts round `round` for one worker (averager -> worker): restart from `model`, run `interval` steps
+/// with step size `step_size`, then submit MODEL(round).
+struct restart_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// x̄_round, shared by every recipient.
+  flat_buffer model;
+  /// I_i: local steps this worker runs this round (1 in minibatch_sgd).
+  std::uint64_t interval = 1;
+  /// γ for this round.
+  double step_size = 0;
+  training_mode mode = training_mode::restarted_sgd;
+};
+
+/// Tells a worker the averager no longer counts it (averager -> worker), e.g. after a heartbeat timeout
+/// or a message from a stale incarnation; the worker answers with JOIN if it wants to continue.
+struct removed_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+};
+
+/// Ends the job (averager -> worker): no further rounds.
+struct stop_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+};
+
+/// Holds any message the averager sends.
+using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg>;
+/// Holds any message a worker sends.
+using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg>;
+
+/// Pairs a message with the worker it goes to; the actor wrapper maps `to` to an address.
+struct outbound {
+  member_id to = 0;
+  to_worker msg;
+};
+
+}  // namespace prsgd::actors

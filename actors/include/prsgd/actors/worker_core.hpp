@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "prsgd/actors/protocol.hpp"
+#include "prsgd/common/clock.hpp"
+
+namespace prsgd::actors {
+
+/// Configures a worker_core.
+struct worker_config {
+  member_id member = 0;
+  /// This process's incarnation; must grow across restarts of the same member (e.g. a boot counter or
+  /// start time in ms). 0 is invalid.
+  incarnation_t incarnation = 1;
+  /// Expected local steps per second (0 = unknown), sent in JOIN.
+  double speed_hint = 0;
+  /// How often to heartbeat the averager (until WELCOME tells otherwise).
+  std::chrono::nanoseconds heartbeat_interval{std::chrono::seconds(1)};
+  /// Resend JOIN when no WELCOME came within this time.
+  std::chrono::nanoseconds join_retry{std::chrono::seconds(1)};
+  /// Treat the averager as gone (and keep sending JOIN) after this much silence.
+  std::chrono::nanoseconds averager_timeout{std::chrono::seconds(5)};
+};
+
+/// Asks the owner to train: restart from `model`, run `interval` local steps with `step_size` (or, in
+/// minibatch_sgd mode, compute one mini-batch gradient at `model`), then call worker_core::on_trained.
+struct train_task {
+  round_t round = 0;
+  flat_buffer model;
+  std::uint64_t interval = 1;
+  double step_size = 0;
+  training_mode mode = training_mode::restarted_sgd;
+};
+
+/// Reports a finished train_task to the worker_core.
+struct train_result {
+  /// The task's round.
+  round_t round = 0;
+  /// Local steps actually run (1 for a gradient).
+  std::uint64_t steps = 0;
+  std::uint64_t samples = 0;
+  double loss_sum = 0;
+  std::uint64_t loss_count = 0;
+  /// The model after the steps (or the gradient).
+  flat_buffer params;
+};
+
+/// Tells the owner what to do after an event.
+struct worker_actions {
+  /// Messages for the averager, in order.
+  std::vector<to_averager> send;
+  /// A new task to start; it supersedes any task still running.
+  std::optional<train_task> task;
+  /// True when a running task is obsolete and should be abandoned (its result would be ignored).
+  bool cancel_task = false;
+  /// True once the job is over (STOP received or left).
+  bool stopped = false;
+};
+
+/// Lists the worker's states (see worker_core's diagram).
+enum class worker_state : std::uint8_t { joining, welcomed, training, submitted, left, stopped };
+
+/// Returns "joining" | "welcomed" | "training" | "submitted" | "left" | "stopped".
+[[nodiscard]] std::string_view to_string(worker_state s) noexcept;
+
+/// Runs the worker side of the protocol, independent of training code: joins, accepts the right RESTART,
+/// hands the owner a train_task, turns its result into MODEL, heartbeats, and rejoins a new averager
+/// incarnation. Not thread-safe; used only on the owning actor's strand. The clock must outlive it.
+///
+/// ```
+///  start() (1)                (2) WELCOME         (3) RESTART(r) accepted: task
+///  ───────► joining ────────────────────► welcomed ───────────────────► training
+///             ▲  ▲ (7) REMOVED, or a new      │                          │    ▲
+///             │  │     averager incarnation,  │ (3)                      │    │ (5) newer RESTART(r'):
+///             │  │     or averager silent     ▼                          │    │     cancel, new task
+///             │  └──────────────────────── submitted ◄───────────────────┘────┘
+///             │                                 (4) on_trained(r): MODEL(r)
+///             │ (3') RESTART from a new averager incarnation is accepted directly from any state
+///   leave() (8) → left        STOP (9) → stopped      (6) submitted + RESTART(r+1) → training
+/// ```
+/// A RESTART is accepted when it names this member and incarnation, comes from the newest averager
+/// incarnation seen, and its round is newer than the last accepted one of that incarnation; anything
+/// else is a duplicate, reordered or stale message and is ignored.
+class worker_core {
+ public:
+  /// Creates the core. @pre config.incarnation > 0
+  worker_core(worker_config config, const clock& clk);
+
+  /// Sends the first JOIN.
+  [[nodiscard]] worker_actions start();
+  /// Handles any averager message.
+  [[nodiscard]] worker_actions on_message(const to_worker& m);
+  /// Turns a finished task into MODEL (ignored when the task is obsolete).
+  [[nodiscard]] worker_actions on_trained(const train_result& r);
+  /// Handles time: heartbeats, JOIN retries, averager silence.
+  [[nodiscard]] worker_actions tick();
+  /// Leaves the job: LEAVE, then ignores everything.
+  [[nodiscard]] worker_actions leave();
+
+  /// Returns when `tick()` should run next (empty when left or stopped).
+  [[nodiscard]] std::optional<clock::time_point> next_wakeup() const;
+  /// Returns the state.
+  [[nodiscard]] worker_state state() const noexcept { return state_; }
+  /// Returns the averager incarnation this worker follows (0 = none yet).
+  [[nodiscard]] incarnation_t averager_incarnation() const noexcept { return averager_incarnation_; }
+  /// Returns the round of the current (or last) task.
+  [[nodiscard]] round_t round() const noexcept { return round_; }
+  /// Returns the interval of the current (or last) task.
+  [[nodiscard]] std::uint64_t interval() const noexcept { return interval_; }
+  /// Returns how many MODEL messages this worker has sent.
+  [[nodiscard]] std::uint64_t models_sent() const noexcept { return models_sent_; }
+
+ private:
+  [[nodiscard]] join_msg make_join() const;
+  void rejoin(worker_actions& out);
+  void accept_restart(const restart_msg& m, worker_actions& out);
+  void on_welcome(const welcome_msg& m, worker_actions& out);
+
+  worker_config config_;
+  const clock* clock_;
+  worker_state state_ = worker_state::joining;
+  incarnation_t averager_incarnation_ = 0;
+  bool have_restart_ = false;
+  round_t round_ = 0;
+  std::uint64_t interval_ = 1;
+  round_t last_finished_ = 0;
+  std::uint64_t models_sent_ = 0;
+  clock::time_point last_heard_{};
+  clock::time_point next_heartbeat_{};
+  clock::time_point next_join_{};
+};
+
+}  // namespace prsgd::actors
