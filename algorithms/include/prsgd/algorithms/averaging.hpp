@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "prsgd/common/expected.hpp"
 
@@ -38,5 +39,21 @@ struct contribution {
 
 /// Parses "uniform" | "samples" | "step-normalised"; returns invalid_argument for anything else.
 [[nodiscard]] expected<averaging_rule> parse_averaging_rule(std::string_view name);
+
+/// Returns the name parse_averaging_rule accepts for `rule` ("uniform", "samples", "step-normalised").
+[[nodiscard]] std::string_view to_string(averaging_rule rule) noexcept;
+
+/// Returns the coefficient w_i that `rule` gives input i: out = Σ w_i x_i for uniform / by_samples and
+/// out = x̄ + Σ w_i (x_i − x̄) for step_normalised (w_i = τ_eff p_i / τ_i). Validates like average(),
+/// except for buffer sizes, which it does not see.
+[[nodiscard]] expected<std::vector<double>> averaging_weights(std::span<const contribution> inputs,
+                                                              averaging_rule rule);
+
+/// Returns true when no element of `params` is NaN or ±Inf (one vectorised pass).
+[[nodiscard]] bool all_finite(std::span<const float> params) noexcept;
+
+/// Returns the consensus distance (1/N) Σ_i ||x_i − x̄||² with x̄ the uniform mean of `models`,
+/// accumulated in double. Returns invalid_argument for no models or mismatched sizes.
+[[nodiscard]] expected<double> consensus_distance(std::span<const std::span<const float>> models);
 
 }  // namespace prsgd::algorithms

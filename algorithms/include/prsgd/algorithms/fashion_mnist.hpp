@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "prsgd/algorithms/dataset.hpp"
+#include "prsgd/common/expected.hpp"
+
+namespace prsgd::algorithms {
+
+/// Names which half of Fashion-MNIST to load.
+enum class split : std::uint8_t {
+  /// train-{images-idx3,labels-idx1}-ubyte.gz, 60000 samples.
+  train,
+  /// t10k-{images-idx3,labels-idx1}-ubyte.gz, 10000 samples.
+  test,
+};
+
+/// Holds the per-pixel normalisation applied after scaling bytes to [0,1]: (x - mean) / std.
+inline constexpr float fashion_mnist_mean = 0.2860F;
+/// Holds the standard deviation used by the Fashion-MNIST normalisation.
+inline constexpr float fashion_mnist_std = 0.3530F;
+/// Holds the directory where Debian's dataset-fashion-mnist package installs the files.
+inline constexpr std::string_view fashion_mnist_debian_dir = "/usr/share/datasets/fashion-mnist";
+
+/// Returns $PRSGD_FMNIST_DIR when set and non-empty, else fashion_mnist_debian_dir.
+[[nodiscard]] std::string fashion_mnist_default_dir();
+
+/// Describes optional limits and transforms for load_fashion_mnist.
+struct fashion_mnist_options {
+  /// Loads at most this many samples (the first ones in file order); 0 loads all.
+  std::size_t max_samples = 0;
+  /// Applies (x/255 - mean)/std when true; leaves x/255 in [0,1] when false.
+  bool normalise = true;
+};
+
+/// Loads one split of Fashion-MNIST from the gzip IDX files in `dir`.
+/// An empty `dir` means fashion_mnist_default_dir() (honours PRSGD_FMNIST_DIR).
+/// Result: shape {1,28,28}, 10 classes, labels in [0,10), name "fashion-mnist/<split>".
+/// Returns io_error when a file is missing or unreadable and decode_failed (naming the file) when a
+/// file is not gzip, has a bad IDX magic or shape, is truncated or has trailing bytes, when image and
+/// label counts differ, or when a label is out of range.
+[[nodiscard]] expected<dataset> load_fashion_mnist(std::string_view dir = {}, split which = split::train,
+                                                   fashion_mnist_options options = {});
+
+/// Holds the raw contents of an IDX file of unsigned bytes (type code 0x08).
+struct idx_bytes {
+  /// Dimension sizes from the header (1 for labels, 3 for images).
+  std::vector<std::uint32_t> dims;
+  /// The payload, product(dims) bytes (or fewer when a max_items limit applied to dims[0]).
+  std::vector<std::uint8_t> data;
+};
+
+/// Reads a gzip-compressed IDX file of unsigned bytes with `expected_rank` dimensions, keeping at most
+/// `max_items` items along the first dimension (0: all; the rest of the file is still validated).
+/// Returns io_error / decode_failed as described for load_fashion_mnist.
+[[nodiscard]] expected<idx_bytes> read_idx_gz(const std::string& path, int expected_rank, std::size_t max_items = 0);
+
+}  // namespace prsgd::algorithms
