@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/runtime/actor_system.hpp"
+
+#include <utility>
+
+#include "core.hpp"
+#include "prsgd/common/check.hpp"
+#include "prsgd/runtime/deterministic_system.hpp"
+#include "prsgd/runtime/detail/promise_state.hpp"
+#include "tls.hpp"
+
+namespace prsgd {
+namespace runtime::detail {
+
+cell* current_cell() noexcept { return tls::current; }
+
+cell* constructing_cell() noexcept { return tls::constructing; }
+
+continuation_target current_target() {
+  continuation_target t;
+  if (cell* c = tls::current) {
+    t.owner = c->weak_from_this();
+    t.has_owner = true;
+    t.incarnation = c->incarnation();
+  }
+  return t;
+}
+
+void dispatch_continuation(system_core& core, const continuation_target& target, unique_function<void()> job) {
+  if (!target.has_owner) {
+    core.post(std::move(job));
+    return;
+  }
+  auto owner = target.owner.lock();
+  if (!owner) {
+    return;  // the actor that registered the continuation is gone
+  }
+  owner->enqueue(make_message([inc = target.incarnation, j = std::move(job)](cell& self) mutable {
+    if (self.incarnation() == inc && self.instance() != nullptr) {
+      j();
+    }
+  }));
+}
+
+bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, clock::duration timeout,
+              const std::function<bool()>& ready) {
+  if (core.manual()) {
+    for (;;) {
+      {
+        std::lock_guard lock{mu};
+        if (ready()) {
+          return true;
+        }
+      }
+      if (!core.run_one()) {
+        std::lock_guard lock{mu};
+        return ready();
+      }
+    }
+  }
+  std::unique_lock lock{mu};
+  return cv.wait_for(lock, timeout, ready);
+}
+
+}  // namespace runtime::detail
+
+// -------------------------------------------------------------------------------------------------
+
+namespace {
+std::shared_ptr<runtime::detail::system_core> make_pool(const config& cfg) {
+  auto core = std::make_shared<runtime::detail::pool_core>(cfg.node, cfg.threads, cfg.compute_threads,
+                                                            cfg.max_throughput);
+  core->start();
+  return core;
+}
+}  // namespace
+
+actor_system::actor_system(config cfg) : actor_system(make_pool(cfg), cfg.shutdown_deadline) {}
+
+actor_system::actor_system(std::shared_ptr<runtime::detail::system_core> core, clock::duration deadline)
+    : core_(std::move(core)), default_deadline_(deadline) {
+  core_->bind_facade(this);
+}
+
+actor_system::~actor_system() {
+  shutdown(default_deadline_);
+  core_->bind_facade(nullptr);
+}
+
+expected<actor_addr> actor_system::lookup_addr(std::string_view name) const {
+  auto c = core_->lookup(name);
+  if (!c) {
+    return fail(errc::not_found, "no actor named '" + std::string{name} + "'");
+  }
+  return actor_addr{std::move(c)};
+}
+
+std::size_t actor_system::actor_count() const { return core_->actor_count(); }
+
+node_id actor_system::node() const noexcept { return core_->node(); }
+
+clock::time_point actor_system::now() const noexcept { return core_->time().now(); }
+
+bool actor_system::await_all_stopped(clock::duration timeout) {
+  PRSGD_CHECK(!core_->on_actor_thread()) << "await_all_stopped() on an actor thread would deadlock";
+  return core_->await_all_stopped(timeout);
+}
+
+bool actor_system::shutdown(clock::duration deadline) {
+  PRSGD_CHECK(!core_->on_actor_thread()) << "shutdown() on an actor thread would deadlock";
+  return core_->shutdown(deadline);
+}
+
+void actor_system::stop_now() { static_cast<void>(shutdown(clock::duration::zero())); }
+
+// -------------------------------------------------------------------------------------------------
+
+namespace {
+runtime::detail::manual_core& manual(const std::shared_ptr<runtime::detail::system_core>& core) {
+  return static_cast<runtime::detail::manual_core&>(*core);
+}
+}  // namespace
+
+deterministic_system::deterministic_system(node_id node)
+    : actor_system(std::make_shared<runtime::detail::manual_core>(node), std::chrono::hours(1)) {}
+
+deterministic_system::~deterministic_system() = default;
+
+bool deterministic_system::dispatch_one() { return core()->run_one(); }
+
+std::size_t deterministic_system::dispatch_all(std::size_t limit) {
+  std::size_t n = 0;
+  while (n < limit && core()->run_one()) {
+    ++n;
+  }
+  return n;
+}
+
+std::size_t deterministic_system::advance(clock::duration d) { return manual(core()).advance(d); }
+
+std::size_t deterministic_system::advance_and_dispatch(clock::duration d) {
+  static_cast<void>(advance(d));
+  return dispatch_all();
+}
+
+std::size_t deterministic_system::pending() const { return manual(core()).pending(); }
+
+std::size_t deterministic_system::timer_count() const { return manual(core()).timer_count(); }
+
+fake_clock& deterministic_system::clock() noexcept { return manual(core()).fake(); }
+
+}  // namespace prsgd
