@@ -6,7 +6,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -278,7 +277,6 @@ class averager_core {
   void prune_accounting();
   [[nodiscard]] welcome_msg make_welcome(member_id id, incarnation_t inc, round_t admitted) const;
   [[nodiscard]] restart_msg make_restart(member_id id) const;
-  [[nodiscard]] double seconds_since(clock::time_point t) const;
 
   averager_config config_;
   const clock* clock_;
@@ -293,9 +291,10 @@ class averager_core {
 
   std::map<member_id, member_entry> members_;   // M_r
   std::map<member_id, member_entry> pending_;   // welcomed, admitted at the next barrier
-  std::set<member_id> restored_;                // checkpointed members not yet back (rejoin_wait)
+  std::map<member_id, checkpoint_member> restored_;  // checkpointed members not yet back (rejoin_wait)
   std::map<member_id, submission> submissions_; // accepted for round_
   std::size_t round_members_ = 0;
+  double round_step_size_ = 0;
   std::size_t round_removed_ = 0;
   std::size_t round_admitted_ = 0;
   clock::time_point round_start_{};

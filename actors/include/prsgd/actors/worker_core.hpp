@@ -129,6 +129,7 @@ class worker_core {
   bool have_restart_ = false;
   round_t round_ = 0;
   std::uint64_t interval_ = 1;
+  training_mode mode_ = training_mode::restarted_sgd;
   round_t last_finished_ = 0;
   std::uint64_t models_sent_ = 0;
   clock::time_point last_heard_{};

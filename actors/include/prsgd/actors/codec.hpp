@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "prsgd/actors/protocol.hpp"
+#include "prsgd/common/expected.hpp"
+#include "prsgd/transport/frame.hpp"
+#include "prsgd/transport/fwd.hpp"
+
+namespace prsgd::actors {
+
+/// Limits applied when decoding PR-SGD messages from the network.
+struct codec_limits {
+  /// Largest header frame accepted, in bytes.
+  std::size_t max_header_bytes = 4096;
+  /// Largest model (or gradient) accepted, in floats (default 256 Mi floats = 1 GiB).
+  std::uint64_t max_model_floats = std::uint64_t{1} << 28;
+};
+
+/// Encodes a worker-bound message as one multipart message: frame 0 a msgpack header (see
+/// actors/PROTOCOL.md), frame 1 the model's raw little-endian floats for RESTART (shared, never copied).
+[[nodiscard]] multipart encode(const to_worker& msg);
+/// Encodes an averager-bound message; MODEL's parameters travel as frame 1, shared, never copied.
+[[nodiscard]] multipart encode(const to_averager& msg);
+
+/// Decodes and validates a message for a worker. Fails with protocol_error (version, type, frame count,
+/// sizes that disagree with the header, limits) or decode_failed (not msgpack, wrong field types).
+[[nodiscard]] expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& limits = {});
+/// Decodes and validates a message for the averager; errors as for decode_to_worker.
+[[nodiscard]] expected<to_averager> decode_to_averager(const multipart& msg, const codec_limits& limits = {});
+
+/// Returns the payload bytes (frames after the header) of an encoded message.
+[[nodiscard]] std::uint64_t payload_bytes(const multipart& msg) noexcept;
+
+}  // namespace prsgd::actors

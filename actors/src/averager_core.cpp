@@ -1,0 +1,839 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/averager_core.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <span>
+#include <utility>
+
+#include "prsgd/common/check.hpp"
+#include "prsgd/common/log.hpp"
+
+namespace prsgd::actors {
+
+namespace {
+
+constexpr std::string_view log_component = "averager";
+
+double to_seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string_view rule_name(algorithms::averaging_rule r) {
+  switch (r) {
+    case algorithms::averaging_rule::uniform: return "uniform";
+    case algorithms::averaging_rule::by_samples: return "samples";
+    case algorithms::averaging_rule::step_normalised: return "step-normalised";
+  }
+  return "unknown";
+}
+
+double median_of(std::vector<double> v) {
+  PRSGD_CHECK(!v.empty()) << "median of nothing";
+  const auto mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  double m = v[mid];
+  if (v.size() % 2 == 0) {
+    m = (m + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+  }
+  return m;
+}
+
+bool all_finite(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
+}  // namespace
+
+std::string_view to_string(submission_status s) noexcept {
+  switch (s) {
+    case submission_status::accepted: return "accepted";
+    case submission_status::late: return "late";
+    case submission_status::duplicate: return "duplicate";
+    case submission_status::rejected: return "rejected";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(averager_state s) noexcept {
+  switch (s) {
+    case averager_state::idle: return "idle";
+    case averager_state::rejoin_wait: return "rejoin_wait";
+    case averager_state::collecting: return "collecting";
+    case averager_state::stopped: return "stopped";
+  }
+  return "unknown";
+}
+
+averager_core::averager_core(averager_config config, const clock& clk)
+    : config_(std::move(config)), clock_(&clk) {}
+
+expected<averager_core> averager_core::make(averager_config config, const clock& clk,
+                                            std::vector<float> initial_model) {
+  if (initial_model.empty()) {
+    return fail(errc::invalid_argument, "averager: the initial model is empty");
+  }
+  if (config.interval == 0 || config.min_interval == 0 || config.min_interval > config.max_interval) {
+    return fail(errc::invalid_argument, "averager: intervals must satisfy 1 <= min_interval <= max_interval, interval >= 1");
+  }
+  if (config.heartbeat_timeout <= clock::duration::zero() || config.heartbeat_interval <= clock::duration::zero()) {
+    return fail(errc::invalid_argument, "averager: heartbeat interval and timeout must be positive");
+  }
+  if (!(config.speed_ema > 0 && config.speed_ema <= 1)) {
+    return fail(errc::invalid_argument, "averager: speed_ema must be in (0, 1]");
+  }
+  if (config.total_steps == 0 || !(config.step_size > 0) || config.checkpoints_kept == 0) {
+    return fail(errc::invalid_argument, "averager: total_steps, step_size and checkpoints_kept must be positive");
+  }
+  if (config.deadline == deadline_policy::fixed && config.fixed_deadline <= clock::duration::zero()) {
+    return fail(errc::invalid_argument, "averager: a fixed deadline must be positive");
+  }
+  for (const auto& [id, i] : config.per_worker_intervals) {
+    if (i == 0) {
+      return fail(errc::invalid_argument, "averager: per-worker interval of worker " + std::to_string(id) + " is 0");
+    }
+  }
+  config.quorum = std::max<std::size_t>(config.quorum, 1);
+  config.adaptive_min_samples = std::max<std::size_t>(config.adaptive_min_samples, 1);
+  config.adaptive_window = std::max(config.adaptive_window, config.adaptive_min_samples);
+
+  averager_core core{std::move(config), clk};
+  const auto now = clk.now();
+  core.started_at_ = now;
+  core.next_heartbeat_ = now + core.config_.heartbeat_interval;
+  core.model_size_ = initial_model.size();
+
+  std::optional<checkpoint_state> resumed;
+  if (!core.config_.checkpoint_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(core.config_.checkpoint_dir, ec);
+    if (ec) {
+      return fail(errc::io_error, "averager: cannot create " + core.config_.checkpoint_dir + ": " + ec.message());
+    }
+    core.store_ = std::make_unique<checkpoint_store>(core.config_.checkpoint_dir, core.config_.checkpoints_kept);
+    auto inc = core.store_->next_incarnation();
+    if (!inc) {
+      return inc.error();
+    }
+    core.incarnation_ = *inc;
+    resumed = core.store_->load_newest();
+  } else {
+    core.incarnation_ = std::max<incarnation_t>(core.config_.incarnation, 1);
+  }
+
+  if (resumed) {
+    if (resumed->model.size() != initial_model.size()) {
+      return fail(errc::invalid_argument, "averager: checkpoint model has " + std::to_string(resumed->model.size()) +
+                                              " floats, expected " + std::to_string(initial_model.size()));
+    }
+    core.round_ = resumed->round;
+    core.rounds_completed_ = resumed->rounds_completed;
+    core.model_ = std::make_shared<const std::vector<float>>(std::move(resumed->model));
+    core.outer_momentum_ = std::move(resumed->outer_momentum);
+    core.arrival_history_ = std::move(resumed->arrival_history);
+    core.counters_.late = resumed->late;
+    core.counters_.duplicate = resumed->duplicate;
+    core.counters_.rejected = resumed->rejected;
+    core.resumed_from_ = resumed->round;
+    for (const auto& m : resumed->members) {
+      core.restored_[m.member] = m;
+    }
+    if (!core.restored_.empty()) {
+      core.state_ = averager_state::rejoin_wait;
+      core.rejoin_until_ = now + core.config_.rejoin_grace;
+    }
+    PRSGD_LOG(info, log_component) << "incarnation " << core.incarnation_ << " resumed at round " << core.round_
+                                   << " from checkpoint of incarnation " << resumed->averager_incarnation
+                                   << ", waiting for " << core.restored_.size() << " members to rejoin";
+  } else {
+    core.model_ = std::make_shared<const std::vector<float>>(std::move(initial_model));
+    PRSGD_LOG(info, log_component) << "incarnation " << core.incarnation_ << " starts at round 0";
+  }
+  if (core.config_.outer != outer_optimizer_kind::none && core.outer_momentum_.size() != core.model_size_) {
+    core.outer_momentum_.assign(core.model_size_, 0.0F);
+  }
+  return core;
+}
+
+// ---- events ----------------------------------------------------------------------------------------
+
+std::vector<outbound> averager_core::on_join(const join_msg& m) {
+  std::vector<outbound> out;
+  const auto now = clock_->now();
+  if (state_ == averager_state::stopped) {
+    out.push_back({m.member, stop_msg{m.member, m.incarnation, incarnation_, round_}});
+    return out;
+  }
+  bool replaced = false;
+  if (auto it = members_.find(m.member); it != members_.end()) {
+    if (m.incarnation < it->second.incarnation) {
+      PRSGD_LOG(info, log_component) << "ignoring JOIN of worker " << m.member << " from stale incarnation "
+                                     << m.incarnation << " (current " << it->second.incarnation << ")";
+      return out;
+    }
+    if (m.incarnation == it->second.incarnation) {
+      // A repeated JOIN from a member: the worker may have lost our WELCOME or RESTART; answer again.
+      it->second.last_seen = now;
+      out.push_back({m.member, make_welcome(m.member, m.incarnation, round_)});
+      if (state_ == averager_state::collecting && !submissions_.contains(m.member)) {
+        out.push_back({m.member, make_restart(m.member)});
+      }
+      return out;
+    }
+    remove_worker(m.member, "rejoined with a new incarnation", out);
+    replaced = true;
+  }
+  if (auto it = pending_.find(m.member); it != pending_.end()) {
+    if (m.incarnation < it->second.incarnation) {
+      return out;
+    }
+    it->second.incarnation = m.incarnation;
+    it->second.last_seen = now;
+  } else {
+    member_entry e;
+    e.incarnation = m.incarnation;
+    e.last_seen = now;
+    e.interval = config_.interval;
+    e.speed = m.speed_hint > 0 && std::isfinite(m.speed_hint) ? m.speed_hint : 0;
+    if (auto r = restored_.find(m.member); r != restored_.end()) {
+      e.interval = r->second.interval;
+      if (r->second.speed > 0) {
+        e.speed = r->second.speed;
+      }
+    }
+    pending_[m.member] = e;
+    PRSGD_LOG(info, log_component) << "worker " << m.member << " (incarnation " << m.incarnation
+                                   << ") joins; admitted at the next barrier";
+  }
+  restored_.erase(m.member);
+  const bool starts_now = state_ == averager_state::idle ||
+                          (state_ == averager_state::rejoin_wait && restored_.empty());
+  const round_t admitted = state_ == averager_state::collecting ? round_ + 1 : round_;
+  out.push_back({m.member, make_welcome(m.member, m.incarnation, admitted)});
+  if (starts_now) {
+    start_round(out);  // (1)/(3) idle -> collecting, (4) rejoin_wait -> collecting
+  } else if (replaced) {
+    maybe_close(out);  // the old incarnation may have been the last one the barrier waited for
+  }
+  return out;
+}
+
+std::vector<outbound> averager_core::on_leave(const leave_msg& m) {
+  std::vector<outbound> out;
+  if (state_ == averager_state::stopped) {
+    return out;
+  }
+  auto matches = [&](const std::map<member_id, member_entry>& set) {
+    auto it = set.find(m.member);
+    return it != set.end() && it->second.incarnation == m.incarnation;
+  };
+  if (matches(members_) || matches(pending_)) {
+    remove_worker(m.member, "left", out);
+    maybe_close(out);
+  } else if (restored_.erase(m.member) > 0 && state_ == averager_state::rejoin_wait && restored_.empty() &&
+             !pending_.empty()) {
+    start_round(out);
+  }
+  return out;
+}
+
+std::vector<outbound> averager_core::on_heartbeat(const heartbeat_msg& m) {
+  std::vector<outbound> out;
+  if (m.from_averager || state_ == averager_state::stopped) {
+    return out;
+  }
+  for (auto* set : {&members_, &pending_}) {
+    if (auto it = set->find(m.member); it != set->end()) {
+      if (it->second.incarnation == m.incarnation) {
+        it->second.last_seen = clock_->now();
+        return out;
+      }
+      if (m.incarnation < it->second.incarnation) {
+        return out;  // a stale heartbeat from before the worker's restart
+      }
+    }
+  }
+  // Unknown worker (e.g. it still follows a previous averager incarnation): tell it to rejoin.
+  out.push_back({m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}});
+  return out;
+}
+
+std::vector<outbound> averager_core::on_model(const model_msg& m) {
+  std::vector<outbound> out;
+  if (state_ == averager_state::stopped) {
+    return out;
+  }
+  if (m.params) {
+    round_bytes_in_ += m.params->size() * sizeof(float);
+  }
+  if (m.averager_incarnation != incarnation_) {
+    if (m.averager_incarnation < incarnation_) {
+      record(m, submission_status::late,
+             "sent to averager incarnation " + std::to_string(m.averager_incarnation));
+      if (!members_.contains(m.member) && !pending_.contains(m.member)) {
+        out.push_back({m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}});
+      }
+    } else {
+      record(m, submission_status::rejected,
+             "names a future averager incarnation " + std::to_string(m.averager_incarnation));
+    }
+    return out;
+  }
+  if (m.round < round_) {
+    record(m, submission_status::late, "round " + std::to_string(m.round) + " is closed (now " +
+                                           std::to_string(round_) + ")");
+    return out;
+  }
+  if (m.round > round_ || state_ != averager_state::collecting) {
+    record(m, submission_status::rejected, "round " + std::to_string(m.round) + " is not open");
+    return out;
+  }
+  if (auto s = submissions_.find(m.member); s != submissions_.end() && s->second.msg.incarnation == m.incarnation) {
+    record(m, submission_status::duplicate, "");
+    return out;
+  }
+  auto it = members_.find(m.member);
+  if (it == members_.end()) {
+    record(m, submission_status::rejected, "worker is not a member of round " + std::to_string(round_));
+    if (!pending_.contains(m.member)) {
+      out.push_back({m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}});
+    }
+    return out;
+  }
+  if (it->second.incarnation != m.incarnation) {
+    record(m, submission_status::rejected, "stale worker incarnation " + std::to_string(m.incarnation) +
+                                               " (member has " + std::to_string(it->second.incarnation) + ")");
+    return out;
+  }
+  it->second.last_seen = clock_->now();
+  const bool want_gradient = config_.mode == training_mode::minibatch_sgd;
+  std::string reason;
+  if (m.is_gradient != want_gradient) {
+    reason = want_gradient ? "a model in minibatch_sgd mode" : "a gradient in restarted_sgd mode";
+  } else if (!m.params) {
+    reason = "no parameters";
+  } else if (m.params->size() != model_size_) {
+    reason = "size " + std::to_string(m.params->size()) + " != model size " + std::to_string(model_size_);
+  } else if (m.steps == 0 || m.samples == 0) {
+    reason = "zero steps or samples";
+  } else if (!std::isfinite(m.loss_sum)) {
+    reason = "non-finite loss";
+  } else if (!all_finite(*m.params)) {
+    reason = "NaN/Inf in parameters";
+  }
+  if (!reason.empty()) {
+    record(m, submission_status::rejected, reason);
+    return out;
+  }
+  submissions_[m.member] = submission{m, clock_->now()};
+  record(m, submission_status::accepted, "");
+  maybe_close(out);
+  return out;
+}
+
+std::vector<outbound> averager_core::tick() {
+  std::vector<outbound> out;
+  if (state_ == averager_state::stopped) {
+    return out;
+  }
+  const auto now = clock_->now();
+  std::vector<member_id> silent;
+  for (const auto* set : {&members_, &pending_}) {
+    for (const auto& [id, e] : *set) {
+      if (now - e.last_seen > config_.heartbeat_timeout) {
+        silent.push_back(id);
+      }
+    }
+  }
+  for (member_id id : silent) {
+    const auto inc = members_.contains(id) ? members_[id].incarnation : pending_[id].incarnation;
+    remove_worker(id, "heartbeat timeout", out);
+    out.push_back({id, removed_msg{id, inc, incarnation_, round_}});
+  }
+  if (state_ == averager_state::rejoin_wait && now >= rejoin_until_) {
+    PRSGD_LOG(info, log_component) << "rejoin grace over; " << restored_.size() << " checkpointed members did not return";
+    restored_.clear();
+    if (pending_.empty()) {
+      state_ = averager_state::idle;  // (5)
+    } else {
+      start_round(out);  // (4)
+    }
+  }
+  maybe_close(out);
+  if (state_ != averager_state::stopped && now >= next_heartbeat_) {
+    for (const auto* set : {&members_, &pending_}) {
+      for (const auto& [id, e] : *set) {
+        out.push_back({id, heartbeat_msg{id, e.incarnation, incarnation_, round_, true}});
+      }
+    }
+    next_heartbeat_ = now + config_.heartbeat_interval;
+  }
+  return out;
+}
+
+std::vector<outbound> averager_core::stop() {
+  std::vector<outbound> out;
+  if (state_ == averager_state::stopped) {
+    return out;
+  }
+  for (const auto* set : {&members_, &pending_}) {
+    for (const auto& [id, e] : *set) {
+      out.push_back({id, stop_msg{id, e.incarnation, incarnation_, round_}});
+    }
+  }
+  state_ = averager_state::stopped;  // (8)
+  deadline_.reset();
+  return out;
+}
+
+std::optional<clock::time_point> averager_core::next_wakeup() const {
+  if (state_ == averager_state::stopped) {
+    return std::nullopt;
+  }
+  clock::time_point t = next_heartbeat_;
+  for (const auto* set : {&members_, &pending_}) {
+    for (const auto& [id, e] : *set) {
+      t = std::min(t, e.last_seen + config_.heartbeat_timeout + clock::duration{1});
+    }
+  }
+  if (state_ == averager_state::collecting && deadline_) {
+    t = std::min(t, *deadline_);
+  }
+  if (state_ == averager_state::rejoin_wait) {
+    t = std::min(t, rejoin_until_);
+  }
+  return t;
+}
+
+// ---- barrier -----------------------------------------------------------------------------------------
+
+void averager_core::remove_worker(member_id id, const char* why, std::vector<outbound>& /*out*/) {
+  if (members_.erase(id) > 0) {
+    if (state_ == averager_state::collecting && !submissions_.contains(id)) {
+      ++round_removed_;
+    }
+    PRSGD_LOG(info, log_component) << "worker " << id << " removed in round " << round_ << ": " << why;
+  } else if (pending_.erase(id) > 0) {
+    PRSGD_LOG(info, log_component) << "joining worker " << id << " dropped: " << why;
+  }
+}
+
+void averager_core::maybe_close(std::vector<outbound>& out) {
+  if (state_ != averager_state::collecting) {
+    return;
+  }
+  const bool everyone = std::all_of(members_.begin(), members_.end(),
+                                    [&](const auto& kv) { return submissions_.contains(kv.first); });
+  if (everyone) {
+    close_barrier(out, false);  // (6)
+    return;
+  }
+  if (deadline_ && clock_->now() >= *deadline_ && submissions_.size() >= config_.quorum) {
+    close_barrier(out, true);  // (6) by deadline
+  }
+}
+
+void averager_core::start_round(std::vector<outbound>& out) {
+  round_admitted_ += pending_.size();
+  admit_pending();
+  if (members_.empty()) {
+    state_ = averager_state::idle;  // (7)
+    deadline_.reset();
+    return;
+  }
+  state_ = averager_state::collecting;
+  round_start_ = clock_->now();
+  submissions_.clear();
+  round_members_ = members_.size();
+  round_removed_ = 0;
+  assign_intervals();
+  round_step_size_ = current_step_size();
+  compute_deadline();
+  for (const auto& [id, e] : members_) {
+    out.push_back({id, make_restart(id)});
+    round_bytes_out_ += model_size_ * sizeof(float);
+  }
+  PRSGD_LOG(debug, log_component) << "round " << round_ << " starts with " << members_.size() << " members";
+}
+
+void averager_core::admit_pending() {
+  for (auto& [id, e] : pending_) {
+    members_[id] = e;
+  }
+  pending_.clear();
+}
+
+void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) {
+  const auto now = clock_->now();
+  round_metrics rm;
+  rm.round = round_;
+  rm.members = round_members_;
+  rm.submissions = submissions_.size();
+  rm.round_s = to_seconds(now - round_start_);
+  rm.closed_by_deadline = by_deadline;
+  rm.removed = round_removed_;
+  rm.step_size = round_step_size_;
+  rm.interval_min = std::numeric_limits<std::uint64_t>::max();
+  for (const auto& [id, s] : submissions_) {
+    rm.interval_min = std::min(rm.interval_min, s.msg.steps);
+    rm.interval_max = std::max(rm.interval_max, s.msg.steps);
+  }
+  if (submissions_.empty()) {
+    rm.interval_min = 0;
+  }
+
+  std::vector<float> next = *model_;
+  if (!submissions_.empty()) {
+    std::vector<algorithms::contribution> inputs;
+    inputs.reserve(submissions_.size());
+    bool steps_differ = false;
+    double loss_sum = 0;
+    std::uint64_t loss_count = 0;
+    clock::time_point first = now;
+    for (const auto& [id, s] : submissions_) {
+      inputs.push_back({std::span<const float>(*s.msg.params), static_cast<double>(s.msg.samples),
+                        static_cast<double>(s.msg.steps)});
+      steps_differ = steps_differ || s.msg.steps != submissions_.begin()->second.msg.steps;
+      if (s.msg.loss_count > 0) {
+        loss_sum += s.msg.loss_sum;
+        loss_count += s.msg.loss_count;
+      }
+      first = std::min(first, s.at);
+      const double offset = to_seconds(s.at - round_start_);
+      rm.arrival_offsets_s.emplace_back(id, offset);
+      arrival_history_.push_back(offset);
+    }
+    if (arrival_history_.size() > config_.adaptive_window) {
+      arrival_history_.erase(arrival_history_.begin(),
+                             arrival_history_.end() - static_cast<std::ptrdiff_t>(config_.adaptive_window));
+    }
+    rm.barrier_wait_s = to_seconds(now - first);
+    if (loss_count > 0) {
+      rm.train_loss = loss_sum / static_cast<double>(loss_count);
+    }
+
+    algorithms::averaging_rule rule{};
+    if (config_.mode == training_mode::minibatch_sgd) {
+      rule = config_.rule == algorithms::averaging_rule::uniform ? algorithms::averaging_rule::uniform
+                                                                 : algorithms::averaging_rule::by_samples;
+    } else if (config_.rule) {
+      rule = *config_.rule;
+    } else {
+      rule = steps_differ ? algorithms::averaging_rule::step_normalised : algorithms::averaging_rule::by_samples;
+    }
+    last_rule_ = rule;
+    rm.rule = std::string(rule_name(rule));
+
+    std::vector<float> avg(model_size_);
+    auto ok = algorithms::average(inputs, *model_, rule, avg);
+    if (!ok) {
+      // Every input was validated, so this is not peer behaviour; keep x̄ rather than corrupt it.
+      PRSGD_LOG(error, log_component) << "round " << round_ << ": averaging failed (" << ok.error().message()
+                                      << "); x̄ left unchanged";
+      avg = *model_;
+    }
+    double dist = 0;
+    for (const auto& in : inputs) {
+      double d = 0;
+      for (std::size_t k = 0; k < model_size_; ++k) {
+        const double diff = static_cast<double>(in.params[k]) - static_cast<double>(avg[k]);
+        d += diff * diff;
+      }
+      dist += d;
+    }
+    rm.consensus_distance = dist / static_cast<double>(inputs.size());
+
+    if (config_.mode == training_mode::minibatch_sgd) {
+      // One SGD step on the averaged gradient, with the γ announced for this round.
+      const auto g = static_cast<float>(round_step_size_);
+      for (std::size_t k = 0; k < model_size_; ++k) {
+        next[k] -= g * avg[k];
+      }
+    } else if (ok && config_.outer != outer_optimizer_kind::none) {
+      // TODO(#5): switch to algorithms/outer_optimizer.hpp once it is committed.
+      const auto mu = static_cast<float>(config_.outer_momentum);
+      const auto lr = static_cast<float>(config_.outer_lr);
+      const bool nesterov = config_.outer == outer_optimizer_kind::nesterov;
+      for (std::size_t k = 0; k < model_size_; ++k) {
+        const float delta = avg[k] - next[k];
+        outer_momentum_[k] = mu * outer_momentum_[k] + delta;
+        next[k] += lr * (nesterov ? mu * outer_momentum_[k] + delta : outer_momentum_[k]);
+      }
+    } else {
+      next = std::move(avg);
+    }
+    for (const auto& [id, s] : submissions_) {
+      const int times = ++counted_[std::make_pair(round_, id)];
+      PRSGD_CHECK(times == 1) << "worker " << id << " counted twice in round " << round_;
+    }
+    update_speeds();
+    ++rounds_completed_;
+  }
+
+  rm.wall_s = to_seconds(now - started_at_);
+  rm.bytes_in = round_bytes_in_;
+  rm.bytes_out = round_bytes_out_;
+  rm.late = round_counters_.late;
+  rm.duplicate = round_counters_.duplicate;
+  rm.rejected = round_counters_.rejected;
+  rm.admitted = pending_.size();
+  if (rm.rule.empty()) {
+    rm.rule = "none";
+  }
+  PRSGD_LOG(info, log_component) << "round " << round_ << " closed" << (by_deadline ? " by deadline" : "") << ": "
+                                 << rm.submissions << "/" << rm.members << " submissions, " << rm.removed
+                                 << " removed, " << rm.admitted << " joining";
+  metrics_.push_back(std::move(rm));
+
+  ++round_;
+  model_ = std::make_shared<const std::vector<float>>(std::move(next));
+  submissions_.clear();
+  deadline_.reset();
+  round_bytes_in_ = 0;
+  round_bytes_out_ = 0;
+  round_counters_ = {};
+  round_admitted_ = 0;
+  prune_accounting();
+  maybe_checkpoint();
+
+  if (config_.max_rounds > 0 && round_ >= config_.max_rounds) {
+    auto stops = stop();  // (8)
+    out.insert(out.end(), stops.begin(), stops.end());
+    return;
+  }
+  start_round(out);
+}
+
+// ---- schedules ---------------------------------------------------------------------------------------
+
+std::uint64_t averager_core::clamp_interval(double v) const {
+  if (!std::isfinite(v) || v < 1) {
+    v = 1;
+  }
+  const auto i = static_cast<std::uint64_t>(std::llround(std::min(v, 1e18)));
+  return std::clamp(i, config_.min_interval, config_.max_interval);
+}
+
+void averager_core::assign_intervals() {
+  if (config_.mode == training_mode::minibatch_sgd) {
+    for (auto& [id, e] : members_) {
+      e.interval = 1;
+    }
+    return;
+  }
+  switch (config_.intervals) {
+    case interval_policy::fixed:
+      for (auto& [id, e] : members_) {
+        e.interval = clamp_interval(static_cast<double>(config_.interval));
+      }
+      break;
+    case interval_policy::per_worker:
+      for (auto& [id, e] : members_) {
+        auto it = config_.per_worker_intervals.find(id);
+        e.interval = clamp_interval(static_cast<double>(it != config_.per_worker_intervals.end() ? it->second
+                                                                                                : config_.interval));
+      }
+      break;
+    case interval_policy::paper: {
+      const double t = static_cast<double>(config_.total_steps);
+      const double n = static_cast<double>(members_.size());
+      const double i = std::ceil(std::pow(t, 0.25) / std::pow(n, 0.75));
+      for (auto& [id, e] : members_) {
+        e.interval = clamp_interval(i);
+      }
+      break;
+    }
+    case interval_policy::time_balanced: {
+      // TODO(#5): use algorithms::time_balanced_intervals once schedule.hpp is committed.
+      std::vector<double> speeds;
+      for (const auto& [id, e] : members_) {
+        if (e.speed > 0) {
+          speeds.push_back(e.speed);
+        }
+      }
+      if (speeds.empty()) {
+        for (auto& [id, e] : members_) {
+          e.interval = clamp_interval(static_cast<double>(config_.interval));
+        }
+        break;
+      }
+      // τ is the wall time the median-speed worker needs for `interval` steps; everybody gets τ seconds.
+      const double tau = static_cast<double>(config_.interval) / median_of(speeds);
+      for (auto& [id, e] : members_) {
+        e.interval = clamp_interval(e.speed > 0 ? e.speed * tau : static_cast<double>(config_.interval));
+      }
+      break;
+    }
+  }
+}
+
+void averager_core::update_speeds() {
+  for (const auto& [id, s] : submissions_) {
+    auto it = members_.find(id);
+    const double secs = to_seconds(s.at - round_start_);
+    if (it == members_.end() || !(secs > 0)) {
+      continue;
+    }
+    const double measured = static_cast<double>(s.msg.steps) / secs;
+    it->second.speed = it->second.speed > 0
+                           ? config_.speed_ema * measured + (1 - config_.speed_ema) * it->second.speed
+                           : measured;
+  }
+}
+
+double averager_core::current_step_size() const {
+  double g = config_.step_size;
+  if (config_.step_sizes == step_size_policy::paper) {
+    const double n = static_cast<double>(std::max<std::size_t>(members_.size(), 1));
+    g = config_.step_size_c * std::sqrt(n / static_cast<double>(config_.total_steps));
+  }
+  if (config_.warmup_rounds > 0 && rounds_completed_ < config_.warmup_rounds) {
+    g *= static_cast<double>(rounds_completed_ + 1) / static_cast<double>(config_.warmup_rounds);
+  }
+  return g;
+}
+
+void averager_core::compute_deadline() {
+  deadline_.reset();
+  switch (config_.deadline) {
+    case deadline_policy::none:
+      break;
+    case deadline_policy::fixed:
+      deadline_ = round_start_ + config_.fixed_deadline;
+      break;
+    case deadline_policy::adaptive: {
+      if (arrival_history_.size() < config_.adaptive_min_samples) {
+        break;
+      }
+      const double med = median_of(arrival_history_);
+      std::vector<double> dev;
+      dev.reserve(arrival_history_.size());
+      for (double x : arrival_history_) {
+        dev.push_back(std::abs(x - med));
+      }
+      const double secs = std::max(med + config_.mad_k * median_of(std::move(dev)), to_seconds(config_.adaptive_floor));
+      deadline_ = round_start_ + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(secs));
+      break;
+    }
+  }
+}
+
+// ---- bookkeeping -------------------------------------------------------------------------------------
+
+void averager_core::record(const model_msg& m, submission_status s, std::string reason) {
+  switch (s) {
+    case submission_status::accepted: ++counters_.accepted; ++round_counters_.accepted; break;
+    case submission_status::late: ++counters_.late; ++round_counters_.late; break;
+    case submission_status::duplicate: ++counters_.duplicate; ++round_counters_.duplicate; break;
+    case submission_status::rejected:
+      ++counters_.rejected;
+      ++round_counters_.rejected;
+      PRSGD_LOG(warn, log_component) << "rejected MODEL of worker " << m.member << " (incarnation " << m.incarnation
+                                     << ", round " << m.round << "): " << reason;
+      break;
+  }
+  if (s == submission_status::late || s == submission_status::duplicate) {
+    PRSGD_LOG(debug, log_component) << to_string(s) << " MODEL of worker " << m.member << " round " << m.round
+                                    << (reason.empty() ? "" : ": ") << reason;
+  }
+  accounting_.push_back({m.round, m.member, m.incarnation, s, std::move(reason)});
+}
+
+void averager_core::prune_accounting() {
+  if (round_ <= config_.accounting_rounds_kept) {
+    return;
+  }
+  const round_t oldest = round_ - config_.accounting_rounds_kept;
+  std::erase_if(accounting_, [&](const submission_record& r) { return r.round < oldest; });
+  std::erase_if(counted_, [&](const auto& kv) { return kv.first.first < oldest; });
+}
+
+void averager_core::maybe_checkpoint() {
+  if (!store_ || config_.checkpoint_every == 0 || rounds_completed_ == 0 ||
+      rounds_completed_ % config_.checkpoint_every != 0) {
+    return;
+  }
+  if (auto ok = store_->save(snapshot()); !ok) {
+    PRSGD_LOG(error, log_component) << "checkpoint at round " << round_ << " failed: " << ok.error().message();
+  }
+}
+
+checkpoint_state averager_core::snapshot() const {
+  checkpoint_state s;
+  s.averager_incarnation = incarnation_;
+  s.round = round_;
+  s.model = *model_;
+  for (const auto* set : {&members_, &pending_}) {
+    for (const auto& [id, e] : *set) {
+      s.members.push_back({id, e.incarnation, e.interval, e.speed});
+    }
+  }
+  s.rounds_completed = rounds_completed_;
+  s.outer_momentum = outer_momentum_;
+  s.arrival_history = arrival_history_;
+  s.late = counters_.late;
+  s.duplicate = counters_.duplicate;
+  s.rejected = counters_.rejected;
+  return s;
+}
+
+welcome_msg averager_core::make_welcome(member_id id, incarnation_t inc, round_t admitted) const {
+  return welcome_msg{id, inc, incarnation_, round_, admitted, config_.mode, model_size_, config_.heartbeat_interval};
+}
+
+restart_msg averager_core::make_restart(member_id id) const {
+  const auto& e = members_.at(id);
+  return restart_msg{id, e.incarnation, incarnation_, round_, model_, e.interval, round_step_size_, config_.mode};
+}
+
+// ---- accessors ---------------------------------------------------------------------------------------
+
+bool averager_core::set_test_accuracy(round_t round, double accuracy) {
+  for (auto& m : metrics_) {
+    if (m.round == round) {
+      m.test_acc = accuracy;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<round_metrics> averager_core::drain_metrics() { return std::exchange(metrics_, {}); }
+
+std::vector<member_id> averager_core::members() const {
+  std::vector<member_id> ids;
+  for (const auto& [id, e] : members_) {
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<member_id> averager_core::pending() const {
+  std::vector<member_id> ids;
+  for (const auto& [id, e] : pending_) {
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<member_id> averager_core::submitted() const {
+  std::vector<member_id> ids;
+  for (const auto& [id, s] : submissions_) {
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::optional<std::uint64_t> averager_core::interval_of(member_id member) const {
+  auto it = members_.find(member);
+  if (it == members_.end()) {
+    return std::nullopt;
+  }
+  return it->second.interval;
+}
+
+int averager_core::times_counted(round_t round, member_id member) const {
+  auto it = counted_.find({round, member});
+  return it == counted_.end() ? 0 : it->second;
+}
+
+}  // namespace prsgd::actors

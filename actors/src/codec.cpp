@@ -1,0 +1,384 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/codec.hpp"
+
+#include <msgpack.hpp>
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace prsgd::actors {
+namespace {
+
+// Message type codes on the wire (actors/PROTOCOL.md). Never reuse a number.
+enum class wire_type : std::uint8_t {
+  join = 1,
+  welcome = 2,
+  leave = 3,
+  heartbeat = 4,
+  model = 5,
+  restart = 6,
+  removed = 7,
+  stop = 8,
+};
+
+// Packs the header as a msgpack map with short string keys.
+class header_writer {
+ public:
+  header_writer(wire_type t, std::size_t fields) : pk_(buf_) {
+    pk_.pack_map(static_cast<std::uint32_t>(fields + 2));
+    put("v", protocol_version);
+    put("t", static_cast<std::uint8_t>(t));
+  }
+  template <class V>
+  void put(const char* key, const V& value) {
+    pk_.pack(std::string_view{key});
+    if constexpr (std::is_same_v<V, bool>) {
+      if (value) {
+        pk_.pack_true();
+      } else {
+        pk_.pack_false();
+      }
+    } else {
+      pk_.pack(value);
+    }
+  }
+  [[nodiscard]] frame finish() { return frame::copy(buf_.data(), buf_.size()); }
+
+ private:
+  msgpack::sbuffer buf_;
+  msgpack::packer<msgpack::sbuffer> pk_;
+};
+
+template <class M>
+void put_common(header_writer& w, const M& m) {
+  w.put("m", m.member);
+  w.put("i", m.incarnation);
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
+}
+constexpr std::size_t common_fields = 4;
+
+frame payload_of(const flat_buffer& buf) {
+  if (!buf) {
+    return frame{};
+  }
+  return frame::share(buf);
+}
+
+// Reads fields from a decoded header map; every getter validates type and presence.
+class header_reader {
+ public:
+  explicit header_reader(const msgpack::object& map) {
+    for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
+      const auto& kv = map.via.map.ptr[i];
+      if (kv.key.type != msgpack::type::STR) {
+        throw std::runtime_error("header key is not a string");
+      }
+      fields_.emplace(std::string{kv.key.via.str.ptr, kv.key.via.str.size}, &kv.val);
+    }
+  }
+  template <class T>
+  T get(const char* key) const {
+    auto it = fields_.find(key);
+    if (it == fields_.end()) {
+      throw std::runtime_error(std::string{"missing header field '"} + key + "'");
+    }
+    return it->second->as<T>();
+  }
+  template <class T>
+  T get_or(const char* key, T fallback) const {
+    auto it = fields_.find(key);
+    return it == fields_.end() ? fallback : it->second->as<T>();
+  }
+
+ private:
+  std::map<std::string, const msgpack::object*, std::less<>> fields_;
+};
+
+template <class M>
+void get_common(const header_reader& r, M& m) {
+  m.member = r.get<member_id>("m");
+  m.incarnation = r.get<incarnation_t>("i");
+  m.averager_incarnation = r.get<incarnation_t>("a");
+  m.round = r.get<round_t>("r");
+}
+
+training_mode get_mode(const header_reader& r) {
+  const auto md = r.get<std::uint8_t>("md");
+  if (md > static_cast<std::uint8_t>(training_mode::minibatch_sgd)) {
+    throw std::range_error("unknown training mode " + std::to_string(md));
+  }
+  return static_cast<training_mode>(md);
+}
+
+struct parsed_header {
+  msgpack::object_handle handle;
+  wire_type type{};
+};
+
+expected<parsed_header> parse_header(const multipart& msg, const codec_limits& limits) {
+  if (msg.empty() || msg.size() > 2) {
+    return fail(errc::protocol_error, "expected 1 or 2 frames, got " + std::to_string(msg.size()));
+  }
+  const frame& h = msg.front();
+  if (h.size() == 0 || h.size() > limits.max_header_bytes) {
+    return fail(errc::protocol_error, "header frame of " + std::to_string(h.size()) + " bytes (limit " +
+                                          std::to_string(limits.max_header_bytes) + ")");
+  }
+  parsed_header out;
+  try {
+    // Bounded unpacking: no array, map or string in a header can make msgpack allocate much.
+    out.handle = msgpack::unpack(reinterpret_cast<const char*>(h.data()), h.size(), nullptr, nullptr,
+                                 msgpack::unpack_limit(16, 64, 256, 256, 16, 4));
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, std::string{"header is not msgpack: "} + e.what());
+  }
+  const msgpack::object& obj = out.handle.get();
+  if (obj.type != msgpack::type::MAP) {
+    return fail(errc::decode_failed, "header is not a msgpack map");
+  }
+  try {
+    header_reader r{obj};
+    const auto v = r.get<std::uint32_t>("v");
+    if (v != protocol_version) {
+      return fail(errc::protocol_error, "protocol version " + std::to_string(v) + ", this build speaks " +
+                                            std::to_string(protocol_version));
+    }
+    const auto t = r.get<std::uint8_t>("t");
+    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::stop)) {
+      return fail(errc::protocol_error, "unknown message type " + std::to_string(t));
+    }
+    out.type = static_cast<wire_type>(t);
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+  return out;
+}
+
+// Copies frame 1 into a fresh float buffer after checking it against the declared count.
+expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared, const codec_limits& limits) {
+  if (declared > limits.max_model_floats) {
+    return fail(errc::too_large, "model of " + std::to_string(declared) + " floats exceeds the limit of " +
+                                     std::to_string(limits.max_model_floats));
+  }
+  if (msg.size() != 2) {
+    return fail(errc::protocol_error, "header declares a payload but the message has no payload frame");
+  }
+  const frame& p = msg[1];
+  if (p.size() != declared * sizeof(float)) {
+    return fail(errc::protocol_error, "payload has " + std::to_string(p.size()) + " bytes, header declares " +
+                                          std::to_string(declared) + " floats");
+  }
+  auto buf = std::make_shared<std::vector<float>>(declared);
+  if (declared > 0) {
+    std::memcpy(buf->data(), p.data(), p.size());
+  }
+  return flat_buffer{std::move(buf)};
+}
+
+expected<void> expect_no_payload(const multipart& msg) {
+  if (msg.size() != 1) {
+    return fail(errc::protocol_error, "unexpected payload frame");
+  }
+  return {};
+}
+
+}  // namespace
+
+multipart encode(const to_worker& msg) {
+  return std::visit(
+      [](const auto& m) -> multipart {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, welcome_msg>) {
+          header_writer w{wire_type::welcome, common_fields + 4};
+          put_common(w, m);
+          w.put("ad", m.admitted_round);
+          w.put("md", static_cast<std::uint8_t>(m.mode));
+          w.put("ms", m.model_size);
+          w.put("hb", static_cast<std::int64_t>(m.heartbeat_interval.count()));
+          return {w.finish()};
+        } else if constexpr (std::is_same_v<M, restart_msg>) {
+          header_writer w{wire_type::restart, common_fields + 4};
+          put_common(w, m);
+          w.put("iv", m.interval);
+          w.put("ss", m.step_size);
+          w.put("md", static_cast<std::uint8_t>(m.mode));
+          w.put("n", static_cast<std::uint64_t>(m.model ? m.model->size() : 0));
+          return {w.finish(), payload_of(m.model)};
+        } else if constexpr (std::is_same_v<M, heartbeat_msg>) {
+          header_writer w{wire_type::heartbeat, common_fields + 1};
+          put_common(w, m);
+          w.put("fa", m.from_averager);
+          return {w.finish()};
+        } else if constexpr (std::is_same_v<M, removed_msg>) {
+          header_writer w{wire_type::removed, common_fields};
+          put_common(w, m);
+          return {w.finish()};
+        } else {
+          static_assert(std::is_same_v<M, stop_msg>);
+          header_writer w{wire_type::stop, common_fields};
+          put_common(w, m);
+          return {w.finish()};
+        }
+      },
+      msg);
+}
+
+multipart encode(const to_averager& msg) {
+  return std::visit(
+      [](const auto& m) -> multipart {
+        using M = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<M, join_msg>) {
+          header_writer w{wire_type::join, common_fields + 1};
+          put_common(w, m);
+          w.put("s", m.speed_hint);
+          return {w.finish()};
+        } else if constexpr (std::is_same_v<M, leave_msg>) {
+          header_writer w{wire_type::leave, common_fields};
+          put_common(w, m);
+          return {w.finish()};
+        } else if constexpr (std::is_same_v<M, heartbeat_msg>) {
+          header_writer w{wire_type::heartbeat, common_fields + 1};
+          put_common(w, m);
+          w.put("fa", m.from_averager);
+          return {w.finish()};
+        } else {
+          static_assert(std::is_same_v<M, model_msg>);
+          header_writer w{wire_type::model, common_fields + 6};
+          put_common(w, m);
+          w.put("st", m.steps);
+          w.put("sa", m.samples);
+          w.put("ls", m.loss_sum);
+          w.put("lc", m.loss_count);
+          w.put("g", m.is_gradient);
+          w.put("n", static_cast<std::uint64_t>(m.params ? m.params->size() : 0));
+          return {w.finish(), payload_of(m.params)};
+        }
+      },
+      msg);
+}
+
+expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& limits) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  try {
+    header_reader r{parsed->handle.get()};
+    switch (parsed->type) {
+      case wire_type::welcome: {
+        PRSGD_TRY(expect_no_payload(msg));
+        welcome_msg m;
+        get_common(r, m);
+        m.admitted_round = r.get<round_t>("ad");
+        m.mode = get_mode(r);
+        m.model_size = r.get<std::uint64_t>("ms");
+        m.heartbeat_interval = std::chrono::nanoseconds{r.get<std::int64_t>("hb")};
+        return to_worker{m};
+      }
+      case wire_type::restart: {
+        restart_msg m;
+        get_common(r, m);
+        m.interval = r.get<std::uint64_t>("iv");
+        m.step_size = r.get<double>("ss");
+        m.mode = get_mode(r);
+        auto model = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        if (!model) {
+          return std::move(model).error();
+        }
+        m.model = std::move(*model);
+        return to_worker{std::move(m)};
+      }
+      case wire_type::heartbeat: {
+        PRSGD_TRY(expect_no_payload(msg));
+        heartbeat_msg m;
+        get_common(r, m);
+        m.from_averager = r.get<bool>("fa");
+        return to_worker{m};
+      }
+      case wire_type::removed: {
+        PRSGD_TRY(expect_no_payload(msg));
+        removed_msg m;
+        get_common(r, m);
+        return to_worker{m};
+      }
+      case wire_type::stop: {
+        PRSGD_TRY(expect_no_payload(msg));
+        stop_msg m;
+        get_common(r, m);
+        return to_worker{m};
+      }
+      default:
+        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
+                                              " is not sent to workers");
+    }
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+expected<to_averager> decode_to_averager(const multipart& msg, const codec_limits& limits) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  try {
+    header_reader r{parsed->handle.get()};
+    switch (parsed->type) {
+      case wire_type::join: {
+        PRSGD_TRY(expect_no_payload(msg));
+        join_msg m;
+        get_common(r, m);
+        m.speed_hint = r.get_or<double>("s", 0.0);
+        return to_averager{m};
+      }
+      case wire_type::leave: {
+        PRSGD_TRY(expect_no_payload(msg));
+        leave_msg m;
+        get_common(r, m);
+        return to_averager{m};
+      }
+      case wire_type::heartbeat: {
+        PRSGD_TRY(expect_no_payload(msg));
+        heartbeat_msg m;
+        get_common(r, m);
+        m.from_averager = r.get<bool>("fa");
+        return to_averager{m};
+      }
+      case wire_type::model: {
+        model_msg m;
+        get_common(r, m);
+        m.steps = r.get<std::uint64_t>("st");
+        m.samples = r.get<std::uint64_t>("sa");
+        m.loss_sum = r.get<double>("ls");
+        m.loss_count = r.get<std::uint64_t>("lc");
+        m.is_gradient = r.get<bool>("g");
+        auto params = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        if (!params) {
+          return std::move(params).error();
+        }
+        m.params = std::move(*params);
+        return to_averager{std::move(m)};
+      }
+      default:
+        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
+                                              " is not sent to the averager");
+    }
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+std::uint64_t payload_bytes(const multipart& msg) noexcept {
+  std::uint64_t n = 0;
+  for (std::size_t i = 1; i < msg.size(); ++i) {
+    n += msg[i].size();
+  }
+  return n;
+}
+
+}  // namespace prsgd::actors

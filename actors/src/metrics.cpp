@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/metrics.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+namespace prsgd::actors {
+
+namespace {
+
+// Appends a number in the shortest form that reads back exactly; NaN/Inf become null (JSON has neither).
+void put_number(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, r.ptr);
+}
+
+void put_number(std::string& out, std::uint64_t v) { out += std::to_string(v); }
+
+void put_optional(std::string& out, const std::optional<double>& v) {
+  if (v) {
+    put_number(out, *v);
+  } else {
+    out += "null";
+  }
+}
+
+void key(std::string& out, std::string_view k) {
+  if (out.size() > 1) {
+    out += ',';
+  }
+  out += json_quote(k);
+  out += ':';
+}
+
+}  // namespace
+
+std::string json_quote(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out += '"';
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          static constexpr char hex[] = "0123456789abcdef";
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 0xf];
+        } else {
+          out += ch;  // UTF-8 passes through unchanged
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string to_json_line(const round_metrics& m) {
+  std::string out = "{";
+  key(out, "round"); put_number(out, m.round);
+  key(out, "members"); put_number(out, static_cast<std::uint64_t>(m.members));
+  key(out, "submissions"); put_number(out, static_cast<std::uint64_t>(m.submissions));
+  key(out, "wall_s"); put_number(out, m.wall_s);
+  key(out, "round_s"); put_number(out, m.round_s);
+  key(out, "barrier_wait_s"); put_number(out, m.barrier_wait_s);
+  key(out, "train_loss"); put_optional(out, m.train_loss);
+  key(out, "test_acc"); put_optional(out, m.test_acc);
+  key(out, "consensus_distance"); put_number(out, m.consensus_distance);
+  key(out, "bytes_in"); put_number(out, m.bytes_in);
+  key(out, "bytes_out"); put_number(out, m.bytes_out);
+  key(out, "late"); put_number(out, m.late);
+  key(out, "duplicate"); put_number(out, m.duplicate);
+  key(out, "rejected"); put_number(out, m.rejected);
+  key(out, "removed"); put_number(out, static_cast<std::uint64_t>(m.removed));
+  key(out, "admitted"); put_number(out, static_cast<std::uint64_t>(m.admitted));
+  key(out, "closed_by_deadline"); out += m.closed_by_deadline ? "true" : "false";
+  key(out, "interval_min"); put_number(out, m.interval_min);
+  key(out, "interval_max"); put_number(out, m.interval_max);
+  key(out, "step_size"); put_number(out, m.step_size);
+  key(out, "rule"); out += json_quote(m.rule);
+  key(out, "arrival_s");
+  out += '{';
+  bool first = true;
+  for (const auto& [id, s] : m.arrival_offsets_s) {
+    if (!first) {
+      out += ',';
+    }
+    first = false;
+    out += json_quote(std::to_string(id));
+    out += ':';
+    put_number(out, s);
+  }
+  out += "}}";
+  return out;
+}
+
+void metrics_writer::file_closer::operator()(std::FILE* f) const noexcept { std::fclose(f); }
+
+expected<metrics_writer> metrics_writer::open(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    return fail(errc::io_error, "cannot open metrics file " + path + ": " + std::strerror(errno));
+  }
+  return metrics_writer{f};
+}
+
+expected<void> metrics_writer::put_line(const std::string& line) {
+  if (!file_) {
+    return fail(errc::io_error, "metrics writer is closed");
+  }
+  if (std::fwrite(line.data(), 1, line.size(), file_.get()) != line.size() || std::fputc('\n', file_.get()) == EOF ||
+      std::fflush(file_.get()) != 0) {
+    return fail(errc::io_error, std::string("metrics write failed: ") + std::strerror(errno));
+  }
+  return {};
+}
+
+expected<void> metrics_writer::write(const round_metrics& m) { return put_line(to_json_line(m)); }
+
+expected<void> metrics_writer::write_done(std::optional<double> final_test_acc, round_t rounds, double wall_s) {
+  std::string out = "{";
+  key(out, "event"); out += json_quote("done");
+  key(out, "test_acc"); put_optional(out, final_test_acc);
+  key(out, "rounds"); put_number(out, rounds);
+  key(out, "wall_s"); put_number(out, wall_s);
+  out += '}';
+  return put_line(out);
+}
+
+}  // namespace prsgd::actors

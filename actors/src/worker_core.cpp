@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/worker_core.hpp"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "prsgd/common/check.hpp"
+#include "prsgd/common/log.hpp"
+
+namespace prsgd::actors {
+
+namespace {
+constexpr std::string_view log_component = "worker";
+}  // namespace
+
+std::string_view to_string(worker_state s) noexcept {
+  switch (s) {
+    case worker_state::joining: return "joining";
+    case worker_state::welcomed: return "welcomed";
+    case worker_state::training: return "training";
+    case worker_state::submitted: return "submitted";
+    case worker_state::left: return "left";
+    case worker_state::stopped: return "stopped";
+  }
+  return "unknown";
+}
+
+worker_core::worker_core(worker_config config, const clock& clk) : config_(config), clock_(&clk) {
+  PRSGD_CHECK(config_.incarnation > 0) << "worker incarnation must be positive";
+  PRSGD_CHECK(config_.heartbeat_interval.count() > 0 && config_.join_retry.count() > 0)
+      << "worker heartbeat interval and join retry must be positive";
+  const auto now = clock_->now();
+  last_heard_ = now;
+  next_heartbeat_ = now + config_.heartbeat_interval;
+  next_join_ = now;
+}
+
+join_msg worker_core::make_join() const {
+  return join_msg{config_.member, config_.incarnation, averager_incarnation_, last_finished_, config_.speed_hint};
+}
+
+worker_actions worker_core::start() {
+  worker_actions out;
+  if (state_ == worker_state::left || state_ == worker_state::stopped) {
+    return out;
+  }
+  state_ = worker_state::joining;  // (1)
+  out.send.emplace_back(make_join());
+  next_join_ = clock_->now() + config_.join_retry;
+  return out;
+}
+
+void worker_core::rejoin(worker_actions& out) {
+  if (state_ == worker_state::training) {
+    out.cancel_task = true;
+  }
+  state_ = worker_state::joining;  // (7)
+  out.send.emplace_back(make_join());
+  next_join_ = clock_->now() + config_.join_retry;
+}
+
+void worker_core::on_welcome(const welcome_msg& m, worker_actions& out) {
+  if (m.averager_incarnation < averager_incarnation_) {
+    return;  // from a dead averager incarnation
+  }
+  if (m.averager_incarnation > averager_incarnation_) {
+    averager_incarnation_ = m.averager_incarnation;
+    have_restart_ = false;
+  }
+  if (m.heartbeat_interval.count() > 0) {
+    config_.heartbeat_interval = m.heartbeat_interval;
+  }
+  if (state_ == worker_state::joining) {
+    state_ = worker_state::welcomed;  // (2)
+    PRSGD_LOG(info, log_component) << "worker " << config_.member << " welcomed by averager incarnation "
+                                   << m.averager_incarnation << ", admitted at round " << m.admitted_round;
+  }
+  (void)out;
+}
+
+void worker_core::accept_restart(const restart_msg& m, worker_actions& out) {
+  if (m.averager_incarnation < averager_incarnation_) {
+    return;
+  }
+  if (m.averager_incarnation > averager_incarnation_) {
+    // (3') A RESTART that overtook its WELCOME from a new averager incarnation: it names us, so we are in.
+    averager_incarnation_ = m.averager_incarnation;
+    have_restart_ = false;
+  } else if (have_restart_ && m.round <= round_) {
+    return;  // duplicate or reordered older RESTART
+  }
+  if (!m.model) {
+    PRSGD_LOG(warn, log_component) << "ignoring RESTART(" << m.round << ") without a model";
+    return;
+  }
+  if (state_ == worker_state::training) {
+    out.cancel_task = true;  // (5)
+  }
+  have_restart_ = true;
+  round_ = m.round;
+  interval_ = std::max<std::uint64_t>(m.interval, 1);
+  mode_ = m.mode;
+  state_ = worker_state::training;  // (3)/(6)
+  out.task = train_task{m.round, m.model, interval_, m.step_size, m.mode};
+}
+
+worker_actions worker_core::on_message(const to_worker& msg) {
+  worker_actions out;
+  if (state_ == worker_state::left || state_ == worker_state::stopped) {
+    return out;
+  }
+  std::visit(
+      [&](const auto& m) {
+        if (m.member != config_.member) {
+          return;  // misaddressed
+        }
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, welcome_msg>) {
+          if (m.incarnation == config_.incarnation) {
+            last_heard_ = clock_->now();
+            on_welcome(m, out);
+          }
+        } else if constexpr (std::is_same_v<T, restart_msg>) {
+          if (m.incarnation == config_.incarnation) {
+            last_heard_ = clock_->now();
+            accept_restart(m, out);
+          }
+        } else if constexpr (std::is_same_v<T, heartbeat_msg>) {
+          if (!m.from_averager || m.averager_incarnation < averager_incarnation_) {
+            return;
+          }
+          last_heard_ = clock_->now();
+          if (m.averager_incarnation > averager_incarnation_ && state_ != worker_state::joining) {
+            PRSGD_LOG(info, log_component) << "worker " << config_.member << " sees new averager incarnation "
+                                           << m.averager_incarnation << "; rejoining";
+            rejoin(out);  // (7)
+          }
+        } else if constexpr (std::is_same_v<T, removed_msg>) {
+          if (m.incarnation != config_.incarnation || m.averager_incarnation < averager_incarnation_) {
+            return;
+          }
+          last_heard_ = clock_->now();
+          // Only rejoin once per removal: while joining, the pending JOIN (and its retries) suffice.
+          if (state_ != worker_state::joining) {
+            PRSGD_LOG(info, log_component) << "worker " << config_.member << " removed by averager incarnation "
+                                           << m.averager_incarnation << "; rejoining";
+            rejoin(out);  // (7)
+          }
+        } else if constexpr (std::is_same_v<T, stop_msg>) {
+          if (m.averager_incarnation >= averager_incarnation_) {
+            if (state_ == worker_state::training) {
+              out.cancel_task = true;
+            }
+            state_ = worker_state::stopped;  // (9)
+            out.stopped = true;
+          }
+        }
+      },
+      msg);
+  return out;
+}
+
+worker_actions worker_core::on_trained(const train_result& r) {
+  worker_actions out;
+  if (state_ != worker_state::training || r.round != round_) {
+    return out;  // obsolete: superseded by a newer RESTART, a rejoin, or the end of the job
+  }
+  model_msg m;
+  m.member = config_.member;
+  m.incarnation = config_.incarnation;
+  m.averager_incarnation = averager_incarnation_;
+  m.round = r.round;
+  m.steps = r.steps;
+  m.samples = r.samples;
+  m.loss_sum = r.loss_sum;
+  m.loss_count = r.loss_count;
+  m.params = r.params;
+  // The averager tells the mode in RESTART; gradient submissions are marked so it can check the kind.
+  m.is_gradient = mode_ == training_mode::minibatch_sgd;
+  out.send.emplace_back(std::move(m));
+  ++models_sent_;
+  last_finished_ = r.round;
+  state_ = worker_state::submitted;  // (4)
+  return out;
+}
+
+worker_actions worker_core::tick() {
+  worker_actions out;
+  if (state_ == worker_state::left || state_ == worker_state::stopped) {
+    return out;
+  }
+  const auto now = clock_->now();
+  if (state_ != worker_state::joining && now - last_heard_ > config_.averager_timeout) {
+    PRSGD_LOG(warn, log_component) << "worker " << config_.member << ": averager silent; rejoining";
+    rejoin(out);
+    last_heard_ = now;  // one rejoin per silence period; JOIN retries continue below
+  } else if (state_ == worker_state::joining && now >= next_join_) {
+    out.send.emplace_back(make_join());
+    next_join_ = now + config_.join_retry;
+  }
+  if (now >= next_heartbeat_) {
+    out.send.emplace_back(heartbeat_msg{config_.member, config_.incarnation, averager_incarnation_, round_, false});
+    next_heartbeat_ = now + config_.heartbeat_interval;
+  }
+  return out;
+}
+
+worker_actions worker_core::leave() {
+  worker_actions out;
+  if (state_ == worker_state::left || state_ == worker_state::stopped) {
+    return out;
+  }
+  out.cancel_task = state_ == worker_state::training;
+  out.send.emplace_back(leave_msg{config_.member, config_.incarnation, averager_incarnation_, round_});
+  state_ = worker_state::left;  // (8)
+  out.stopped = true;
+  return out;
+}
+
+std::optional<clock::time_point> worker_core::next_wakeup() const {
+  if (state_ == worker_state::left || state_ == worker_state::stopped) {
+    return std::nullopt;
+  }
+  auto t = next_heartbeat_;
+  if (state_ == worker_state::joining) {
+    t = std::min(t, next_join_);
+  } else {
+    t = std::min(t, last_heard_ + config_.averager_timeout + clock::duration{1});
+  }
+  return t;
+}
+
+}  // namespace prsgd::actors

@@ -1,0 +1,811 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/averager_core.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+
+namespace prsgd::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::size_t dim = 4;
+
+std::vector<float> filled(float v) { return std::vector<float>(dim, v); }
+
+class AveragerCoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cfg.interval = 4;
+    cfg.heartbeat_interval = 1s;
+    cfg.heartbeat_timeout = 5s;
+    cfg.rejoin_grace = 2s;
+  }
+
+  averager_core& make(std::vector<float> init = filled(0)) {
+    auto c = averager_core::make(cfg, clk, std::move(init));
+    EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message());
+    core.emplace(std::move(c).value());
+    return *core;
+  }
+
+  std::vector<outbound> join(member_id id, incarnation_t inc = 1, double speed = 0) {
+    return core->on_join(join_msg{id, inc, 0, 0, speed});
+  }
+
+  model_msg model(member_id id, round_t r, std::vector<float> x, std::uint64_t steps = 4, std::uint64_t samples = 10,
+                  incarnation_t inc = 1) {
+    model_msg m;
+    m.member = id;
+    m.incarnation = inc;
+    m.averager_incarnation = core->incarnation();
+    m.round = r;
+    m.steps = steps;
+    m.samples = samples;
+    m.loss_sum = 2.0 * static_cast<double>(samples);
+    m.loss_count = samples;
+    m.params = std::make_shared<const std::vector<float>>(std::move(x));
+    return m;
+  }
+
+  std::vector<outbound> submit(member_id id, round_t r, float v, std::uint64_t steps = 4) {
+    return core->on_model(model(id, r, filled(v), steps));
+  }
+
+  std::vector<outbound> heartbeat(member_id id, incarnation_t inc = 1) {
+    return core->on_heartbeat(heartbeat_msg{id, inc, core->incarnation(), core->round(), false});
+  }
+
+  template <class T>
+  static std::vector<T> of(const std::vector<outbound>& out) {
+    std::vector<T> found;
+    for (const auto& o : out) {
+      if (const auto* m = std::get_if<T>(&o.msg)) {
+        EXPECT_EQ(m->member, o.to);
+        found.push_back(*m);
+      }
+    }
+    return found;
+  }
+
+  static std::set<member_id> restart_targets(const std::vector<outbound>& out, round_t r) {
+    std::set<member_id> ids;
+    for (const auto& m : of<restart_msg>(out)) {
+      EXPECT_EQ(m.round, r);
+      ids.insert(m.member);
+    }
+    return ids;
+  }
+
+  fake_clock clk;
+  averager_config cfg;
+  std::optional<averager_core> core;
+};
+
+TEST_F(AveragerCoreTest, FirstJoinerGetsWelcomeThenStartsRoundAtOnce) {
+  make(filled(1.5F));
+  EXPECT_EQ(core->state(), averager_state::idle);
+  auto out = join(7);
+  ASSERT_EQ(out.size(), 2U);
+  auto w = std::get<welcome_msg>(out[0].msg);
+  EXPECT_EQ(w.member, 7U);
+  EXPECT_EQ(w.admitted_round, 0U);
+  EXPECT_EQ(w.model_size, dim);
+  auto r = std::get<restart_msg>(out[1].msg);
+  EXPECT_EQ(r.round, 0U);
+  EXPECT_EQ(r.interval, 4U);
+  EXPECT_EQ(*r.model, filled(1.5F));
+  EXPECT_EQ(core->state(), averager_state::collecting);
+  EXPECT_EQ(core->members(), std::vector<member_id>{7});
+}
+
+TEST_F(AveragerCoreTest, JoinMidRoundIsWelcomedAtOnceAndAdmittedAtTheNextBarrier) {
+  make();
+  (void)join(1);
+  (void)join(2);  // arrives while round 0 runs with {1}
+  EXPECT_EQ(core->members(), std::vector<member_id>{1});
+  EXPECT_EQ(core->pending(), std::vector<member_id>{2});
+  auto out = join(3);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(std::get<welcome_msg>(out[0].msg).admitted_round, 1U);
+
+  out = submit(1, 0, 2.0F);  // the barrier does not wait for joiners
+  EXPECT_EQ(core->round(), 1U);
+  EXPECT_EQ(restart_targets(out, 1), (std::set<member_id>{1, 2, 3}));
+  for (const auto& r : of<restart_msg>(out)) {
+    EXPECT_EQ(*r.model, filled(2.0F)) << "joiners receive x̄_{r+1} with everybody else";
+  }
+  auto m = core->drain_metrics();
+  ASSERT_EQ(m.size(), 1U);
+  EXPECT_EQ(m[0].members, 1U);
+  EXPECT_EQ(m[0].admitted, 2U);
+}
+
+TEST_F(AveragerCoreTest, LeaveMidRoundStopsTheBarrierWaitingAtOnce) {
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 1.0F);
+  (void)submit(2, 0, 1.0F);  // round 1 with {1, 2}
+  ASSERT_EQ(core->round(), 1U);
+  (void)submit(1, 1, 3.0F);
+  EXPECT_EQ(core->round(), 1U) << "still waiting for 2";
+  auto out = core->on_leave(leave_msg{2, 1, core->incarnation(), 1});
+  EXPECT_EQ(core->round(), 2U);
+  EXPECT_EQ(restart_targets(out, 2), std::set<member_id>{1});
+  EXPECT_EQ(*core->model(), filled(3.0F));
+  EXPECT_EQ(core->members(), std::vector<member_id>{1});
+  EXPECT_EQ(core->drain_metrics().back().removed, 1U);
+}
+
+TEST_F(AveragerCoreTest, LeaveWithStaleIncarnationIsIgnored) {
+  make();
+  (void)join(1, 5);
+  (void)join(2);
+  (void)submit(2, 0, 1.0F);  // wait, 2 is pending: rejected
+  auto out = core->on_leave(leave_msg{1, 4, core->incarnation(), 0});
+  EXPECT_EQ(core->members(), std::vector<member_id>{1});
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_F(AveragerCoreTest, CrashedWorkerIsRemovedAfterHeartbeatTimeout) {
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 1.0F);
+  (void)submit(2, 0, 1.0F);
+  ASSERT_EQ(core->members(), (std::vector<member_id>{1, 2}));
+  (void)submit(1, 1, 5.0F);
+  clk.advance(3s);
+  (void)heartbeat(1);
+  EXPECT_TRUE(restart_targets(core->tick(), 2).empty());
+  clk.advance(2s);  // worker 2 silent exactly 5 s: not yet past the timeout
+  (void)core->tick();
+  EXPECT_EQ(core->round(), 1U);
+  ASSERT_TRUE(core->next_wakeup().has_value());
+  EXPECT_LE(*core->next_wakeup(), clk.now() + 1ns);
+  clk.advance(1ms);
+  auto out = core->tick();
+  EXPECT_EQ(core->round(), 2U) << "the barrier closes without the dead worker";
+  EXPECT_EQ(restart_targets(out, 2), std::set<member_id>{1});
+  auto removed = of<removed_msg>(out);
+  ASSERT_EQ(removed.size(), 1U);
+  EXPECT_EQ(removed[0].member, 2U);
+  EXPECT_EQ(*core->model(), filled(5.0F));
+}
+
+TEST_F(AveragerCoreTest, AveragerSendsHeartbeatsToMembersAndJoiners) {
+  make();
+  (void)join(1);
+  (void)join(2);
+  clk.advance(1s);
+  auto hbs = of<heartbeat_msg>(core->tick());
+  ASSERT_EQ(hbs.size(), 2U);
+  EXPECT_TRUE(hbs[0].from_averager);
+  EXPECT_TRUE(of<heartbeat_msg>(core->tick()).empty()) << "not again before the interval";
+}
+
+TEST_F(AveragerCoreTest, DuplicateModelIsCountedOnce) {
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 0.0F);
+  (void)submit(2, 0, 0.0F);
+  (void)submit(1, 1, 2.0F);
+  (void)submit(1, 1, 2.0F);
+  (void)submit(1, 1, 2.0F);
+  EXPECT_EQ(core->counters().duplicate, 2U);
+  (void)submit(2, 1, 4.0F);
+  EXPECT_EQ(*core->model(), filled(3.0F)) << "a double-counted model would pull the mean towards 2";
+  EXPECT_EQ(core->times_counted(1, 1), 1);
+  EXPECT_EQ(core->times_counted(1, 2), 1);
+  EXPECT_EQ(core->drain_metrics().back().duplicate, 2U);
+}
+
+TEST_F(AveragerCoreTest, LateModelForAClosedRoundIsDroppedAndCounted) {
+  make();
+  (void)join(1);
+  (void)submit(1, 0, 1.0F);
+  ASSERT_EQ(core->round(), 1U);
+  auto out = submit(1, 0, 9.0F);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(core->counters().late, 1U);
+  EXPECT_EQ(core->accounting().back().status, submission_status::late);
+  EXPECT_EQ(core->times_counted(0, 1), 1);
+  EXPECT_EQ(*core->model(), filled(1.0F));
+}
+
+TEST_F(AveragerCoreTest, ModelForAFutureRoundOrFromANonMemberIsRejected) {
+  make();
+  (void)join(1);
+  (void)join(2);  // pending
+  (void)submit(1, 3, 1.0F);
+  auto out = submit(2, 0, 1.0F);
+  EXPECT_TRUE(of<removed_msg>(out).empty()) << "a joiner is not told to rejoin";
+  out = submit(9, 0, 1.0F);
+  EXPECT_EQ(of<removed_msg>(out).size(), 1U) << "an unknown worker is told to (re)join";
+  EXPECT_EQ(core->counters().rejected, 3U);
+  EXPECT_TRUE(core->submitted().empty());
+}
+
+TEST_F(AveragerCoreTest, ReorderedLeaveBeforeModelNeverCountsTheModel) {
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 1.0F);
+  (void)submit(2, 0, 1.0F);
+  (void)core->on_leave(leave_msg{2, 1, core->incarnation(), 1});
+  (void)submit(2, 1, 100.0F);  // overtaken by its LEAVE
+  EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
+  (void)submit(1, 1, 3.0F);
+  EXPECT_EQ(*core->model(), filled(3.0F));
+  EXPECT_EQ(core->times_counted(1, 2), 0);
+}
+
+TEST_F(AveragerCoreTest, RepeatedJoinFromMemberResendsWelcomeAndRestart) {
+  make();
+  (void)join(1);
+  auto out = join(1);  // e.g. the worker lost the RESTART
+  ASSERT_EQ(out.size(), 2U);
+  EXPECT_EQ(std::get<welcome_msg>(out[0].msg).admitted_round, 0U);
+  EXPECT_EQ(std::get<restart_msg>(out[1].msg).round, 0U);
+  (void)submit(1, 0, 1.0F);
+  (void)join(2);
+  out = join(2);
+  ASSERT_EQ(out.size(), 1U) << "a pending joiner only gets WELCOME again";
+  EXPECT_EQ(core->pending(), std::vector<member_id>{2});
+}
+
+TEST_F(AveragerCoreTest, StaleIncarnationModelIsRejectedAndRestartedWorkerReplacesOldOne) {
+  make();
+  (void)join(1, 1);
+  (void)join(2, 1);
+  (void)submit(1, 0, 1.0F);
+  (void)submit(2, 0, 1.0F);
+  // Worker 2 crashed and came back with incarnation 2 while round 1 waits for it.
+  (void)submit(1, 1, 4.0F);
+  auto out = join(2, 2);
+  EXPECT_EQ(core->round(), 2U) << "the old incarnation is removed; the barrier stops waiting";
+  EXPECT_EQ(restart_targets(out, 2), (std::set<member_id>{1, 2}));
+  for (const auto& r : of<restart_msg>(out)) {
+    if (r.member == 2) {
+      EXPECT_EQ(r.incarnation, 2U);
+    }
+  }
+  (void)core->on_model(model(2, 2, filled(1.0F), 4, 10, /*inc=*/1));
+  EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
+  EXPECT_NE(core->accounting().back().reason.find("stale"), std::string::npos);
+  (void)core->on_join(join_msg{2, 1, 0, 0, 0});  // a reordered JOIN of the dead incarnation
+  EXPECT_EQ(core->members(), (std::vector<member_id>{1, 2}));
+}
+
+TEST_F(AveragerCoreTest, NanOrWrongSizeModelIsRejectedAndNeverAveraged) {
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 0.0F);
+  (void)submit(2, 0, 0.0F);
+  auto bad = filled(1.0F);
+  bad[2] = std::numeric_limits<float>::quiet_NaN();
+  (void)core->on_model(model(1, 1, bad));
+  EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
+  EXPECT_NE(core->accounting().back().reason.find("NaN"), std::string::npos);
+  bad[2] = std::numeric_limits<float>::infinity();
+  (void)core->on_model(model(1, 1, bad));
+  (void)core->on_model(model(1, 1, std::vector<float>(dim + 1, 1.0F)));
+  EXPECT_NE(core->accounting().back().reason.find("size"), std::string::npos);
+  EXPECT_EQ(core->counters().rejected, 3U);
+  EXPECT_TRUE(core->submitted().empty());
+  (void)submit(1, 1, 2.0F);  // a good model afterwards still counts
+  (void)submit(2, 1, 4.0F);
+  EXPECT_EQ(*core->model(), filled(3.0F));
+  EXPECT_EQ(core->drain_metrics().back().rejected, 3U);
+}
+
+TEST_F(AveragerCoreTest, FixedDeadlineClosesOnlyWithQuorum) {
+  cfg.deadline = deadline_policy::fixed;
+  cfg.fixed_deadline = 10s;
+  cfg.quorum = 2;
+  cfg.heartbeat_timeout = 60s;
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)join(3);
+  (void)submit(1, 0, 0.0F);
+  (void)submit(2, 0, 0.0F);
+  (void)submit(3, 0, 0.0F);
+  ASSERT_EQ(core->round(), 1U);
+  ASSERT_TRUE(core->deadline().has_value());
+  EXPECT_EQ(*core->deadline(), clk.now() + 10s);
+  (void)submit(1, 1, 1.0F);
+  clk.advance(11s);
+  (void)core->tick();
+  EXPECT_EQ(core->round(), 1U) << "deadline passed but only 1 of quorum 2";
+  auto out = submit(2, 1, 3.0F);
+  EXPECT_EQ(core->round(), 2U) << "quorum reached after the deadline closes at once";
+  EXPECT_EQ(restart_targets(out, 2), (std::set<member_id>{1, 2, 3})) << "the slow worker stays a member";
+  EXPECT_EQ(*core->model(), filled(2.0F));
+  auto m = core->drain_metrics().back();
+  EXPECT_TRUE(m.closed_by_deadline);
+  EXPECT_EQ(m.submissions, 2U);
+  EXPECT_EQ(m.members, 3U);
+  (void)submit(3, 1, 50.0F);
+  EXPECT_EQ(core->accounting().back().status, submission_status::late);
+  EXPECT_EQ(core->times_counted(1, 3), 0);
+}
+
+TEST_F(AveragerCoreTest, FixedDeadlineFiresFromTick) {
+  cfg.deadline = deadline_policy::fixed;
+  cfg.fixed_deadline = 10s;
+  cfg.quorum = 1;
+  cfg.heartbeat_timeout = 60s;
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 1.0F);  // round 1 runs with {1, 2}
+  clk.advance(5s);
+  (void)submit(1, 1, 1.0F);
+  EXPECT_EQ(core->round(), 1U);
+  ASSERT_TRUE(core->deadline().has_value());
+  EXPECT_LE(*core->next_wakeup(), *core->deadline());
+  clk.advance(5s - 1ns);
+  (void)core->tick();
+  EXPECT_EQ(core->round(), 1U);
+  clk.advance(1ns);
+  (void)core->tick();
+  EXPECT_EQ(core->round(), 2U);
+}
+
+TEST_F(AveragerCoreTest, AdaptiveDeadlineIsMedianPlusKMadOfPastArrivals) {
+  cfg.deadline = deadline_policy::adaptive;
+  cfg.adaptive_min_samples = 4;
+  cfg.mad_k = 3;
+  cfg.heartbeat_timeout = 60s;
+  make();
+  (void)join(1);
+  (void)join(2);
+  // Round 0 starts at once with {1}; worker 2 joins round 1.
+  (void)submit(1, 0, 0.0F);
+  for (round_t r = 1; r <= 2; ++r) {
+    EXPECT_FALSE(core->deadline().has_value()) << "not enough history in round " << r;
+    clk.advance(1000ms);
+    (void)submit(1, r, 0.0F);
+    clk.advance(200ms);
+    (void)submit(2, r, 0.0F);
+  }
+  // History: 0 s (round 0) then 1.0, 1.2, 1.0, 1.2 — window keeps all five: median 1.0, MAD 0.2.
+  ASSERT_TRUE(core->deadline().has_value());
+  const auto start = clk.now();
+  const double expected_s = 1.0 + 3 * 0.2;
+  EXPECT_NEAR(std::chrono::duration<double>(*core->deadline() - start).count(), expected_s, 1e-6);
+  clk.advance(500ms);
+  (void)submit(1, 3, 1.0F);
+  clk.advance(1000ms);  // 1.5 s: before the deadline
+  (void)core->tick();
+  EXPECT_EQ(core->round(), 3U);
+  clk.advance(100ms);  // 1.6 s: worker 2 is slow this time
+  (void)core->tick();
+  EXPECT_EQ(core->round(), 4U);
+  EXPECT_TRUE(core->drain_metrics().back().closed_by_deadline);
+}
+
+TEST_F(AveragerCoreTest, AllWorkersGoneThenANewOneJoinsAndStartsAtOnce) {
+  make(filled(0.5F));
+  (void)join(1);
+  (void)submit(1, 0, 2.0F);
+  ASSERT_EQ(core->round(), 1U);
+  auto out = core->on_leave(leave_msg{1, 1, core->incarnation(), 1});
+  EXPECT_TRUE(restart_targets(out, 2).empty());
+  EXPECT_EQ(core->state(), averager_state::idle);
+  EXPECT_EQ(core->round(), 2U) << "the empty round closes so nothing sent for it counts later";
+  EXPECT_EQ(*core->model(), filled(2.0F)) << "x̄ unchanged by an empty round";
+  out = join(5);
+  EXPECT_EQ(restart_targets(out, 2), std::set<member_id>{5});
+  EXPECT_EQ(core->state(), averager_state::collecting);
+  (void)submit(1, 1, 9.0F);
+  EXPECT_EQ(core->accounting().back().status, submission_status::late);
+}
+
+TEST_F(AveragerCoreTest, HeterogeneousIntervalsUseStepNormalisedAveragingByDefault) {
+  cfg.intervals = interval_policy::per_worker;
+  cfg.per_worker_intervals = {{1, 2}, {2, 8}};
+  make(filled(0.0F));
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 0.0F, 2);
+  auto out = core->on_model(model(2, 0, filled(0.0F), 8));  // now both are members: intervals 2 and 8
+  ASSERT_EQ(core->round(), 1U);
+  EXPECT_EQ(core->interval_of(1), 2U);
+  EXPECT_EQ(core->interval_of(2), 8U);
+  for (const auto& r : of<restart_msg>(out)) {
+    EXPECT_EQ(r.interval, r.member == 1 ? 2U : 8U);
+  }
+  (void)core->on_model(model(1, 1, filled(1.0F), 2));
+  (void)core->on_model(model(2, 1, filled(8.0F), 8));
+  ASSERT_EQ(core->round(), 2U);
+  EXPECT_EQ(core->last_rule(), algorithms::averaging_rule::step_normalised);
+  // x̄ + τ_eff Σ p_i Δ_i/τ_i = 0 + 5·(0.5·1/2 + 0.5·8/8) = 3.75; naive averaging would give 4.5.
+  for (float v : *core->model()) {
+    EXPECT_NEAR(v, 3.75F, 1e-5F);
+  }
+  EXPECT_EQ(core->drain_metrics().back().rule, "step-normalised");
+}
+
+TEST_F(AveragerCoreTest, EqualIntervalsAverageBySamples) {
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 0.0F);
+  (void)submit(2, 0, 0.0F);
+  (void)core->on_model(model(1, 1, filled(1.0F), 4, 30));
+  (void)core->on_model(model(2, 1, filled(5.0F), 4, 10));
+  EXPECT_EQ(core->last_rule(), algorithms::averaging_rule::by_samples);
+  for (float v : *core->model()) {
+    EXPECT_NEAR(v, 2.0F, 1e-6F);
+  }
+}
+
+TEST_F(AveragerCoreTest, ExplicitUniformRuleOverridesTheDefault) {
+  cfg.rule = algorithms::averaging_rule::uniform;
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 0.0F);
+  (void)submit(2, 0, 0.0F);
+  (void)core->on_model(model(1, 1, filled(1.0F), 2, 30));
+  (void)core->on_model(model(2, 1, filled(5.0F), 8, 10));
+  EXPECT_EQ(core->last_rule(), algorithms::averaging_rule::uniform);
+  EXPECT_EQ(*core->model(), filled(3.0F));
+}
+
+TEST_F(AveragerCoreTest, PaperIntervalRuleUsesTAndN) {
+  cfg.intervals = interval_policy::paper;
+  cfg.total_steps = 10'000;  // T^{1/4} = 10
+  make();
+  (void)join(1);
+  EXPECT_EQ(core->interval_of(1), 10U);
+  for (member_id id = 2; id <= 4; ++id) {
+    (void)join(id);
+  }
+  (void)submit(1, 0, 0.0F);
+  EXPECT_EQ(core->interval_of(1), 4U);  // ceil(10 / 4^{3/4}) = ceil(3.54)
+}
+
+TEST_F(AveragerCoreTest, TimeBalancedIntervalsGiveFastWorkersMoreSteps) {
+  cfg.intervals = interval_policy::time_balanced;
+  cfg.interval = 10;
+  cfg.speed_ema = 1.0;
+  cfg.heartbeat_timeout = 60s;
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 0.0F, 10);
+  ASSERT_EQ(core->interval_of(2), 10U) << "no measurement yet";
+  clk.advance(1s);
+  (void)submit(1, 1, 0.0F, 10);  // 10 steps/s
+  clk.advance(3s);
+  (void)submit(2, 1, 0.0F, 10);  // 10 steps in 4 s: 2.5 steps/s
+  // τ = 10 / median(10, 2.5) = 1.6 s: I_1 = 16, I_2 = 4.
+  EXPECT_EQ(core->interval_of(1), 16U);
+  EXPECT_EQ(core->interval_of(2), 4U);
+}
+
+TEST_F(AveragerCoreTest, SpeedHintSeedsTimeBalancedIntervals) {
+  cfg.intervals = interval_policy::time_balanced;
+  cfg.interval = 10;
+  make();
+  (void)join(1, 1, 20.0);
+  EXPECT_EQ(core->interval_of(1), 10U) << "a single worker runs the base interval";
+}
+
+TEST_F(AveragerCoreTest, MinibatchModeAppliesOneSgdStepWithTheAveragedGradient) {
+  cfg.mode = training_mode::minibatch_sgd;
+  cfg.step_size = 0.5;
+  make(filled(1.0F));
+  auto out = join(1);
+  auto r = of<restart_msg>(out);
+  ASSERT_EQ(r.size(), 1U);
+  EXPECT_EQ(r[0].interval, 1U);
+  EXPECT_EQ(r[0].mode, training_mode::minibatch_sgd);
+  (void)join(2);
+  auto g = model(1, 0, filled(2.0F), 1);
+  g.is_gradient = true;
+  (void)core->on_model(g);
+  ASSERT_EQ(core->round(), 1U);
+  EXPECT_EQ(*core->model(), filled(0.0F));  // 1 − 0.5·2
+  (void)core->on_model(model(1, 1, filled(2.0F), 1));  // a model, not a gradient
+  EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
+  auto g1 = model(1, 1, filled(2.0F), 1, 10);
+  auto g2 = model(2, 1, filled(6.0F), 1, 30);
+  g1.is_gradient = g2.is_gradient = true;
+  (void)core->on_model(g1);
+  (void)core->on_model(g2);
+  EXPECT_EQ(*core->model(), filled(-2.5F));  // 0 − 0.5·(0.25·2 + 0.75·6)
+}
+
+TEST_F(AveragerCoreTest, OuterMomentumAcceleratesTheAveragedDelta) {
+  cfg.outer = outer_optimizer_kind::momentum;
+  cfg.outer_momentum = 0.5;
+  cfg.outer_lr = 1.0;
+  make(filled(0.0F));
+  (void)join(1);
+  (void)submit(1, 0, 1.0F);
+  EXPECT_EQ(*core->model(), filled(1.0F));  // v = 1
+  (void)submit(1, 1, 2.0F);
+  EXPECT_EQ(*core->model(), filled(2.5F));  // v = 0.5 + 1
+}
+
+TEST_F(AveragerCoreTest, WarmupAndPaperStepSize) {
+  cfg.step_sizes = step_size_policy::paper;
+  cfg.step_size_c = 2.0;
+  cfg.total_steps = 400;
+  cfg.warmup_rounds = 2;
+  make();
+  auto r0 = of<restart_msg>(join(1));
+  ASSERT_EQ(r0.size(), 1U);
+  EXPECT_NEAR(r0[0].step_size, 2.0 * std::sqrt(1.0 / 400) * 0.5, 1e-12);
+  auto r1 = of<restart_msg>(submit(1, 0, 0.0F));
+  EXPECT_NEAR(r1[0].step_size, 0.1, 1e-12);
+}
+
+TEST_F(AveragerCoreTest, MetricsRecordLossConsensusBytesAndArrivals) {
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 0.0F);
+  ASSERT_EQ(core->round(), 1U);
+  (void)core->drain_metrics();
+  clk.advance(2s);
+  auto a = model(1, 1, filled(1.0F), 4, 10);
+  a.loss_sum = 10;
+  a.loss_count = 10;
+  auto b = model(2, 1, filled(3.0F), 4, 10);
+  b.loss_sum = 90;
+  b.loss_count = 30;
+  (void)core->on_model(a);
+  clk.advance(1s);
+  (void)core->on_model(b);
+  auto ms = core->drain_metrics();
+  ASSERT_EQ(ms.size(), 1U);
+  const auto& m = ms[0];
+  EXPECT_EQ(m.round, 1U);
+  EXPECT_EQ(m.members, 2U);
+  ASSERT_TRUE(m.train_loss.has_value());
+  EXPECT_DOUBLE_EQ(*m.train_loss, 100.0 / 40.0);
+  EXPECT_DOUBLE_EQ(m.consensus_distance, 4.0);  // each is 1 away from 2 in 4 coordinates
+  EXPECT_EQ(m.bytes_in, 2 * dim * sizeof(float));
+  EXPECT_EQ(m.bytes_out, 2 * dim * sizeof(float));
+  EXPECT_DOUBLE_EQ(m.round_s, 3.0);
+  EXPECT_DOUBLE_EQ(m.barrier_wait_s, 1.0);
+  ASSERT_EQ(m.arrival_offsets_s.size(), 2U);
+  EXPECT_DOUBLE_EQ(m.arrival_offsets_s[0].second, 2.0);
+  EXPECT_DOUBLE_EQ(m.arrival_offsets_s[1].second, 3.0);
+  EXPECT_FALSE(m.test_acc.has_value());
+}
+
+TEST_F(AveragerCoreTest, MaxRoundsStopsEverybody) {
+  cfg.max_rounds = 2;
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 0.0F);
+  auto out = submit(1, 1, 0.0F);
+  EXPECT_EQ(out.size(), 0U) << "still waiting for 2";
+  out = submit(2, 1, 0.0F);
+  EXPECT_EQ(core->state(), averager_state::stopped);
+  EXPECT_EQ(of<stop_msg>(out).size(), 2U);
+  EXPECT_TRUE(of<restart_msg>(out).empty());
+  EXPECT_FALSE(core->next_wakeup().has_value());
+}
+
+// Random duplicates, reordering, late and stale messages over many rounds: no (round, worker) is ever
+// counted twice, and what was counted is exactly what the rounds report.
+TEST_F(AveragerCoreTest, ExactlyOnceAccountingUnderRandomDuplicatesAndReordering) {
+  cfg.heartbeat_timeout = 1h;
+  make();
+  const unsigned seed = 12345;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng{seed};
+  for (member_id id = 1; id <= 4; ++id) {
+    (void)join(id);
+  }
+  std::vector<model_msg> sent;  // everything ever sent, replayed at random
+  for (int step = 0; step < 400; ++step) {
+    const auto r = core->round();
+    const auto members = core->members();
+    const auto pick = std::uniform_int_distribution<int>(0, 9)(rng);
+    if (pick < 5 && !members.empty()) {
+      const member_id id = members[std::uniform_int_distribution<std::size_t>(0, members.size() - 1)(rng)];
+      auto m = model(id, r, filled(static_cast<float>(id)));
+      sent.push_back(m);
+      (void)core->on_model(m);
+    } else if (pick < 8 && !sent.empty()) {
+      (void)core->on_model(sent[std::uniform_int_distribution<std::size_t>(0, sent.size() - 1)(rng)]);
+    } else if (pick == 8) {
+      const member_id id = std::uniform_int_distribution<member_id>(1, 5)(rng);
+      (void)core->on_leave(leave_msg{id, 1, core->incarnation(), r});
+    } else {
+      (void)join(std::uniform_int_distribution<member_id>(1, 5)(rng));
+    }
+  }
+  std::map<std::pair<round_t, member_id>, int> accepted;
+  for (const auto& rec : core->accounting()) {
+    if (rec.status == submission_status::accepted) {
+      EXPECT_EQ(++accepted[std::make_pair(rec.round, rec.member)], 1) << "round " << rec.round << " worker " << rec.member;
+    }
+  }
+  std::size_t averaged = 0;
+  for (const auto& m : core->drain_metrics()) {
+    averaged += m.submissions;
+    for (const auto& [id, t] : m.arrival_offsets_s) {
+      EXPECT_EQ(core->times_counted(m.round, id), 1);
+      EXPECT_EQ(accepted.count(std::make_pair(m.round, id)), 1U);
+    }
+  }
+  std::size_t open = core->submitted().size();
+  EXPECT_EQ(averaged + open, accepted.size());
+  EXPECT_GT(core->counters().duplicate + core->counters().late, 0U);
+  EXPECT_GT(core->round(), 5U);
+}
+
+// ---- checkpoints and averager restart --------------------------------------------------------------
+
+class AveragerRestartTest : public AveragerCoreTest {
+ protected:
+  void SetUp() override {
+    AveragerCoreTest::SetUp();
+    dir = std::filesystem::path(::testing::TempDir()) /
+          ("prsgd_averager_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir);
+    cfg.checkpoint_dir = dir.string();
+    cfg.checkpoint_every = 1;
+    cfg.checkpoints_kept = 3;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+
+  // Runs rounds 0..n-1 with workers 1 and 2 (2 joins round 1); x̄_{r+1} = r + 1.
+  void run_rounds(round_t n) {
+    (void)join(1);
+    (void)join(2);
+    for (round_t r = 0; r < n; ++r) {
+      (void)submit(1, r, static_cast<float>(r + 1));
+      if (r > 0) {
+        (void)submit(2, r, static_cast<float>(r + 1));
+      }
+    }
+    ASSERT_EQ(core->round(), n);
+  }
+
+  std::filesystem::path dir;
+};
+
+TEST_F(AveragerRestartTest, NewIncarnationResumesFromTheNewestCheckpointAndWorkersRejoin) {
+  make();
+  EXPECT_EQ(core->incarnation(), 1U);
+  run_rounds(3);
+  const auto old_model = *core->model();
+  const auto old_inc = core->incarnation();
+  auto stale = model(1, 3, filled(7.0F));  // in flight when the averager dies
+  auto older = model(2, 2, filled(7.0F));
+  core.reset();  // crash
+
+  make(filled(0.0F));
+  EXPECT_EQ(core->incarnation(), old_inc + 1);
+  ASSERT_EQ(core->resumed_from(), 3U);
+  EXPECT_EQ(core->round(), 3U);
+  EXPECT_EQ(*core->model(), old_model);
+  EXPECT_EQ(core->state(), averager_state::rejoin_wait);
+
+  (void)core->on_model(stale);
+  (void)core->on_model(older);
+  EXPECT_EQ(core->counters().late, 2U) << "messages to the dead incarnation are late, never counted";
+  EXPECT_TRUE(core->submitted().empty());
+
+  auto out = join(1);
+  EXPECT_EQ(std::get<welcome_msg>(out.at(0).msg).averager_incarnation, old_inc + 1);
+  EXPECT_TRUE(of<restart_msg>(out).empty()) << "waits for the other checkpointed member";
+  out = join(2);
+  EXPECT_EQ(restart_targets(out, 3), (std::set<member_id>{1, 2}));
+  for (const auto& r : of<restart_msg>(out)) {
+    EXPECT_EQ(r.averager_incarnation, old_inc + 1);
+    EXPECT_EQ(*r.model, old_model);
+  }
+  (void)submit(1, 3, 10.0F);
+  (void)submit(2, 3, 20.0F);
+  EXPECT_EQ(core->round(), 4U);
+  EXPECT_EQ(*core->model(), filled(15.0F));
+}
+
+TEST_F(AveragerRestartTest, RejoinGraceExpiresAndTheRoundStartsWithWhoeverCameBack) {
+  make();
+  run_rounds(2);
+  core.reset();
+  make();
+  (void)join(2);
+  EXPECT_EQ(core->state(), averager_state::rejoin_wait);
+  ASSERT_TRUE(core->next_wakeup().has_value());
+  clk.advance(2s);
+  auto out = core->tick();
+  EXPECT_EQ(restart_targets(out, 2), std::set<member_id>{2});
+  EXPECT_EQ(core->state(), averager_state::collecting);
+}
+
+TEST_F(AveragerRestartTest, RejoinGraceExpiresWithNobodyBackGoesIdle) {
+  make();
+  run_rounds(2);
+  core.reset();
+  make();
+  clk.advance(3s);
+  (void)core->tick();
+  EXPECT_EQ(core->state(), averager_state::idle);
+  auto out = join(4);
+  EXPECT_EQ(restart_targets(out, 2), std::set<member_id>{4});
+}
+
+TEST_F(AveragerRestartTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
+  make();
+  run_rounds(4);
+  core.reset();
+  checkpoint_store store{dir, 3};
+  auto files = store.files();
+  ASSERT_EQ(files.size(), 3U) << "only the newest 3 are kept";
+  {
+    std::fstream f{files[0], std::ios::in | std::ios::out | std::ios::binary};
+    f.seekp(40);
+    f.put('\x5a');
+  }
+  make();
+  ASSERT_EQ(core->resumed_from(), 3U) << "round 4's checkpoint has a bad checksum";
+  EXPECT_EQ(*core->model(), filled(3.0F));
+  core.reset();
+  std::filesystem::resize_file(store.files()[1], 30);  // truncate round 3's too
+  make();
+  EXPECT_EQ(core->resumed_from(), 2U);
+  EXPECT_EQ(*core->model(), filled(2.0F));
+}
+
+TEST_F(AveragerRestartTest, IncarnationGrowsEvenWithoutCheckpoints) {
+  cfg.checkpoint_every = 0;
+  make();
+  EXPECT_EQ(core->incarnation(), 1U);
+  core.reset();
+  make();
+  EXPECT_EQ(core->incarnation(), 2U);
+  EXPECT_FALSE(core->resumed_from().has_value());
+}
+
+TEST_F(AveragerRestartTest, CheckpointOfAnotherModelSizeIsRefused) {
+  make();
+  run_rounds(1);
+  core.reset();
+  auto c = averager_core::make(cfg, clk, std::vector<float>(dim + 3, 0.0F));
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code, errc::invalid_argument);
+}
+
+TEST(AveragerConfigTest, RejectsInvalidConfigs) {
+  fake_clock clk;
+  averager_config cfg;
+  EXPECT_FALSE(averager_core::make(cfg, clk, {}).has_value());
+  cfg.interval = 0;
+  EXPECT_FALSE(averager_core::make(cfg, clk, {1.0F}).has_value());
+  cfg = {};
+  cfg.heartbeat_timeout = 0s;
+  EXPECT_FALSE(averager_core::make(cfg, clk, {1.0F}).has_value());
+  cfg = {};
+  cfg.per_worker_intervals = {{3, 0}};
+  EXPECT_FALSE(averager_core::make(cfg, clk, {1.0F}).has_value());
+}
+
+}  // namespace
+}  // namespace prsgd::actors

@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/codec.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include <msgpack.hpp>
+
+namespace prsgd::actors {
+namespace {
+
+flat_buffer model_of(std::size_t n) {
+  auto v = std::make_shared<std::vector<float>>(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    (*v)[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  }
+  return v;
+}
+
+TEST(CodecTest, ModelRoundTripSharesPayloadOnSend) {
+  model_msg m;
+  m.member = 7;
+  m.incarnation = 3;
+  m.averager_incarnation = 2;
+  m.round = 41;
+  m.steps = 8;
+  m.samples = 512;
+  m.loss_sum = 123.5;
+  m.loss_count = 512;
+  m.params = model_of(1000);
+  multipart wire = encode(to_averager{m});
+  ASSERT_EQ(wire.size(), 2u);
+  // Zero-copy on send: the payload frame points into the model's own memory.
+  EXPECT_EQ(static_cast<const void*>(wire[1].data()), static_cast<const void*>(m.params->data()));
+  EXPECT_EQ(payload_bytes(wire), 4000u);
+  auto back = decode_to_averager(wire);
+  ASSERT_TRUE(back) << back.error().message();
+  const auto& d = std::get<model_msg>(*back);
+  EXPECT_EQ(d.member, 7u);
+  EXPECT_EQ(d.incarnation, 3u);
+  EXPECT_EQ(d.averager_incarnation, 2u);
+  EXPECT_EQ(d.round, 41u);
+  EXPECT_EQ(d.steps, 8u);
+  EXPECT_EQ(d.samples, 512u);
+  EXPECT_DOUBLE_EQ(d.loss_sum, 123.5);
+  EXPECT_FALSE(d.is_gradient);
+  EXPECT_EQ(*d.params, *m.params);
+}
+
+TEST(CodecTest, EveryWorkerMessageRoundTrips) {
+  welcome_msg w{1, 2, 3, 4, 5, training_mode::minibatch_sgd, 99, std::chrono::milliseconds(250)};
+  auto wb = decode_to_worker(encode(to_worker{w}));
+  ASSERT_TRUE(wb);
+  const auto& wd = std::get<welcome_msg>(*wb);
+  EXPECT_EQ(wd.admitted_round, 5u);
+  EXPECT_EQ(wd.mode, training_mode::minibatch_sgd);
+  EXPECT_EQ(wd.model_size, 99u);
+  EXPECT_EQ(wd.heartbeat_interval, std::chrono::milliseconds(250));
+
+  restart_msg r;
+  r.member = 9;
+  r.round = 12;
+  r.model = model_of(17);
+  r.interval = 16;
+  r.step_size = 0.05;
+  auto rb = decode_to_worker(encode(to_worker{r}));
+  ASSERT_TRUE(rb);
+  const auto& rd = std::get<restart_msg>(*rb);
+  EXPECT_EQ(rd.interval, 16u);
+  EXPECT_DOUBLE_EQ(rd.step_size, 0.05);
+  EXPECT_EQ(*rd.model, *r.model);
+
+  EXPECT_TRUE(std::holds_alternative<heartbeat_msg>(*decode_to_worker(encode(to_worker{heartbeat_msg{1, 1, 1, 1, true}}))));
+  EXPECT_TRUE(std::holds_alternative<removed_msg>(*decode_to_worker(encode(to_worker{removed_msg{1, 1, 1, 1}}))));
+  EXPECT_TRUE(std::holds_alternative<stop_msg>(*decode_to_worker(encode(to_worker{stop_msg{1, 1, 1, 1}}))));
+  auto jb = decode_to_averager(encode(to_averager{join_msg{4, 5, 6, 7, 123.0}}));
+  ASSERT_TRUE(jb);
+  EXPECT_DOUBLE_EQ(std::get<join_msg>(*jb).speed_hint, 123.0);
+  EXPECT_TRUE(std::holds_alternative<leave_msg>(*decode_to_averager(encode(to_averager{leave_msg{1, 1, 1, 1}}))));
+}
+
+TEST(CodecTest, RejectsMessagesForTheOtherSide) {
+  auto r = decode_to_averager(encode(to_worker{stop_msg{1, 1, 1, 1}}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::protocol_error);
+  auto w = decode_to_worker(encode(to_averager{leave_msg{1, 1, 1, 1}}));
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().code, errc::protocol_error);
+}
+
+TEST(CodecTest, RejectsPayloadSizeThatDisagreesWithHeader) {
+  model_msg m;
+  m.params = model_of(10);
+  multipart wire = encode(to_averager{m});
+  wire[1] = frame::copy(wire[1].data(), 36);  // 9 floats, header says 10
+  auto r = decode_to_averager(wire);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::protocol_error);
+  wire.pop_back();  // no payload at all
+  EXPECT_EQ(decode_to_averager(wire).error().code, errc::protocol_error);
+  auto extra = encode(to_averager{leave_msg{1, 1, 1, 1}});
+  extra.push_back(frame::copy("x"));
+  EXPECT_EQ(decode_to_averager(extra).error().code, errc::protocol_error);
+}
+
+TEST(CodecTest, RejectsOversizedModelBeforeCopying) {
+  model_msg m;
+  m.params = model_of(100);
+  codec_limits limits;
+  limits.max_model_floats = 99;
+  auto r = decode_to_averager(encode(to_averager{m}), limits);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::too_large);
+}
+
+TEST(CodecTest, RejectsWrongVersionAndUnknownType) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(2);
+  pk.pack(std::string{"v"});
+  pk.pack(protocol_version + 1);
+  pk.pack(std::string{"t"});
+  pk.pack(3);
+  auto r = decode_to_averager({frame::copy(buf.data(), buf.size())});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::protocol_error);
+  EXPECT_NE(r.error().context.find("version"), std::string::npos);
+
+  msgpack::sbuffer buf2;
+  msgpack::packer<msgpack::sbuffer> pk2(buf2);
+  pk2.pack_map(2);
+  pk2.pack(std::string{"v"});
+  pk2.pack(protocol_version);
+  pk2.pack(std::string{"t"});
+  pk2.pack(200);
+  EXPECT_EQ(decode_to_averager({frame::copy(buf2.data(), buf2.size())}).error().code, errc::protocol_error);
+}
+
+TEST(CodecTest, RejectsWrongFieldTypes) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(6);
+  pk.pack(std::string{"v"});
+  pk.pack(protocol_version);
+  pk.pack(std::string{"t"});
+  pk.pack(3);  // leave
+  pk.pack(std::string{"m"});
+  pk.pack(std::string{"not a number"});
+  pk.pack(std::string{"i"});
+  pk.pack(1);
+  pk.pack(std::string{"a"});
+  pk.pack(1);
+  pk.pack(std::string{"r"});
+  pk.pack(1);
+  auto r = decode_to_averager({frame::copy(buf.data(), buf.size())});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::decode_failed);
+}
+
+TEST(CodecTest, RandomBytesNeverCrash) {
+  std::mt19937 rng(12345);
+  const int iterations = 20000;
+  int accepted = 0;
+  for (int i = 0; i < iterations; ++i) {
+    std::string bytes(rng() % 64, '\0');
+    for (auto& c : bytes) {
+      c = static_cast<char>(rng());
+    }
+    multipart msg{frame::copy(bytes)};
+    if (rng() % 2 == 0) {
+      msg.push_back(frame::copy(bytes));
+    }
+    accepted += decode_to_averager(msg).has_value() ? 1 : 0;
+    accepted += decode_to_worker(msg).has_value() ? 1 : 0;
+  }
+  EXPECT_EQ(accepted, 0) << "random bytes decoded as a valid message; seed 12345";
+  EXPECT_FALSE(decode_to_averager({}).has_value());
+  EXPECT_FALSE(decode_to_averager({frame{}}).has_value());
+}
+
+TEST(CodecTest, TruncatedValidHeaderIsRejected) {
+  model_msg m;
+  m.params = model_of(4);
+  multipart wire = encode(to_averager{m});
+  for (std::size_t cut = 1; cut < wire[0].size(); ++cut) {
+    multipart t{frame::copy(wire[0].data(), cut), wire[1]};
+    EXPECT_FALSE(decode_to_averager(t).has_value()) << "cut at " << cut;
+  }
+}
+
+}  // namespace
+}  // namespace prsgd::actors
