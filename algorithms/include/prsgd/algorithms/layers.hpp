@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "prsgd/algorithms/params.hpp"
+
+namespace prsgd::algorithms {
+
+/// Computes one stage of a network on a batch: forward, backward, and its slice of the flat buffers.
+/// A layer is built for a fixed per-sample input shape; the batch size may change between calls.
+/// Parameters are not owned: `bind()` points the layer at its slice of a model's flat buffers.
+/// Not thread-safe; a layer belongs to one model.
+class layer {
+ public:
+  layer() = default;
+  layer(const layer&) = default;
+  layer& operator=(const layer&) = delete;
+  virtual ~layer() = default;
+
+  /// Returns a short description such as "conv2d(1->16, k5, s1, p2)".
+  [[nodiscard]] virtual std::string describe() const = 0;
+  /// Returns the per-sample input shape the layer was built for.
+  [[nodiscard]] virtual shape3 input_shape() const = 0;
+  /// Returns the per-sample output shape.
+  [[nodiscard]] virtual shape3 output_shape() const = 0;
+  /// Returns the number of trainable parameters (each has a gradient).
+  [[nodiscard]] virtual std::size_t num_params() const { return 0; }
+  /// Returns the number of averaged but untrained values (e.g. running statistics).
+  [[nodiscard]] virtual std::size_t num_buffers() const { return 0; }
+  /// Points the layer at its `num_params()` parameters and gradients and `num_buffers()` buffers.
+  /// @pre each pointer has room for the counts above and outlives the layer's use.
+  virtual void bind(float* params, float* grads, float* buffers) {
+    (void)params;
+    (void)grads;
+    (void)buffers;
+  }
+  /// Initialises the parameters and buffers like PyTorch's defaults, drawing from `rng`.
+  virtual void reset_parameters(std::mt19937_64& rng) { (void)rng; }
+  /// Computes `y` from the batch `x` (see `tensor` for the layout). `training` selects batch statistics.
+  virtual void forward(const tensor& x, tensor& y, bool training) = 0;
+  /// Adds this batch's parameter gradients to the bound gradients and, if `dx` is not null, writes
+  /// the gradient with respect to `x`. @pre `x`, `y` are the last forward's input and output.
+  virtual void backward(const tensor& x, const tensor& y, const tensor& dy, tensor* dx) = 0;
+  /// Returns a deep copy, not yet bound to any buffer.
+  [[nodiscard]] virtual std::unique_ptr<layer> clone() const = 0;
+};
+
+/// Returns a fully connected layer in -> out (PyTorch nn.Linear layout: weight out x in, row-major, then bias).
+/// @pre `in` is a vector shape {n, 1, 1}.
+[[nodiscard]] std::unique_ptr<layer> make_linear(shape3 in, int out_features);
+/// Returns an element-wise max(x, 0).
+[[nodiscard]] std::unique_ptr<layer> make_relu(shape3 in);
+/// Returns a 2-D convolution via im2col + GEMM (weight out x in x k x k as PyTorch, then bias if `bias`).
+[[nodiscard]] std::unique_ptr<layer> make_conv2d(shape3 in, int out_channels, int kernel, int stride,
+                                                 int padding, bool bias = true);
+/// Returns a k x k max pooling with stride k (floors odd sizes like PyTorch).
+[[nodiscard]] std::unique_ptr<layer> make_max_pool2d(shape3 in, int kernel);
+/// Returns a global average pool {C, H, W} -> {C, 1, 1}.
+[[nodiscard]] std::unique_ptr<layer> make_global_avg_pool(shape3 in);
+/// Returns a batch norm over channels (eps 1e-5, momentum 0.1; running mean and variance are buffers).
+[[nodiscard]] std::unique_ptr<layer> make_batch_norm(shape3 in);
+/// Returns a reshape {C, H, W} -> {C*H*W, 1, 1} in PyTorch's flatten order.
+[[nodiscard]] std::unique_ptr<layer> make_flatten(shape3 in);
+/// Returns y = main(x) + shortcut(x); an empty `shortcut` is the identity.
+/// @pre both paths map the same input shape to the same output shape.
+[[nodiscard]] std::unique_ptr<layer> make_residual(std::vector<std::unique_ptr<layer>> main,
+                                                   std::vector<std::unique_ptr<layer>> shortcut);
+
+/// Computes the mean softmax cross-entropy of `logits` (classes x batch) against `labels`,
+/// and, if `dlogits` is not null, its gradient with respect to the logits.
+/// @pre labels.size() == logits.cols() and every label is in [0, logits.rows()).
+[[nodiscard]] float softmax_cross_entropy(const tensor& logits, std::span<const std::int32_t> labels,
+                                          tensor* dlogits);
+/// Returns how many columns of `logits` have their arg-max at the label.
+[[nodiscard]] std::size_t count_correct(const tensor& logits, std::span<const std::int32_t> labels);
+
+}  // namespace prsgd::algorithms

@@ -1,0 +1,700 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/algorithms/layers.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "prsgd/common/check.hpp"
+
+namespace prsgd::algorithms {
+namespace {
+
+using index = Eigen::Index;
+using vec_map = Eigen::Map<Eigen::VectorXf>;
+using const_vec_map = Eigen::Map<const Eigen::VectorXf>;
+using mat_map = Eigen::Map<tensor>;
+using const_mat_map = Eigen::Map<const tensor>;
+
+// PyTorch's default init (kaiming_uniform with a = sqrt(5)) reduces to U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+// for weights and biases alike.
+void fill_uniform(float* p, std::size_t n, float bound, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-bound, bound);
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = dist(rng);
+  }
+}
+
+void add_row_bias(tensor& y, const float* bias) {
+  for (index r = 0; r < y.rows(); ++r) {
+    y.row(r).array() += bias[r];
+  }
+}
+
+index batch_of(const tensor& x, shape3 in) {
+  PRSGD_CHECK(x.rows() == in.channels && x.cols() % static_cast<index>(in.plane()) == 0)
+      << "input " << x.rows() << "x" << x.cols() << " does not fit shape " << in.channels << "x" << in.height
+      << "x" << in.width;
+  return x.cols() / static_cast<index>(in.plane());
+}
+
+class linear_layer final : public layer {
+ public:
+  linear_layer(shape3 in, int out) : in_(in), out_(out) {
+    PRSGD_CHECK(in.height == 1 && in.width == 1 && out > 0) << "linear needs a vector input";
+  }
+  std::string describe() const override {
+    return "linear(" + std::to_string(in_.channels) + "->" + std::to_string(out_) + ")";
+  }
+  shape3 input_shape() const override { return in_; }
+  shape3 output_shape() const override { return {out_, 1, 1}; }
+  std::size_t num_params() const override { return weights() + static_cast<std::size_t>(out_); }
+  void bind(float* params, float* grads, float* /*buffers*/) override {
+    w_ = params;
+    gw_ = grads;
+  }
+  void reset_parameters(std::mt19937_64& rng) override {
+    const float bound = 1.0F / std::sqrt(static_cast<float>(in_.channels));
+    fill_uniform(w_, num_params(), bound, rng);
+  }
+  void forward(const tensor& x, tensor& y, bool /*training*/) override {
+    const index batch = batch_of(x, in_);
+    y.resize(out_, batch);
+    y.noalias() = weight() * x;
+    add_row_bias(y, w_ + weights());
+  }
+  void backward(const tensor& x, const tensor& /*y*/, const tensor& dy, tensor* dx) override {
+    mat_map gw(gw_, out_, in_.channels);
+    gw.noalias() += dy * x.transpose();
+    vec_map(gw_ + weights(), out_) += dy.rowwise().sum();
+    if (dx != nullptr) {
+      dx->resize(in_.channels, x.cols());
+      dx->noalias() = weight().transpose() * dy;
+    }
+  }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<linear_layer>(in_, out_); }
+
+ private:
+  std::size_t weights() const { return in_.size() * static_cast<std::size_t>(out_); }
+  const_mat_map weight() const { return {w_, out_, in_.channels}; }
+  const_vec_map bias() const { return {w_ + weights(), out_}; }
+
+  shape3 in_;
+  int out_;
+  float* w_ = nullptr;
+  float* gw_ = nullptr;
+};
+
+class relu_layer final : public layer {
+ public:
+  explicit relu_layer(shape3 in) : in_(in) {}
+  std::string describe() const override { return "relu"; }
+  shape3 input_shape() const override { return in_; }
+  shape3 output_shape() const override { return in_; }
+  void forward(const tensor& x, tensor& y, bool /*training*/) override { y = x.cwiseMax(0.0F); }
+  void backward(const tensor& /*x*/, const tensor& y, const tensor& dy, tensor* dx) override {
+    if (dx != nullptr) {
+      dx->resize(y.rows(), y.cols());
+      dx->array() = (y.array() > 0.0F).select(dy.array(), 0.0F);
+    }
+  }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<relu_layer>(in_); }
+
+ private:
+  shape3 in_;
+};
+
+class conv2d_layer final : public layer {
+ public:
+  conv2d_layer(shape3 in, int out_channels, int kernel, int stride, int padding, bool bias)
+      : in_(in), k_(kernel), s_(stride), p_(padding), bias_(bias) {
+    PRSGD_CHECK(kernel > 0 && stride > 0 && padding >= 0 && out_channels > 0) << "bad conv2d geometry";
+    out_ = {out_channels, (in.height + 2 * padding - kernel) / stride + 1,
+            (in.width + 2 * padding - kernel) / stride + 1};
+    PRSGD_CHECK(out_.height > 0 && out_.width > 0) << "conv2d output would be empty";
+  }
+  std::string describe() const override {
+    std::ostringstream s;
+    s << "conv2d(" << in_.channels << "->" << out_.channels << ", k" << k_ << ", s" << s_ << ", p" << p_ << ")";
+    return s.str();
+  }
+  shape3 input_shape() const override { return in_; }
+  shape3 output_shape() const override { return out_; }
+  std::size_t num_params() const override {
+    return weights() + (bias_ ? static_cast<std::size_t>(out_.channels) : 0U);
+  }
+  void bind(float* params, float* grads, float* /*buffers*/) override {
+    w_ = params;
+    gw_ = grads;
+  }
+  void reset_parameters(std::mt19937_64& rng) override {
+    const float bound = 1.0F / std::sqrt(static_cast<float>(patch()));
+    fill_uniform(w_, num_params(), bound, rng);
+  }
+
+  void forward(const tensor& x, tensor& y, bool /*training*/) override {
+    const index batch = batch_of(x, in_);
+    const index oplane = static_cast<index>(out_.plane());
+    y.resize(out_.channels, batch * oplane);
+    const const_mat_map w(w_, out_.channels, patch());
+    const index chunk = samples_per_chunk();
+    cols_.resize(static_cast<std::size_t>(patch() * chunk * oplane));
+    for (index b0 = 0; b0 < batch; b0 += chunk) {
+      const index nb = std::min(chunk, batch - b0);
+      mat_map cols(cols_.data(), patch(), nb * oplane);
+      im2col(x, b0, nb, cols);
+      y.middleCols(b0 * oplane, nb * oplane).noalias() = w * cols;
+    }
+    if (bias_) {
+      add_row_bias(y, w_ + weights());
+    }
+  }
+
+  void backward(const tensor& x, const tensor& /*y*/, const tensor& dy, tensor* dx) override {
+    const index batch = batch_of(x, in_);
+    const index oplane = static_cast<index>(out_.plane());
+    const const_mat_map w(w_, out_.channels, patch());
+    mat_map gw(gw_, out_.channels, patch());
+    if (bias_) {
+      vec_map(gw_ + weights(), out_.channels) += dy.rowwise().sum();
+    }
+    if (dx != nullptr) {
+      dx->setZero(in_.channels, x.cols());
+    }
+    const index chunk = samples_per_chunk();
+    cols_.resize(static_cast<std::size_t>(patch() * chunk * oplane));
+    for (index b0 = 0; b0 < batch; b0 += chunk) {
+      const index nb = std::min(chunk, batch - b0);
+      mat_map cols(cols_.data(), patch(), nb * oplane);
+      im2col(x, b0, nb, cols);
+      const auto dyc = dy.middleCols(b0 * oplane, nb * oplane);
+      gw.noalias() += dyc * cols.transpose();
+      if (dx != nullptr) {
+        cols.noalias() = w.transpose() * dyc;
+        col2im(cols, b0, nb, *dx);
+      }
+    }
+  }
+  std::unique_ptr<layer> clone() const override {
+    return std::make_unique<conv2d_layer>(in_, out_.channels, k_, s_, p_, bias_);
+  }
+
+ private:
+  index patch() const { return static_cast<index>(in_.channels) * k_ * k_; }
+  std::size_t weights() const { return static_cast<std::size_t>(patch()) * static_cast<std::size_t>(out_.channels); }
+  // Keeps one chunk's im2col matrix around 1 MiB so that it stays in L2 between its write and the GEMM.
+  index samples_per_chunk() const {
+    const index per_sample = patch() * static_cast<index>(out_.plane()) * static_cast<index>(sizeof(float));
+    return std::max<index>(1, (index{1} << 20) / per_sample);
+  }
+
+  // Applies `op(column_value, input_value)` over every (patch row, output position) of samples
+  // [b0, b0 + nb); `op` sees a pointer into the im2col row and the matching input row (or null for padding).
+  template <class RowOp>
+  void for_each_row(index b0, index nb, RowOp&& op) const {
+    const index h = in_.height;
+    const index wd = in_.width;
+    const index oh = out_.height;
+    const index ow = out_.width;
+    const index iplane = h * wd;
+    const index oplane = oh * ow;
+    for (index c = 0; c < in_.channels; ++c) {
+      for (index ki = 0; ki < k_; ++ki) {
+        for (index kj = 0; kj < k_; ++kj) {
+          const index r = (c * k_ + ki) * k_ + kj;
+          // Output columns wo whose input column wi = wo*s + kj - p lies inside [0, W).
+          const index lo = std::min(ow, std::max<index>(0, (p_ - kj + s_ - 1) / s_));
+          const index last = wd - 1 + p_ - kj;  // wo * s must not exceed this
+          const index hi = last < 0 ? lo : std::max(lo, std::min(ow, last / s_ + 1));
+          for (index b = 0; b < nb; ++b) {
+            for (index ho = 0; ho < oh; ++ho) {
+              const index hin = ho * s_ + ki - p_;
+              const index col = b * oplane + ho * ow;
+              const index in_off = (b0 + b) * iplane + hin * wd;  // offset inside input row c
+              op(r, c, col, hin >= 0 && hin < h, in_off, lo, hi, kj);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void im2col(const tensor& x, index b0, index nb, mat_map& cols) const {
+    const index ow = out_.width;
+    for_each_row(b0, nb, [&](index r, index c, index col, bool inside, index in_off, index lo, index hi, index kj) {
+      float* dst = cols.data() + r * cols.cols() + col;
+      if (!inside) {
+        std::fill(dst, dst + ow, 0.0F);
+        return;
+      }
+      const float* src = x.data() + c * x.cols() + in_off;
+      std::fill(dst, dst + lo, 0.0F);
+      if (s_ == 1) {
+        std::memcpy(dst + lo, src + lo + kj - p_, static_cast<std::size_t>(hi - lo) * sizeof(float));
+      } else {
+        for (index wo = lo; wo < hi; ++wo) {
+          dst[wo] = src[wo * s_ + kj - p_];
+        }
+      }
+      std::fill(dst + hi, dst + ow, 0.0F);
+    });
+  }
+
+  void col2im(const mat_map& cols, index b0, index nb, tensor& dx) const {
+    for_each_row(b0, nb, [&](index r, index c, index col, bool inside, index in_off, index lo, index hi, index kj) {
+      if (!inside) {
+        return;
+      }
+      const float* src = cols.data() + r * cols.cols() + col;
+      float* dst = dx.data() + c * dx.cols() + in_off;
+      for (index wo = lo; wo < hi; ++wo) {
+        dst[wo * s_ + kj - p_] += src[wo];
+      }
+    });
+  }
+
+  shape3 in_;
+  shape3 out_;
+  int k_;
+  int s_;
+  int p_;
+  bool bias_;
+  float* w_ = nullptr;
+  float* gw_ = nullptr;
+  std::vector<float> cols_;
+};
+
+class max_pool_layer final : public layer {
+ public:
+  max_pool_layer(shape3 in, int kernel)
+      : in_(in), k_(kernel), out_{in.channels, in.height / kernel, in.width / kernel} {
+    PRSGD_CHECK(kernel > 0 && out_.height > 0 && out_.width > 0) << "bad max-pool geometry";
+  }
+  std::string describe() const override { return "max_pool2d(" + std::to_string(k_) + ")"; }
+  shape3 input_shape() const override { return in_; }
+  shape3 output_shape() const override { return out_; }
+  void forward(const tensor& x, tensor& y, bool /*training*/) override {
+    const index batch = batch_of(x, in_);
+    const index oh = out_.height;
+    const index ow = out_.width;
+    const index wd = in_.width;
+    const index iplane = static_cast<index>(in_.plane());
+    y.resize(in_.channels, batch * oh * ow);
+    argmax_.resize(static_cast<std::size_t>(y.size()));
+    std::int32_t* arg = argmax_.data();
+    float* out = y.data();
+    for (index c = 0; c < in_.channels; ++c) {
+      for (index b = 0; b < batch; ++b) {
+        const index base = b * iplane;
+        const float* plane = x.data() + c * x.cols() + base;
+        for (index i = 0; i < oh; ++i) {
+          for (index j = 0; j < ow; ++j) {
+            index best = i * k_ * wd + j * k_;
+            float v = plane[best];
+            for (index di = 0; di < k_; ++di) {
+              for (index dj = 0; dj < k_; ++dj) {
+                const index at = (i * k_ + di) * wd + j * k_ + dj;
+                if (plane[at] > v) {
+                  v = plane[at];
+                  best = at;
+                }
+              }
+            }
+            *out++ = v;
+            *arg++ = static_cast<std::int32_t>(base + best);
+          }
+        }
+      }
+    }
+  }
+  void backward(const tensor& x, const tensor& y, const tensor& dy, tensor* dx) override {
+    if (dx == nullptr) {
+      return;
+    }
+    dx->setZero(x.rows(), x.cols());
+    const index per_row = y.cols();
+    for (index c = 0; c < y.rows(); ++c) {
+      float* d = dx->data() + c * dx->cols();
+      const float* g = dy.data() + c * per_row;
+      const std::int32_t* arg = argmax_.data() + c * per_row;
+      for (index i = 0; i < per_row; ++i) {
+        d[arg[i]] += g[i];
+      }
+    }
+  }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<max_pool_layer>(in_, k_); }
+
+ private:
+  shape3 in_;
+  int k_;
+  shape3 out_;
+  std::vector<std::int32_t> argmax_;
+};
+
+class global_avg_pool_layer final : public layer {
+ public:
+  explicit global_avg_pool_layer(shape3 in) : in_(in) {}
+  std::string describe() const override { return "global_avg_pool"; }
+  shape3 input_shape() const override { return in_; }
+  shape3 output_shape() const override { return {in_.channels, 1, 1}; }
+  void forward(const tensor& x, tensor& y, bool /*training*/) override {
+    const index batch = batch_of(x, in_);
+    const index plane = static_cast<index>(in_.plane());
+    y.resize(in_.channels, batch);
+    for (index c = 0; c < in_.channels; ++c) {
+      for (index b = 0; b < batch; ++b) {
+        y(c, b) = x.row(c).segment(b * plane, plane).mean();
+      }
+    }
+  }
+  void backward(const tensor& x, const tensor& /*y*/, const tensor& dy, tensor* dx) override {
+    if (dx == nullptr) {
+      return;
+    }
+    const index plane = static_cast<index>(in_.plane());
+    dx->resize(x.rows(), x.cols());
+    const float scale = 1.0F / static_cast<float>(plane);
+    for (index c = 0; c < dy.rows(); ++c) {
+      for (index b = 0; b < dy.cols(); ++b) {
+        dx->row(c).segment(b * plane, plane).setConstant(dy(c, b) * scale);
+      }
+    }
+  }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<global_avg_pool_layer>(in_); }
+
+ private:
+  shape3 in_;
+};
+
+class batch_norm_layer final : public layer {
+ public:
+  explicit batch_norm_layer(shape3 in) : in_(in) {}
+  std::string describe() const override { return "batch_norm(" + std::to_string(in_.channels) + ")"; }
+  shape3 input_shape() const override { return in_; }
+  shape3 output_shape() const override { return in_; }
+  std::size_t num_params() const override { return 2 * static_cast<std::size_t>(in_.channels); }
+  std::size_t num_buffers() const override { return 2 * static_cast<std::size_t>(in_.channels); }
+  void bind(float* params, float* grads, float* buffers) override {
+    p_ = params;
+    g_ = grads;
+    b_ = buffers;
+  }
+  void reset_parameters(std::mt19937_64& /*rng*/) override {
+    const index c = in_.channels;
+    vec_map(p_, c).setOnes();
+    vec_map(p_ + c, c).setZero();
+    vec_map(b_, c).setZero();
+    vec_map(b_ + c, c).setOnes();
+  }
+  void forward(const tensor& x, tensor& y, bool training) override {
+    const index c = in_.channels;
+    const index n = x.cols();
+    batch_of(x, in_);
+    const const_vec_map gamma(p_, c);
+    const const_vec_map beta(p_ + c, c);
+    vec_map running_mean(b_, c);
+    vec_map running_var(b_ + c, c);
+    training_ = training;
+    y.resize(x.rows(), x.cols());
+    inv_std_.resize(c);
+    if (training) {
+      PRSGD_CHECK(n > 1) << "batch norm needs more than one value per channel in training";
+      xhat_.resize(x.rows(), x.cols());
+      for (index i = 0; i < c; ++i) {
+        const float mean = x.row(i).mean();
+        xhat_.row(i) = x.row(i).array() - mean;
+        const float var = xhat_.row(i).squaredNorm() / static_cast<float>(n);
+        inv_std_(i) = 1.0F / std::sqrt(var + eps);
+        xhat_.row(i) *= inv_std_(i);
+        y.row(i) = xhat_.row(i).array() * gamma(i) + beta(i);
+        running_mean(i) = (1.0F - momentum) * running_mean(i) + momentum * mean;
+        running_var(i) = (1.0F - momentum) * running_var(i) +
+                         momentum * var * static_cast<float>(n) / static_cast<float>(n - 1);
+      }
+    } else {
+      for (index i = 0; i < c; ++i) {
+        inv_std_(i) = 1.0F / std::sqrt(running_var(i) + eps);
+        const float scale = gamma(i) * inv_std_(i);
+        y.row(i) = (x.row(i).array() - running_mean(i)) * scale + beta(i);
+      }
+    }
+  }
+  void backward(const tensor& x, const tensor& /*y*/, const tensor& dy, tensor* dx) override {
+    const index c = in_.channels;
+    const index n = x.cols();
+    const const_vec_map gamma(p_, c);
+    vec_map ggamma(g_, c);
+    vec_map gbeta(g_ + c, c);
+    const const_vec_map running_mean(b_, c);
+    if (dx != nullptr) {
+      dx->resize(x.rows(), x.cols());
+    }
+    for (index i = 0; i < c; ++i) {
+      const float sum_dy = dy.row(i).sum();
+      if (training_) {
+        const float sum_dy_xhat = dy.row(i).dot(xhat_.row(i));
+        ggamma(i) += sum_dy_xhat;
+        gbeta(i) += sum_dy;
+        if (dx != nullptr) {
+          const float k = gamma(i) * inv_std_(i) / static_cast<float>(n);
+          dx->row(i) = (dy.row(i).array() * static_cast<float>(n) - sum_dy - xhat_.row(i).array() * sum_dy_xhat) * k;
+        }
+      } else {
+        ggamma(i) += ((x.row(i).array() - running_mean(i)) * dy.row(i).array()).sum() * inv_std_(i);
+        gbeta(i) += sum_dy;
+        if (dx != nullptr) {
+          dx->row(i) = dy.row(i) * (gamma(i) * inv_std_(i));
+        }
+      }
+    }
+  }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<batch_norm_layer>(in_); }
+
+ private:
+  static constexpr float eps = 1e-5F;
+  static constexpr float momentum = 0.1F;
+  shape3 in_;
+  float* p_ = nullptr;
+  float* g_ = nullptr;
+  float* b_ = nullptr;
+  bool training_ = true;
+  tensor xhat_;
+  Eigen::VectorXf inv_std_;
+};
+
+class flatten_layer final : public layer {
+ public:
+  explicit flatten_layer(shape3 in) : in_(in) {}
+  std::string describe() const override { return "flatten"; }
+  shape3 input_shape() const override { return in_; }
+  shape3 output_shape() const override { return {static_cast<int>(in_.size()), 1, 1}; }
+  void forward(const tensor& x, tensor& y, bool /*training*/) override {
+    const index batch = batch_of(x, in_);
+    const index plane = static_cast<index>(in_.plane());
+    y.resize(static_cast<index>(in_.size()), batch);
+    // y(c*plane + p, b) = x(c, b*plane + p): a transpose of each channel's (batch x plane) block.
+    for (index c = 0; c < in_.channels; ++c) {
+      const const_mat_map block(x.data() + c * x.cols(), batch, plane);
+      y.middleRows(c * plane, plane) = block.transpose();
+    }
+  }
+  void backward(const tensor& x, const tensor& /*y*/, const tensor& dy, tensor* dx) override {
+    if (dx == nullptr) {
+      return;
+    }
+    const index batch = dy.cols();
+    const index plane = static_cast<index>(in_.plane());
+    dx->resize(x.rows(), x.cols());
+    for (index c = 0; c < in_.channels; ++c) {
+      mat_map block(dx->data() + c * dx->cols(), batch, plane);
+      block = dy.middleRows(c * plane, plane).transpose();
+    }
+  }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<flatten_layer>(in_); }
+
+ private:
+  shape3 in_;
+};
+
+// Runs a list of layers with its own activations; the building block of a residual branch.
+class path {
+ public:
+  path() = default;
+  explicit path(std::vector<std::unique_ptr<layer>> layers) : layers_(std::move(layers)) {
+    acts_.resize(layers_.size());
+  }
+  path(const path& other) : acts_(other.layers_.size()) {
+    for (const auto& l : other.layers_) {
+      layers_.push_back(l->clone());
+    }
+  }
+  path& operator=(const path&) = delete;
+
+  bool empty() const { return layers_.empty(); }
+  const std::vector<std::unique_ptr<layer>>& layers() const { return layers_; }
+  std::size_t num_params() const {
+    std::size_t n = 0;
+    for (const auto& l : layers_) {
+      n += l->num_params();
+    }
+    return n;
+  }
+  std::size_t num_buffers() const {
+    std::size_t n = 0;
+    for (const auto& l : layers_) {
+      n += l->num_buffers();
+    }
+    return n;
+  }
+  void bind(float*& params, float*& grads, float*& buffers) {
+    for (auto& l : layers_) {
+      l->bind(params, grads, buffers);
+      params += l->num_params();
+      grads += l->num_params();
+      buffers += l->num_buffers();
+    }
+  }
+  void reset_parameters(std::mt19937_64& rng) {
+    for (auto& l : layers_) {
+      l->reset_parameters(rng);
+    }
+  }
+  const tensor& forward(const tensor& x, bool training) {
+    const tensor* in = &x;
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      layers_[i]->forward(*in, acts_[i], training);
+      in = &acts_[i];
+    }
+    return *in;
+  }
+  // Returns the gradient with respect to the path's input, in one of the two scratch tensors.
+  const tensor& backward(const tensor& x, const tensor& dy) {
+    const tensor* grad = &dy;
+    for (std::size_t i = layers_.size(); i-- > 0;) {
+      const tensor& in = i == 0 ? x : acts_[i - 1];
+      tensor& out = scratch_[i % 2];
+      layers_[i]->backward(in, acts_[i], *grad, &out);
+      grad = &out;
+    }
+    return *grad;
+  }
+
+ private:
+  std::vector<std::unique_ptr<layer>> layers_;
+  std::vector<tensor> acts_;
+  tensor scratch_[2];
+};
+
+class residual_layer final : public layer {
+ public:
+  residual_layer(std::vector<std::unique_ptr<layer>> main, std::vector<std::unique_ptr<layer>> shortcut)
+      : main_(std::move(main)), shortcut_(std::move(shortcut)) {
+    PRSGD_CHECK(!main_.empty()) << "a residual block needs a main path";
+    in_ = main_.layers().front()->input_shape();
+    out_ = main_.layers().back()->output_shape();
+    if (shortcut_.empty()) {
+      PRSGD_CHECK(in_ == out_) << "identity shortcut needs equal input and output shapes";
+    } else {
+      PRSGD_CHECK(shortcut_.layers().front()->input_shape() == in_ &&
+                  shortcut_.layers().back()->output_shape() == out_)
+          << "residual paths disagree on shapes";
+    }
+  }
+  std::string describe() const override {
+    std::string s = "residual[";
+    for (const auto& l : main_.layers()) {
+      s += l->describe() + " ";
+    }
+    s += "| ";
+    for (const auto& l : shortcut_.layers()) {
+      s += l->describe() + " ";
+    }
+    return s + "]";
+  }
+  shape3 input_shape() const override { return in_; }
+  shape3 output_shape() const override { return out_; }
+  std::size_t num_params() const override { return main_.num_params() + shortcut_.num_params(); }
+  std::size_t num_buffers() const override { return main_.num_buffers() + shortcut_.num_buffers(); }
+  void bind(float* params, float* grads, float* buffers) override {
+    main_.bind(params, grads, buffers);
+    shortcut_.bind(params, grads, buffers);
+  }
+  void reset_parameters(std::mt19937_64& rng) override {
+    main_.reset_parameters(rng);
+    shortcut_.reset_parameters(rng);
+  }
+  void forward(const tensor& x, tensor& y, bool training) override {
+    y = main_.forward(x, training);
+    if (shortcut_.empty()) {
+      y += x;
+    } else {
+      y += shortcut_.forward(x, training);
+    }
+  }
+  void backward(const tensor& x, const tensor& /*y*/, const tensor& dy, tensor* dx) override {
+    const tensor& dmain = main_.backward(x, dy);
+    if (dx != nullptr) {
+      *dx = dmain;
+    }
+    if (shortcut_.empty()) {
+      if (dx != nullptr) {
+        *dx += dy;
+      }
+    } else {
+      const tensor& dshort = shortcut_.backward(x, dy);
+      if (dx != nullptr) {
+        *dx += dshort;
+      }
+    }
+  }
+  std::unique_ptr<layer> clone() const override { return std::make_unique<residual_layer>(*this); }
+
+ private:
+  path main_;
+  path shortcut_;
+  shape3 in_;
+  shape3 out_;
+};
+
+}  // namespace
+
+std::unique_ptr<layer> make_linear(shape3 in, int out_features) {
+  return std::make_unique<linear_layer>(in, out_features);
+}
+std::unique_ptr<layer> make_relu(shape3 in) { return std::make_unique<relu_layer>(in); }
+std::unique_ptr<layer> make_conv2d(shape3 in, int out_channels, int kernel, int stride, int padding, bool bias) {
+  return std::make_unique<conv2d_layer>(in, out_channels, kernel, stride, padding, bias);
+}
+std::unique_ptr<layer> make_max_pool2d(shape3 in, int kernel) { return std::make_unique<max_pool_layer>(in, kernel); }
+std::unique_ptr<layer> make_global_avg_pool(shape3 in) { return std::make_unique<global_avg_pool_layer>(in); }
+std::unique_ptr<layer> make_batch_norm(shape3 in) { return std::make_unique<batch_norm_layer>(in); }
+std::unique_ptr<layer> make_flatten(shape3 in) { return std::make_unique<flatten_layer>(in); }
+std::unique_ptr<layer> make_residual(std::vector<std::unique_ptr<layer>> main,
+                                     std::vector<std::unique_ptr<layer>> shortcut) {
+  return std::make_unique<residual_layer>(std::move(main), std::move(shortcut));
+}
+
+float softmax_cross_entropy(const tensor& logits, std::span<const std::int32_t> labels, tensor* dlogits) {
+  const index classes = logits.rows();
+  const index batch = logits.cols();
+  PRSGD_CHECK(static_cast<index>(labels.size()) == batch) << "one label per column";
+  if (dlogits != nullptr) {
+    dlogits->resize(classes, batch);
+  }
+  double total = 0.0;
+  const float inv_batch = 1.0F / static_cast<float>(batch);
+  for (index b = 0; b < batch; ++b) {
+    const std::int32_t label = labels[static_cast<std::size_t>(b)];
+    PRSGD_CHECK(label >= 0 && label < classes) << "label " << label << " out of range";
+    const float m = logits.col(b).maxCoeff();
+    float sum = 0.0F;
+    for (index k = 0; k < classes; ++k) {
+      sum += std::exp(logits(k, b) - m);
+    }
+    const float log_sum = std::log(sum);
+    total += static_cast<double>(log_sum + m - logits(label, b));
+    if (dlogits != nullptr) {
+      for (index k = 0; k < classes; ++k) {
+        (*dlogits)(k, b) = std::exp(logits(k, b) - m - log_sum) * inv_batch;
+      }
+      (*dlogits)(label, b) -= inv_batch;
+    }
+  }
+  return static_cast<float>(total / static_cast<double>(batch));
+}
+
+std::size_t count_correct(const tensor& logits, std::span<const std::int32_t> labels) {
+  std::size_t correct = 0;
+  for (index b = 0; b < logits.cols(); ++b) {
+    index best = 0;
+    logits.col(b).maxCoeff(&best);
+    if (best == labels[static_cast<std::size_t>(b)]) {
+      ++correct;
+    }
+  }
+  return correct;
+}
+
+}  // namespace prsgd::algorithms

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/algorithms/model.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "prsgd/algorithms/models.hpp"
+#include "prsgd/common/check.hpp"
+
+namespace prsgd::algorithms {
+
+network_builder& network_builder::add(std::unique_ptr<layer> l) {
+  PRSGD_CHECK(l->input_shape() == shape_) << "layer " << l->describe() << " does not take the current shape";
+  shape_ = l->output_shape();
+  layers_.push_back(std::move(l));
+  return *this;
+}
+network_builder& network_builder::conv2d(int out_channels, int kernel, int stride, int padding, bool bias) {
+  return add(make_conv2d(shape_, out_channels, kernel, stride, padding, bias));
+}
+network_builder& network_builder::linear(int out_features) {
+  if (shape_.height != 1 || shape_.width != 1) {
+    flatten();
+  }
+  return add(make_linear(shape_, out_features));
+}
+network_builder& network_builder::relu() { return add(make_relu(shape_)); }
+network_builder& network_builder::max_pool(int kernel) { return add(make_max_pool2d(shape_, kernel)); }
+network_builder& network_builder::global_avg_pool() { return add(make_global_avg_pool(shape_)); }
+network_builder& network_builder::batch_norm() { return add(make_batch_norm(shape_)); }
+network_builder& network_builder::flatten() { return add(make_flatten(shape_)); }
+network_builder& network_builder::residual(const std::function<void(network_builder&)>& main,
+                                           const std::function<void(network_builder&)>& shortcut) {
+  network_builder m(shape_);
+  main(m);
+  network_builder s(shape_);
+  if (shortcut) {
+    shortcut(s);
+  }
+  return add(make_residual(m.take(), s.take()));
+}
+
+model::model(std::string name, shape3 input, int num_classes, std::vector<std::unique_ptr<layer>> layers)
+    : name_(std::move(name)), input_(input), classes_(num_classes), layers_(std::move(layers)) {
+  std::size_t trainable = 0;
+  std::size_t buffers = 0;
+  for (const auto& l : layers_) {
+    trainable += l->num_params();
+    buffers += l->num_buffers();
+  }
+  flat_ = flat_parameters(trainable, buffers);
+  acts_.resize(layers_.size() + 1);
+  bind();
+}
+
+model::~model() = default;
+
+void model::bind() {
+  float* p = flat_.values().data();
+  float* g = flat_.grads().data();
+  float* b = flat_.buffers().data();
+  for (auto& l : layers_) {
+    l->bind(p, g, b);
+    p += l->num_params();
+    g += l->num_params();
+    b += l->num_buffers();
+  }
+}
+
+expected<std::unique_ptr<model>> model::make(std::string name, shape3 input, int num_classes,
+                                             std::vector<std::unique_ptr<layer>> layers, std::uint64_t seed) {
+  if (layers.empty() || num_classes <= 0) {
+    return fail(errc::invalid_argument, "a model needs layers and at least one class");
+  }
+  shape3 s = input;
+  for (const auto& l : layers) {
+    if (!l || !(l->input_shape() == s)) {
+      return fail(errc::invalid_argument, "layer shapes do not chain in model " + name);
+    }
+    s = l->output_shape();
+  }
+  if (!(s == shape3{num_classes, 1, 1})) {
+    return fail(errc::invalid_argument, "the last layer of " + name + " does not yield num_classes logits");
+  }
+  std::unique_ptr<model> m(new model(std::move(name), input, num_classes, std::move(layers)));
+  std::mt19937_64 rng(seed);
+  for (auto& l : m->layers_) {
+    l->reset_parameters(rng);
+  }
+  return m;
+}
+
+std::unique_ptr<model> model::clone() const {
+  std::vector<std::unique_ptr<layer>> copies;
+  copies.reserve(layers_.size());
+  for (const auto& l : layers_) {
+    copies.push_back(l->clone());
+  }
+  std::unique_ptr<model> m(new model(name_, input_, classes_, std::move(copies)));
+  std::copy(flat_.values().begin(), flat_.values().end(), m->flat_.values().begin());
+  return m;
+}
+
+expected<void> model::set_params(std::span<const float> values) {
+  if (values.size() != flat_.size()) {
+    return fail(errc::invalid_argument, "expected " + std::to_string(flat_.size()) + " values, got " +
+                                            std::to_string(values.size()));
+  }
+  std::copy(values.begin(), values.end(), flat_.values().begin());
+  return {};
+}
+
+void model::load_batch(const float* const* samples, std::size_t count) {
+  // Dataset samples are (C, H, W) each; the first activation is C x (B*H*W) with one row per channel.
+  const auto plane = static_cast<Eigen::Index>(input_.plane());
+  const auto n = static_cast<Eigen::Index>(count);
+  tensor& x = acts_[0];
+  x.resize(input_.channels, n * plane);
+  for (Eigen::Index b = 0; b < n; ++b) {
+    for (Eigen::Index c = 0; c < input_.channels; ++c) {
+      std::memcpy(x.data() + c * x.cols() + b * plane, samples[b] + c * plane,
+                  static_cast<std::size_t>(plane) * sizeof(float));
+    }
+  }
+}
+
+const tensor& model::run_forward(bool training) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->forward(acts_[i], acts_[i + 1], training);
+  }
+  return acts_.back();
+}
+
+float model::forward_backward(std::span<const float> inputs, std::span<const std::int32_t> labels) {
+  PRSGD_CHECK(!labels.empty() && inputs.size() == labels.size() * input_.size()) << "bad batch";
+  gather_.resize(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    gather_[i] = inputs.data() + i * input_.size();
+  }
+  load_batch(gather_.data(), labels.size());
+  const tensor& logits = run_forward(true);
+  const float loss = softmax_cross_entropy(logits, labels, &grad_[0]);
+  flat_.zero_grads();
+  const tensor* dy = &grad_[0];
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    tensor* dx = i == 0 ? nullptr : &grad_[(layers_.size() - i) % 2];
+    layers_[i]->backward(acts_[i], acts_[i + 1], *dy, dx);
+    dy = dx;
+  }
+  return loss;
+}
+
+float model::forward_backward(const dataset& data, std::span<const std::size_t> batch) {
+  PRSGD_CHECK(data.sample_size() == input_.size()) << "data set samples do not match the model input";
+  PRSGD_CHECK(!batch.empty()) << "empty batch";
+  gather_.resize(batch.size());
+  labels_.resize(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    PRSGD_CHECK(batch[i] < data.size()) << "sample index out of range";
+    gather_[i] = data.sample(batch[i]);
+    labels_[i] = data.labels[batch[i]];
+  }
+  load_batch(gather_.data(), batch.size());
+  const tensor& logits = run_forward(true);
+  const float loss = softmax_cross_entropy(logits, labels_, &grad_[0]);
+  flat_.zero_grads();
+  const tensor* dy = &grad_[0];
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    tensor* dx = i == 0 ? nullptr : &grad_[(layers_.size() - i) % 2];
+    layers_[i]->backward(acts_[i], acts_[i + 1], *dy, dx);
+    dy = dx;
+  }
+  return loss;
+}
+
+float model::train_step(const dataset& data, std::span<const std::size_t> batch, sgd& optimiser) {
+  const float loss = forward_backward(data, batch);
+  optimiser.step(flat_.trainable(), flat_.grads());
+  return loss;
+}
+
+const tensor& model::predict(std::span<const float> inputs, std::size_t count) {
+  PRSGD_CHECK(count > 0 && inputs.size() == count * input_.size()) << "bad batch";
+  gather_.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    gather_[i] = inputs.data() + i * input_.size();
+  }
+  load_batch(gather_.data(), count);
+  return run_forward(false);
+}
+
+evaluation model::evaluate(const dataset& data, std::size_t batch_size) {
+  PRSGD_CHECK(data.sample_size() == input_.size()) << "data set samples do not match the model input";
+  PRSGD_CHECK(batch_size > 0) << "batch size must be positive";
+  evaluation out;
+  double loss_sum = 0.0;
+  std::size_t correct = 0;
+  for (std::size_t start = 0; start < data.size(); start += batch_size) {
+    const std::size_t n = std::min(batch_size, data.size() - start);
+    gather_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      gather_[i] = data.sample(start + i);
+    }
+    load_batch(gather_.data(), n);
+    const tensor& logits = run_forward(false);
+    const std::span<const std::int32_t> labels(data.labels.data() + start, n);
+    loss_sum += static_cast<double>(softmax_cross_entropy(logits, labels, nullptr)) * static_cast<double>(n);
+    correct += count_correct(logits, labels);
+  }
+  out.samples = data.size();
+  if (out.samples > 0) {
+    out.loss = loss_sum / static_cast<double>(out.samples);
+    out.accuracy = static_cast<double>(correct) / static_cast<double>(out.samples);
+  }
+  return out;
+}
+
+std::string model::summary() const {
+  std::ostringstream s;
+  s << name_ << ": input " << input_.channels << "x" << input_.height << "x" << input_.width << ", "
+    << num_trainable() << " trainable parameters, " << (num_params() - num_trainable()) << " buffers\n";
+  for (const auto& l : layers_) {
+    const shape3 o = l->output_shape();
+    s << "  " << l->describe() << " -> " << o.channels << "x" << o.height << "x" << o.width << "  ("
+      << l->num_params() << ")\n";
+  }
+  return s.str();
+}
+
+// ---- built-in models -------------------------------------------------------------------------
+
+namespace {
+expected<void> check_config(const model_config& config) {
+  if (config.input.channels <= 0 || config.input.height <= 0 || config.input.width <= 0 ||
+      config.num_classes <= 0) {
+    return fail(errc::invalid_argument, "model_config needs a positive input shape and class count");
+  }
+  return {};
+}
+}  // namespace
+
+expected<std::unique_ptr<model>> make_fmnist_mlp(const model_config& config) {
+  PRSGD_TRY(check_config(config));
+  network_builder b(config.input);
+  b.flatten().linear(512).relu().linear(256).relu().linear(config.num_classes);
+  return model::make("fmnist-mlp", config.input, config.num_classes, b.take(), config.seed);
+}
+
+expected<std::unique_ptr<model>> make_fmnist_cnn(const model_config& config) {
+  PRSGD_TRY(check_config(config));
+  if (config.input.height % 4 != 0 || config.input.width % 4 != 0) {
+    return fail(errc::invalid_argument, "fmnist-cnn needs height and width divisible by 4");
+  }
+  network_builder b(config.input);
+  b.conv2d(16, 5, 1, 2).relu().max_pool(2).conv2d(32, 5, 1, 2).relu().max_pool(2).flatten().linear(
+      config.num_classes);
+  return model::make("fmnist-cnn", config.input, config.num_classes, b.take(), config.seed);
+}
+
+expected<std::unique_ptr<model>> make_fmnist_resnet(const model_config& config, int blocks_per_stage) {
+  PRSGD_TRY(check_config(config));
+  if (blocks_per_stage <= 0 || config.input.height < 4 || config.input.width < 4) {
+    return fail(errc::invalid_argument, "fmnist-resnet needs >= 1 block per stage and inputs of at least 4x4");
+  }
+  network_builder b(config.input);
+  b.conv2d(16, 3, 1, 1, false).batch_norm().relu();
+  for (int stage = 0; stage < 3; ++stage) {
+    const int channels = 16 << stage;
+    for (int block = 0; block < blocks_per_stage; ++block) {
+      const int stride = (stage > 0 && block == 0) ? 2 : 1;
+      const bool project = stride != 1 || b.shape().channels != channels;
+      std::function<void(network_builder&)> shortcut;
+      if (project) {
+        shortcut = [&](network_builder& s) { s.conv2d(channels, 1, stride, 0, false).batch_norm(); };
+      }
+      b.residual(
+          [&](network_builder& m) {
+            m.conv2d(channels, 3, stride, 1, false).batch_norm().relu().conv2d(channels, 3, 1, 1, false).batch_norm();
+          },
+          shortcut);
+      b.relu();
+    }
+  }
+  b.global_avg_pool().linear(config.num_classes);
+  const std::string name = blocks_per_stage == 3 ? "fmnist-resnet" : "fmnist-resnet" + std::to_string(6 * blocks_per_stage + 2);
+  return model::make(name, config.input, config.num_classes, b.take(), config.seed);
+}
+
+void register_builtin_models(model_registry& registry) {
+  (void)registry.add("fmnist-mlp", "MLP 784-512-256-10 with ReLU", make_fmnist_mlp);
+  (void)registry.add("fmnist-cnn", "conv5x5(16)+pool, conv5x5(32)+pool, fc", make_fmnist_cnn);
+  (void)registry.add("fmnist-resnet", "ResNet-20 (3 stages x 3 basic blocks, 16/32/64 channels, batch norm)",
+                     [](const model_config& c) { return make_fmnist_resnet(c, 3); });
+  (void)registry.add("fmnist-resnet8", "ResNet-8 (3 stages x 1 basic block, 16/32/64 channels, batch norm)",
+                     [](const model_config& c) { return make_fmnist_resnet(c, 1); });
+}
+
+}  // namespace prsgd::algorithms
