@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <string>
+
+#include "prsgd/cli/options.hpp"
+#include "prsgd/common/expected.hpp"
+
+namespace prsgd::cli {
+
+/// Returns true when `key` is a 40-character Z85 text (a 32-byte CURVE key).
+[[nodiscard]] bool is_z85_key(const std::string& key);
+
+/// Names the two files `prsgd keygen` writes.
+struct key_file_paths {
+  /// `<out_dir>/<name>.public`, mode 0644.
+  std::string public_path;
+  /// `<out_dir>/<name>.secret`, mode 0600.
+  std::string secret_path;
+};
+
+/// Returns where `o` says the key files go.
+[[nodiscard]] key_file_paths key_paths(const keygen_options& o);
+
+/// Writes a key pair as two one-line Z85 files (creating out_dir). The secret file is created with mode 0600.
+/// Returns invalid_argument for a key that is not Z85, already_exists when a file exists and `o.force` is false,
+/// io_error when a file cannot be written.
+[[nodiscard]] expected<key_file_paths> write_key_files(const keygen_options& o, const std::string& public_z85,
+                                                       const std::string& secret_z85);
+
+/// Reads a key file written by write_key_files (surrounding whitespace ignored). Returns not_found, io_error or
+/// decode_failed (not a 40-character Z85 key).
+[[nodiscard]] expected<std::string> read_key_file(const std::string& path);
+
+}  // namespace prsgd::cli

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// run_local and run_keygen, plus the prologue every role shares.
+#include "commands.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "prsgd/cli/key_files.hpp"
+#include "prsgd/cli/launcher.hpp"
+#include "prsgd/cli/metrics_follow.hpp"
+#include "prsgd/cli/progress.hpp"
+#include "prsgd/common/log.hpp"
+
+#ifdef PRSGD_CLI_HAVE_CURVE_KEYGEN
+#include "prsgd/transport/zmq_transport.hpp"
+#endif
+
+namespace prsgd::cli {
+
+expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, void* model_registry) {
+  log::level lvl{};
+  if (log::parse_level(o.log_level, lvl)) {
+    log::set_level(lvl);
+  }
+  return load_plugins(o.plugins, model_registry);
+}
+
+namespace {
+
+std::optional<progress_reporter> make_reporter(const std::string& mode) {
+  if (mode == "off") {
+    return std::nullopt;
+  }
+  if (mode == "plain") {
+    return std::optional<progress_reporter>{std::in_place, stderr, progress_style::plain};
+  }
+  return std::optional<progress_reporter>{progress_reporter::for_stream(stderr)};
+}
+
+}  // namespace
+
+int run_local(const local_options& o) {
+  // Load the plugins here too, so a bad one is refused before any process starts.
+  auto plugins = prepare_process(o.output);
+  if (!plugins) {
+    std::fprintf(stderr, "prsgd local: %s\n", plugins.error().message().c_str());
+    return exit_usage;
+  }
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    std::fprintf(stderr, "prsgd local: cannot find this program's path: %s\n", ec.message().c_str());
+    return exit_failure;
+  }
+  local_endpoints ep;
+  int port = o.port;
+  if (port == 0) {
+    auto p = pick_free_tcp_port();
+    if (!p) {
+      std::fprintf(stderr, "prsgd local: %s\n", p.error().message().c_str());
+      return exit_failure;
+    }
+    port = *p;
+  }
+  ep.averager = "tcp://127.0.0.1:" + std::to_string(port);
+  if (o.with_head) {
+    auto p = pick_free_tcp_port();
+    if (!p) {
+      std::fprintf(stderr, "prsgd local: %s\n", p.error().message().c_str());
+      return exit_failure;
+    }
+    ep.head = "tcp://127.0.0.1:" + std::to_string(*p);
+  }
+  const std::string metrics =
+      o.output.metrics_jsonl.empty() ? (std::filesystem::path{o.log_dir} / "metrics.jsonl").string()
+                                     : o.output.metrics_jsonl;
+  std::filesystem::remove(metrics, ec);  // so the progress line never shows an older run
+  const auto children = build_local_cluster(o, exe.string(), ep, metrics);
+
+  auto reporter = make_reporter(o.output.progress);
+  metrics_follower follower{metrics};
+  progress_snapshot snapshot;
+  snapshot.total_rounds = o.schedule.rounds;
+  launch_options lo;
+  lo.log_dir = o.log_dir;
+  lo.grace = std::chrono::seconds{o.grace_s};
+  lo.on_started = [&](const std::vector<pid_t>&) {
+    PRSGD_LOG(info, "local") << "started " << children.size() << " processes; averager on " << ep.averager
+                             << ", logs in " << o.log_dir;
+  };
+  lo.on_tick = [&] {
+    bool changed = false;
+    for (const auto& line : follower.poll()) {
+      if (auto m = parse_metrics_line(line)) {
+        apply_metrics_line(snapshot, *m);
+        changed = true;
+      }
+    }
+    if (changed && reporter) {
+      reporter->update(snapshot);
+    }
+  };
+  auto report = launch_local_cluster(lo, children);
+  lo.on_tick();
+  if (reporter) {
+    reporter->finish();
+  }
+  if (!report) {
+    std::fprintf(stderr, "prsgd local: %s\n", report.error().message().c_str());
+    return exit_failure;
+  }
+  for (const auto& c : report->children) {
+    std::fprintf(stderr, "prsgd local: %-10s %s (log: %s/%s.log)\n", c.name.c_str(), c.describe().c_str(),
+                 o.log_dir.c_str(), c.name.c_str());
+  }
+  if (report->exit_code != 0) {
+    std::fprintf(stderr, "prsgd local: failed (status %d)\n", report->exit_code);
+  }
+  return report->exit_code;
+}
+
+int run_keygen(const keygen_options& o) {
+#ifdef PRSGD_CLI_HAVE_CURVE_KEYGEN
+  auto pair = prsgd::generate_curve_keypair();
+  if (!pair) {
+    std::fprintf(stderr, "prsgd keygen: %s\n", pair.error().message().c_str());
+    return exit_failure;
+  }
+  auto written = write_key_files(o, pair->public_key, pair->secret_key);
+  if (!written) {
+    std::fprintf(stderr, "prsgd keygen: %s\n", written.error().message().c_str());
+    return exit_failure;
+  }
+  std::printf("public key: %s\nsecret key: %s (keep it private)\n", written->public_path.c_str(),
+              written->secret_path.c_str());
+  return 0;
+#else
+  (void)o;
+  std::fprintf(stderr, "prsgd keygen: this build has no CURVE key generator (prsgd::transport_zmq not built)\n");
+  return exit_failure;
+#endif
+}
+
+}  // namespace prsgd::cli

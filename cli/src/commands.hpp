@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <vector>
+
+#include "prsgd/cli/options.hpp"
+#include "prsgd/cli/plugin_loader.hpp"
+#include "prsgd/common/expected.hpp"
+
+/// The `prsgd` subcommands. main() parses and validates, then calls exactly one of these; each returns the
+/// process exit status: 0 success, 1 runtime failure, 2 usage error (bad option, refused plugin, bad key file).
+namespace prsgd::cli {
+
+/// Exit status for a usage error (bad option/value/config/plugin).
+inline constexpr int exit_usage = 2;
+/// Exit status for a failure at run time.
+inline constexpr int exit_failure = 1;
+
+/// Applies the output options every role shares: sets the log level and loads the plugins (in order), passing
+/// `model_registry` (a `prsgd::algorithms::model_registry*`, may be null) to them.
+[[nodiscard]] expected<std::vector<loaded_plugin>> prepare_process(const output_options& o,
+                                                                   void* model_registry = nullptr);
+
+/// Runs the head node. (Wired to the runtime by the lead: cli/src/roles.cpp.)
+int run_head(const head_options& o);
+/// Runs the averager actor until the job ends. (Wired to actors/ by the lead: cli/src/roles.cpp.)
+int run_averager(const averager_options& o);
+/// Runs one worker actor until the averager ends the job. (Wired to actors/ by the lead: cli/src/roles.cpp.)
+int run_worker(const worker_options& o);
+/// Starts [head,] averager and workers as processes of this binary, shows progress, waits, reports.
+int run_local(const local_options& o);
+/// Writes a CURVE key pair.
+int run_keygen(const keygen_options& o);
+
+}  // namespace prsgd::cli

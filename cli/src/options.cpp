@@ -1,0 +1,614 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/cli/options.hpp"
+
+#include <CLI/CLI.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <string_view>
+
+#include "prsgd/common/log.hpp"
+
+#ifndef PRSGD_VERSION_STRING
+#define PRSGD_VERSION_STRING "unknown"
+#endif
+
+namespace prsgd::cli {
+namespace {
+
+// CLI11 messages are nearly always one line; make sure of it.
+std::string one_line(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  while (!text.empty() && text.back() == ' ') {
+    text.pop_back();
+  }
+  return text;
+}
+
+template <class T>
+std::string str(const T& v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+prsgd::unexpected bad(const std::string& what) { return fail(errc::invalid_argument, what); }
+
+// Vector options collect every occurrence (flags and file are not merged: see apply_config).
+template <class T>
+CLI::Option* add_list(CLI::App& app, const std::string& name, std::vector<T>& target, const std::string& help) {
+  return app.add_option(name, target, help)->delimiter(',')->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+void add_output(CLI::App& app, output_options& o) {
+  app.add_option("--config", o.config_file,
+                 "YAML file with any of these options (keys = long names without --); flags override it")
+      ->type_name("FILE")
+      ->group("Common");
+  app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error|off")
+      ->capture_default_str()
+      ->group("Common");
+  app.add_option("--plugin", o.plugins, "Shared library to load at start (repeatable); see docs/cli.md")
+      ->type_name("PATH")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group("Common");
+  app.add_option("--metrics-jsonl", o.metrics_jsonl, "Append one JSON object per round to FILE")
+      ->type_name("FILE")
+      ->group("Common");
+  app.add_option("--metrics-port", o.metrics_port, "Serve metrics on 127.0.0.1:PORT (0 = off)")
+      ->capture_default_str()
+      ->group("Common");
+  app.add_option("--progress", o.progress, "auto (updating line on a terminal) | plain | off")
+      ->capture_default_str()
+      ->group("Common");
+}
+
+void add_liveness(CLI::App& app, liveness_options& o) {
+  app.add_option("--heartbeat-ms", o.heartbeat_ms, "Heartbeat interval in ms")
+      ->capture_default_str()
+      ->group("Failure detection");
+  app.add_option("--heartbeat-timeout-ms", o.heartbeat_timeout_ms, "Declare a silent peer dead after this many ms")
+      ->capture_default_str()
+      ->group("Failure detection");
+}
+
+void add_security(CLI::App& app, security_options& o) {
+  app.add_option("--curve-public-key", o.curve_public_key, "This process's CURVE public key file (prsgd keygen)")
+      ->group("Security");
+  app.add_option("--curve-secret-key", o.curve_secret_key, "This process's CURVE secret key file")
+      ->group("Security");
+  app.add_option("--curve-server-key", o.curve_server_key, "The server's CURVE public key file (clients only)")
+      ->group("Security");
+}
+
+void add_model(CLI::App& app, model_options& o) {
+  app.add_option("--model", o.model, "Registered model name, e.g. fmnist-mlp, fmnist-cnn, kws")
+      ->capture_default_str()
+      ->group("Model and data");
+  app.add_option("--data-dir", o.data_dir, "Data set directory (default: the data set's standard location)")
+      ->group("Model and data");
+  app.add_option("--batch", o.batch, "Mini-batch size per worker step")->capture_default_str()->group("Model and data");
+  app.add_option("--lr", o.lr, "SGD step size (> 0)")->capture_default_str()->group("Model and data");
+  app.add_option("--momentum", o.momentum, "SGD momentum in [0, 1)")->capture_default_str()->group("Model and data");
+  app.add_option("--momentum-on-restart", o.momentum_on_restart, "keep | reset the momentum buffer at a restart")
+      ->capture_default_str()
+      ->group("Model and data");
+  app.add_option("--seed", o.seed, "Seed for initialisation, shuffling and sharding")
+      ->capture_default_str()
+      ->group("Model and data");
+  app.add_flag("--non-iid", o.non_iid, "Shard the training set with Dirichlet label skew")->group("Model and data");
+  app.add_option("--dirichlet-alpha", o.dirichlet_alpha, "Label-skew concentration for --non-iid (> 0)")
+      ->capture_default_str()
+      ->group("Model and data");
+}
+
+void add_schedule(CLI::App& app, schedule_options& o) {
+  app.add_option("--epochs", o.epochs, "Passes over each worker's shard (0 = use --rounds)")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--rounds", o.rounds, "Stop after this many rounds (0 = from --epochs)")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--interval", o.interval, "Local steps between averaging rounds, I")
+      ->capture_default_str()
+      ->group("Rounds");
+  add_list(app, "--intervals", o.intervals, "Per-worker I_i by worker id, e.g. 4,8,16 (--interval-policy per-worker)")
+      ->group("Rounds");
+  app.add_option("--interval-policy", o.interval_policy, "fixed | per-worker | paper | time-balanced")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--round-ms", o.round_ms, "Target round wall time in ms (time-balanced)")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--averaging", o.averaging, "auto | uniform | samples | step-normalised")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--eval-every", o.eval_every, "Evaluate on the test set every K rounds (0 = at the end)")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every K rounds (0 = never)")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "Checkpoint directory; a checkpoint there is resumed")
+      ->group("Rounds");
+  app.add_option("--min-workers", o.min_workers, "Workers that must join before round 0")
+      ->capture_default_str()
+      ->group("Rounds");
+}
+
+// Holds every subcommand's options and the CLI11 app bound to them.
+struct parser {
+  CLI::App app{"prsgd — Parallel Restarted SGD: workers train locally and average every I steps.", "prsgd"};
+  head_options head;
+  averager_options averager;
+  worker_options worker;
+  local_options local;
+  keygen_options keygen;
+  CLI::App* head_cmd = nullptr;
+  CLI::App* averager_cmd = nullptr;
+  CLI::App* worker_cmd = nullptr;
+  CLI::App* local_cmd = nullptr;
+  CLI::App* keygen_cmd = nullptr;
+
+  parser() {
+    // A repeated scalar flag takes its last value, so scripts can append overrides.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.set_version_flag("--version", std::string{"prsgd "} + PRSGD_VERSION_STRING);
+    app.require_subcommand(1);
+    app.footer(
+        "Quick start (4 workers on this machine):\n"
+        "  prsgd local --workers 4 --model fmnist-mlp --interval 8 --epochs 2\n"
+        "Run `prsgd <subcommand> --help` for its options; docs/cli.md has everything.");
+
+    local_cmd = app.add_subcommand("local", "Start an averager and N workers as processes on this machine");
+    add_output(*local_cmd, local.output);
+    add_model(*local_cmd, local.model);
+    add_schedule(*local_cmd, local.schedule);
+    add_liveness(*local_cmd, local.liveness);
+    local_cmd->add_option("--workers", local.workers, "Number of worker processes")
+        ->capture_default_str()
+        ->group("Cluster");
+    add_list(*local_cmd, "--slowdown-ms", local.slowdown_ms,
+             "Artificial per-step delay in ms: one value, or one per worker (e.g. 0,0,20)")
+        ->group("Cluster");
+    local_cmd->add_flag("--with-head", local.with_head, "Also start a head node")->group("Cluster");
+    local_cmd->add_option("--log-dir", local.log_dir, "Directory for the children's logs")
+        ->capture_default_str()
+        ->group("Cluster");
+    local_cmd->add_option("--port", local.port, "Averager port on 127.0.0.1 (0 = any free port)")
+        ->capture_default_str()
+        ->group("Cluster");
+    local_cmd->add_option("--grace-s", local.grace_s, "Seconds workers get to exit after the averager")
+        ->capture_default_str()
+        ->group("Cluster");
+    local_cmd->footer("Example: prsgd local --workers 4 --model fmnist-mlp --interval 8 --epochs 2 "
+                      "--metrics-jsonl run.jsonl");
+
+    averager_cmd = app.add_subcommand("averager", "Run the averager: restart barrier, averaging, checkpoints");
+    averager_cmd->add_option("--listen", averager.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7500 (required)")
+        ->group("Network");
+    averager_cmd->add_option("--head", averager.head, "Head endpoint to register with (optional)")->group("Network");
+    add_output(*averager_cmd, averager.output);
+    add_model(*averager_cmd, averager.model);
+    add_schedule(*averager_cmd, averager.schedule);
+    add_liveness(*averager_cmd, averager.liveness);
+    add_security(*averager_cmd, averager.security);
+    averager_cmd->footer("Example: prsgd averager --listen tcp://0.0.0.0:7500 --model fmnist-mlp --interval 8");
+
+    worker_cmd = app.add_subcommand("worker", "Run a worker: local SGD on one shard, joins an averager");
+    worker_cmd->add_option("--averager", worker.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
+        ->group("Network");
+    worker_cmd->add_option("--head", worker.head, "Head endpoint to find the averager through")->group("Network");
+    worker_cmd->add_option("--worker-id", worker.worker_id, "Worker id and shard index (-1 = assigned)")
+        ->capture_default_str()
+        ->group("Network");
+    worker_cmd->add_option("--num-workers", worker.num_workers, "Number of data shards")
+        ->capture_default_str()
+        ->group("Network");
+    worker_cmd->add_option("--slowdown-ms", worker.slowdown_ms, "Artificial delay per local step in ms")
+        ->capture_default_str()
+        ->group("Network");
+    add_output(*worker_cmd, worker.output);
+    add_model(*worker_cmd, worker.model);
+    add_liveness(*worker_cmd, worker.liveness);
+    add_security(*worker_cmd, worker.security);
+    worker_cmd->footer("Example: prsgd worker --averager tcp://127.0.0.1:7500 --worker-id 0 --num-workers 4");
+
+    head_cmd = app.add_subcommand("head", "Run the head node: membership and names for a multi-host cluster");
+    head_cmd->add_option("--listen", head.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7400 (required)")
+        ->group("Network");
+    add_output(*head_cmd, head.output);
+    add_liveness(*head_cmd, head.liveness);
+    add_security(*head_cmd, head.security);
+
+    keygen_cmd = app.add_subcommand("keygen", "Write a CURVE key pair (NAME.public, NAME.secret) in Z85");
+    keygen_cmd->add_option("--out-dir", keygen.out_dir, "Directory to write into")->capture_default_str();
+    keygen_cmd->add_option("--name", keygen.name, "Base file name")->capture_default_str();
+    keygen_cmd->add_flag("--force", keygen.force, "Overwrite existing key files");
+  }
+};
+
+std::string node_to_text(const YAML::Node& n) { return n.Scalar(); }
+
+// Applies the YAML file's keys to the options of `sub` that were not given on the command line.
+expected<void> apply_config(CLI::App& sub, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return fail(errc::not_found, "config file '" + path + "' does not exist or is not a file");
+  }
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return bad("config file '" + path + "': " + one_line(e.what()));
+  }
+  if (root.IsNull()) {
+    return {};
+  }
+  if (!root.IsMap()) {
+    return bad("config file '" + path + "' must be a mapping of option: value");
+  }
+  for (const auto& kv : root) {
+    std::string key = kv.first.Scalar();
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    CLI::Option* opt = (name == "config" || name == "help" || name == "version")
+                           ? nullptr
+                           : sub.get_option_no_throw("--" + name);
+    if (opt == nullptr) {
+      return bad("unknown key '" + key + "' in config file '" + path + "' (see prsgd " + sub.get_name() +
+                 " --help)");
+    }
+    if (opt->count() > 0) {
+      continue;  // the command line wins
+    }
+    std::vector<std::string> values;
+    const YAML::Node& v = kv.second;
+    if (v.IsScalar()) {
+      values.push_back(node_to_text(v));
+    } else if (v.IsSequence()) {
+      for (const auto& item : v) {
+        if (!item.IsScalar()) {
+          return bad("config file '" + path + "': key '" + key + "' must be a scalar or a list of scalars");
+        }
+        values.push_back(node_to_text(item));
+      }
+    } else {
+      return bad("config file '" + path + "': key '" + key + "' must be a scalar or a list of scalars");
+    }
+    try {
+      if (opt->get_expected_min() == 0) {
+        if (values.size() != 1) {
+          return bad("config file '" + path + "': key '" + key + "' must be true or false");
+        }
+        const auto flag = CLI::detail::to_flag_value(values.front());  // throws on non-boolean text
+        opt->add_result(flag > 0 ? "true" : "false");
+      } else {
+        opt->add_result(values);
+      }
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      return bad("config file '" + path + "': key '" + key + "': " + one_line(e.what()));
+    } catch (const std::exception& e) {
+      return bad("config file '" + path + "': key '" + key + "': bad value (" + one_line(e.what()) + ")");
+    }
+  }
+  return {};
+}
+
+expected<void> one_of(const std::string& value, std::initializer_list<std::string_view> allowed,
+                      const std::string& what) {
+  for (auto a : allowed) {
+    if (value == a) {
+      return {};
+    }
+  }
+  std::string list;
+  for (auto a : allowed) {
+    list += list.empty() ? "" : "|";
+    list += a;
+  }
+  return bad(what + " must be one of " + list + " (got '" + value + "')");
+}
+
+expected<void> at_least(long long value, long long min, const std::string& what) {
+  if (value < min) {
+    return bad(what + " must be at least " + str(min) + " (got " + str(value) + ")");
+  }
+  return {};
+}
+
+prsgd::unexpected in_sub(const CLI::App& sub, const error& e) {
+  return fail(e.code, "prsgd " + sub.get_name() + ": " + e.context);
+}
+
+template <class Options>
+expected<command> finish(CLI::App& sub, Options& o, const std::string& config_file) {
+  if (!config_file.empty()) {
+    auto applied = apply_config(sub, config_file);
+    if (!applied) {
+      return in_sub(sub, applied.error());
+    }
+  }
+  auto valid = validate(o);
+  if (!valid) {
+    return in_sub(sub, valid.error());
+  }
+  return command{o};
+}
+
+}  // namespace
+
+std::string program_help() {
+  parser p;
+  return p.app.help();
+}
+
+expected<void> validate_endpoint(const std::string& endpoint, const std::string& what) {
+  const auto scheme_end = endpoint.find("://");
+  if (scheme_end == std::string::npos) {
+    return bad(what + " must look like tcp://HOST:PORT, ipc://PATH or inproc://NAME (got '" + endpoint + "')");
+  }
+  const std::string scheme = endpoint.substr(0, scheme_end);
+  const std::string rest = endpoint.substr(scheme_end + 3);
+  if (scheme == "ipc" || scheme == "inproc") {
+    if (rest.empty()) {
+      return bad(what + " has an empty " + scheme + " name (got '" + endpoint + "')");
+    }
+    return {};
+  }
+  if (scheme != "tcp") {
+    return bad(what + " must use tcp://, ipc:// or inproc:// (got '" + endpoint + "')");
+  }
+  const auto colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return bad(what + " must be tcp://HOST:PORT (got '" + endpoint + "')");
+  }
+  const std::string port = rest.substr(colon + 1);
+  if (port == "*") {
+    return {};  // ZeroMQ picks an ephemeral port
+  }
+  if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      })) {
+    return bad(what + " has a bad port (got '" + endpoint + "')");
+  }
+  const int p = std::stoi(port);
+  if (p < 1 || p > 65535) {
+    return bad(what + " port must be 1..65535 (got '" + endpoint + "')");
+  }
+  return {};
+}
+
+expected<void> validate(const output_options& o) {
+  log::level lvl{};
+  if (!log::parse_level(o.log_level, lvl)) {
+    return bad("--log-level must be one of trace|debug|info|warn|error|off (got '" + o.log_level + "')");
+  }
+  for (const auto& p : o.plugins) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(p, ec)) {
+      return fail(errc::not_found, "--plugin file '" + p + "' does not exist");
+    }
+  }
+  if (o.metrics_port < 0 || o.metrics_port > 65535) {
+    return bad("--metrics-port must be 0..65535 (got " + str(o.metrics_port) + ")");
+  }
+  return one_of(o.progress, {"auto", "plain", "off"}, "--progress");
+}
+
+expected<void> validate(const liveness_options& o) {
+  PRSGD_TRY(at_least(o.heartbeat_ms, 1, "--heartbeat-ms"));
+  if (o.heartbeat_timeout_ms <= o.heartbeat_ms) {
+    return bad("--heartbeat-timeout-ms must be greater than --heartbeat-ms (got " + str(o.heartbeat_timeout_ms) +
+               " <= " + str(o.heartbeat_ms) + ")");
+  }
+  return {};
+}
+
+expected<void> validate(const security_options& o) {
+  const bool any = !o.curve_public_key.empty() || !o.curve_secret_key.empty();
+  if (any && (o.curve_public_key.empty() || o.curve_secret_key.empty())) {
+    return bad("--curve-public-key and --curve-secret-key must be given together");
+  }
+  for (const auto* f : {&o.curve_public_key, &o.curve_secret_key, &o.curve_server_key}) {
+    std::error_code ec;
+    if (!f->empty() && !std::filesystem::is_regular_file(*f, ec)) {
+      return fail(errc::not_found, "key file '" + *f + "' does not exist");
+    }
+  }
+  return {};
+}
+
+expected<void> validate(const model_options& o) {
+  if (o.model.empty()) {
+    return bad("--model must not be empty");
+  }
+  if (!o.data_dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.data_dir, ec)) {
+      return fail(errc::not_found, "--data-dir '" + o.data_dir + "' is not a directory");
+    }
+  }
+  PRSGD_TRY(at_least(o.batch, 1, "--batch"));
+  if (!(o.lr > 0)) {
+    return bad("--lr must be > 0 (got " + str(o.lr) + ")");
+  }
+  if (!(o.momentum >= 0 && o.momentum < 1)) {
+    return bad("--momentum must be in [0, 1) (got " + str(o.momentum) + ")");
+  }
+  PRSGD_TRY(one_of(o.momentum_on_restart, {"keep", "reset"}, "--momentum-on-restart"));
+  if (!(o.dirichlet_alpha > 0)) {
+    return bad("--dirichlet-alpha must be > 0 (got " + str(o.dirichlet_alpha) + ")");
+  }
+  return {};
+}
+
+expected<void> validate(const schedule_options& o) {
+  PRSGD_TRY(at_least(o.epochs, 0, "--epochs"));
+  PRSGD_TRY(at_least(o.rounds, 0, "--rounds"));
+  if (o.epochs == 0 && o.rounds == 0) {
+    return bad("one of --epochs or --rounds must be > 0");
+  }
+  PRSGD_TRY(at_least(o.interval, 1, "--interval"));
+  for (int i : o.intervals) {
+    PRSGD_TRY(at_least(i, 1, "every --intervals value"));
+  }
+  PRSGD_TRY(one_of(o.interval_policy, {"fixed", "per-worker", "paper", "time-balanced"}, "--interval-policy"));
+  if (o.interval_policy == "per-worker" && o.intervals.empty()) {
+    return bad("--interval-policy per-worker needs --intervals, e.g. --intervals 4,8,16");
+  }
+  PRSGD_TRY(at_least(o.round_ms, 1, "--round-ms"));
+  PRSGD_TRY(one_of(o.averaging, {"auto", "uniform", "samples", "step-normalised"}, "--averaging"));
+  PRSGD_TRY(at_least(o.eval_every, 0, "--eval-every"));
+  PRSGD_TRY(at_least(o.checkpoint_every, 0, "--checkpoint-every"));
+  if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) {
+    return bad("--checkpoint-every needs --checkpoint-dir");
+  }
+  PRSGD_TRY(at_least(o.min_workers, 1, "--min-workers"));
+  return {};
+}
+
+expected<void> validate(const head_options& o) {
+  PRSGD_TRY(validate(o.output));
+  PRSGD_TRY(validate(o.liveness));
+  PRSGD_TRY(validate(o.security));
+  if (o.listen.empty()) {
+    return bad("needs --listen ENDPOINT, e.g. --listen tcp://0.0.0.0:7400");
+  }
+  return validate_endpoint(o.listen, "--listen");
+}
+
+expected<void> validate(const averager_options& o) {
+  PRSGD_TRY(validate(o.output));
+  PRSGD_TRY(validate(o.liveness));
+  PRSGD_TRY(validate(o.security));
+  PRSGD_TRY(validate(o.model));
+  PRSGD_TRY(validate(o.schedule));
+  if (o.listen.empty()) {
+    return bad("needs --listen ENDPOINT, e.g. --listen tcp://0.0.0.0:7500");
+  }
+  PRSGD_TRY(validate_endpoint(o.listen, "--listen"));
+  if (!o.head.empty()) {
+    PRSGD_TRY(validate_endpoint(o.head, "--head"));
+  }
+  return {};
+}
+
+expected<void> validate(const worker_options& o) {
+  PRSGD_TRY(validate(o.output));
+  PRSGD_TRY(validate(o.liveness));
+  PRSGD_TRY(validate(o.security));
+  PRSGD_TRY(validate(o.model));
+  if (o.averager.empty() && o.head.empty()) {
+    return bad("needs --averager ENDPOINT (or --head ENDPOINT)");
+  }
+  if (!o.averager.empty()) {
+    PRSGD_TRY(validate_endpoint(o.averager, "--averager"));
+  }
+  if (!o.head.empty()) {
+    PRSGD_TRY(validate_endpoint(o.head, "--head"));
+  }
+  PRSGD_TRY(at_least(o.worker_id, -1, "--worker-id"));
+  PRSGD_TRY(at_least(o.num_workers, 1, "--num-workers"));
+  if (o.worker_id >= o.num_workers) {
+    return bad("--worker-id must be below --num-workers (got " + str(o.worker_id) + " >= " + str(o.num_workers) +
+               ")");
+  }
+  return at_least(o.slowdown_ms, 0, "--slowdown-ms");
+}
+
+expected<void> validate(const local_options& o) {
+  PRSGD_TRY(validate(o.output));
+  PRSGD_TRY(validate(o.liveness));
+  PRSGD_TRY(validate(o.model));
+  PRSGD_TRY(validate(o.schedule));
+  PRSGD_TRY(at_least(o.workers, 1, "--workers"));
+  if (o.slowdown_ms.size() > 1 && o.slowdown_ms.size() != static_cast<std::size_t>(o.workers)) {
+    return bad("--slowdown-ms needs one value or one per worker (got " + str(o.slowdown_ms.size()) + " for " +
+               str(o.workers) + " workers)");
+  }
+  for (int s : o.slowdown_ms) {
+    PRSGD_TRY(at_least(s, 0, "every --slowdown-ms value"));
+  }
+  if (o.schedule.interval_policy == "per-worker" && o.schedule.intervals.size() > 1 &&
+      o.schedule.intervals.size() != static_cast<std::size_t>(o.workers)) {
+    return bad("--intervals needs one value per worker (got " + str(o.schedule.intervals.size()) + " for " +
+               str(o.workers) + " workers)");
+  }
+  if (o.schedule.min_workers > o.workers) {
+    return bad("--min-workers must not exceed --workers (got " + str(o.schedule.min_workers) + " > " +
+               str(o.workers) + ")");
+  }
+  if (o.log_dir.empty()) {
+    return bad("--log-dir must not be empty");
+  }
+  if (o.port < 0 || o.port > 65535) {
+    return bad("--port must be 0..65535 (got " + str(o.port) + ")");
+  }
+  return at_least(o.grace_s, 0, "--grace-s");
+}
+
+expected<void> validate(const keygen_options& o) {
+  if (o.out_dir.empty()) {
+    return bad("--out-dir must not be empty");
+  }
+  if (o.name.empty() || o.name.find('/') != std::string::npos) {
+    return bad("--name must be a plain file name (got '" + o.name + "')");
+  }
+  return {};
+}
+
+expected<command> parse_command_line(const std::vector<std::string>& args) {
+  parser p;
+  if (args.size() <= 1) {
+    return command{help_request{p.app.help()}};
+  }
+  std::vector<const char*> argv;
+  argv.reserve(args.size());
+  for (const auto& a : args) {
+    argv.push_back(a.c_str());
+  }
+  try {
+    p.app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    return command{help_request{p.app.help()}};
+  } catch (const CLI::CallForAllHelp&) {
+    return command{help_request{p.app.help("", CLI::AppFormatMode::All)}};
+  } catch (const CLI::CallForVersion& v) {
+    std::string text = v.what();
+    if (text.empty() || text.back() != '\n') {
+      text += '\n';
+    }
+    return command{help_request{text}};
+  } catch (const CLI::ParseError& e) {
+    if (p.app.get_subcommands().empty() && !args[1].empty() && args[1].front() != '-') {
+      return bad("prsgd: unknown subcommand '" + args[1] + "' (use head, averager, worker, local or keygen)");
+    }
+    std::string where = "prsgd";
+    for (const auto* sub : p.app.get_subcommands()) {
+      where += " " + sub->get_name();
+    }
+    return bad(where + ": " + one_line(e.what()));
+  }
+  if (p.local_cmd->parsed()) {
+    return finish(*p.local_cmd, p.local, p.local.output.config_file);
+  }
+  if (p.averager_cmd->parsed()) {
+    return finish(*p.averager_cmd, p.averager, p.averager.output.config_file);
+  }
+  if (p.worker_cmd->parsed()) {
+    return finish(*p.worker_cmd, p.worker, p.worker.output.config_file);
+  }
+  if (p.head_cmd->parsed()) {
+    return finish(*p.head_cmd, p.head, p.head.output.config_file);
+  }
+  if (p.keygen_cmd->parsed()) {
+    return finish(*p.keygen_cmd, p.keygen, std::string{});
+  }
+  return bad("prsgd: a subcommand is required (head, averager, worker, local, keygen)");
+}
+
+}  // namespace prsgd::cli

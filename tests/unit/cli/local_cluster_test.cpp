@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "prsgd/cli/launcher.hpp"
+
+namespace {
+
+using namespace prsgd::cli;
+
+// Returns the value after `flag` in `argv`, or "" when absent.
+std::string arg(const std::vector<std::string>& argv, const std::string& flag) {
+  auto it = std::find(argv.begin(), argv.end(), flag);
+  return (it == argv.end() || std::next(it) == argv.end()) ? std::string{} : *std::next(it);
+}
+
+bool has(const std::vector<std::string>& argv, const std::string& flag) {
+  return std::find(argv.begin(), argv.end(), flag) != argv.end();
+}
+
+TEST(LocalClusterTest, BuildsAveragerThenWorkersWithDerivedArguments) {
+  local_options o;
+  o.workers = 3;
+  o.model.model = "fmnist-cnn";
+  o.model.lr = 0.05;
+  o.schedule.interval = 16;
+  o.schedule.epochs = 2;
+  o.slowdown_ms = {0, 10, 20};
+  o.output.log_level = "debug";
+  const auto kids = build_local_cluster(o, "/opt/prsgd", {"tcp://127.0.0.1:5555", ""}, "/tmp/m.jsonl");
+  ASSERT_EQ(kids.size(), 4u);
+
+  const auto& avg = kids[0];
+  EXPECT_EQ(avg.name, "averager");
+  EXPECT_EQ(avg.role, child_role::critical);
+  EXPECT_EQ(avg.argv[0], "/opt/prsgd");
+  EXPECT_EQ(avg.argv[1], "averager");
+  EXPECT_EQ(arg(avg.argv, "--listen"), "tcp://127.0.0.1:5555");
+  EXPECT_EQ(arg(avg.argv, "--model"), "fmnist-cnn");
+  EXPECT_EQ(arg(avg.argv, "--lr"), "0.05");
+  EXPECT_EQ(arg(avg.argv, "--interval"), "16");
+  EXPECT_EQ(arg(avg.argv, "--epochs"), "2");
+  EXPECT_EQ(arg(avg.argv, "--metrics-jsonl"), "/tmp/m.jsonl");
+  EXPECT_EQ(arg(avg.argv, "--log-level"), "debug");
+  EXPECT_FALSE(has(avg.argv, "--head"));
+
+  for (int i = 0; i < 3; ++i) {
+    const auto& w = kids[static_cast<std::size_t>(i) + 1];
+    EXPECT_EQ(w.name, "worker-" + std::to_string(i));
+    EXPECT_EQ(w.role, child_role::normal);
+    EXPECT_EQ(w.argv[1], "worker");
+    EXPECT_EQ(arg(w.argv, "--averager"), "tcp://127.0.0.1:5555");
+    EXPECT_EQ(arg(w.argv, "--worker-id"), std::to_string(i));
+    EXPECT_EQ(arg(w.argv, "--num-workers"), "3");
+    EXPECT_EQ(arg(w.argv, "--slowdown-ms"), std::to_string(i * 10));
+    EXPECT_EQ(arg(w.argv, "--model"), "fmnist-cnn");
+    EXPECT_FALSE(has(w.argv, "--interval")) << "workers get their interval from the averager";
+    EXPECT_FALSE(has(w.argv, "--metrics-jsonl"));
+  }
+}
+
+TEST(LocalClusterTest, EveryDerivedCommandLineParsesBack) {
+  local_options o;
+  o.workers = 2;
+  o.model.non_iid = true;
+  o.model.dirichlet_alpha = 0.25;
+  o.schedule.interval_policy = "per-worker";
+  o.schedule.intervals = {4, 8};
+  o.slowdown_ms = {5};
+  const auto kids = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556"}, "");
+  ASSERT_EQ(kids.size(), 4u);
+  EXPECT_EQ(kids[0].name, "head");
+  EXPECT_EQ(kids[0].role, child_role::service);
+  for (const auto& k : kids) {
+    auto parsed = parse_command_line(k.argv);
+    ASSERT_TRUE(parsed.has_value()) << k.name << ": " << parsed.error().message();
+  }
+  auto avg = std::get<averager_options>(*parse_command_line(kids[1].argv));
+  EXPECT_EQ(avg.head, "tcp://127.0.0.1:5556");
+  EXPECT_EQ(avg.schedule.intervals, (std::vector<int>{4, 8}));
+  EXPECT_TRUE(avg.model.non_iid);
+  EXPECT_DOUBLE_EQ(avg.model.dirichlet_alpha, 0.25);
+  auto w1 = std::get<worker_options>(*parse_command_line(kids[3].argv));
+  EXPECT_EQ(w1.head, "tcp://127.0.0.1:5556");
+  EXPECT_TRUE(w1.averager.empty());
+  EXPECT_EQ(w1.slowdown_ms, 5);
+  EXPECT_EQ(w1.worker_id, 1);
+}
+
+}  // namespace

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/cli/options.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace prsgd::cli;
+using prsgd::errc;
+
+// A YAML file in a fresh temporary directory, removed with the fixture.
+class OptionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("prsgd-options-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const auto p = (dir_ / name).string();
+    std::ofstream{p} << text;
+    return p;
+  }
+
+  std::filesystem::path dir_;
+};
+
+prsgd::expected<command> parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "prsgd");
+  return parse_command_line(args);
+}
+
+template <class T>
+T get(const prsgd::expected<command>& c) {
+  EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message());
+  EXPECT_TRUE(std::holds_alternative<T>(*c));
+  return std::get<T>(*c);
+}
+
+std::string error_of(const prsgd::expected<command>& c) {
+  EXPECT_FALSE(c.has_value());
+  if (c) {
+    return {};
+  }
+  EXPECT_EQ(c.error().context.find('\n'), std::string::npos) << "errors must be one line";
+  return c.error().context;
+}
+
+TEST_F(OptionsTest, LocalContractOptionsParse) {
+  auto o = get<local_options>(parse({"local", "--workers", "4", "--model", "fmnist-cnn", "--interval", "16",
+                                     "--epochs", "3", "--batch", "32", "--lr", "0.1", "--seed", "7",
+                                     "--metrics-jsonl", "m.jsonl", "--checkpoint-dir", "ck", "--checkpoint-every",
+                                     "5"}));
+  EXPECT_EQ(o.workers, 4);
+  EXPECT_EQ(o.model.model, "fmnist-cnn");
+  EXPECT_EQ(o.schedule.interval, 16);
+  EXPECT_EQ(o.schedule.epochs, 3);
+  EXPECT_EQ(o.model.batch, 32);
+  EXPECT_DOUBLE_EQ(o.model.lr, 0.1);
+  EXPECT_EQ(o.model.seed, 7u);
+  EXPECT_EQ(o.output.metrics_jsonl, "m.jsonl");
+  EXPECT_EQ(o.schedule.checkpoint_dir, "ck");
+  EXPECT_EQ(o.schedule.checkpoint_every, 5);
+}
+
+TEST_F(OptionsTest, DefaultsAreValid) {
+  auto o = get<local_options>(parse({"local"}));
+  EXPECT_EQ(o.workers, 2);
+  EXPECT_EQ(o.model.model, "fmnist-mlp");
+  EXPECT_EQ(o.schedule.averaging, "auto");
+  EXPECT_TRUE(validate(local_options{}).has_value());
+}
+
+TEST_F(OptionsTest, AveragerAndWorkerParse) {
+  auto a = get<averager_options>(parse({"averager", "--listen", "tcp://0.0.0.0:7500", "--averaging",
+                                        "step-normalised", "--interval-policy", "per-worker", "--intervals",
+                                        "4,8,16", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1000"}));
+  EXPECT_EQ(a.listen, "tcp://0.0.0.0:7500");
+  EXPECT_EQ(a.schedule.averaging, "step-normalised");
+  EXPECT_EQ(a.schedule.intervals, (std::vector<int>{4, 8, 16}));
+  EXPECT_EQ(a.liveness.heartbeat_ms, 100);
+
+  auto w = get<worker_options>(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--worker-id", "2",
+                                      "--num-workers", "4", "--slowdown-ms", "20", "--non-iid",
+                                      "--dirichlet-alpha", "0.1"}));
+  EXPECT_EQ(w.averager, "tcp://10.77.0.1:7500");
+  EXPECT_EQ(w.worker_id, 2);
+  EXPECT_EQ(w.slowdown_ms, 20);
+  EXPECT_TRUE(w.model.non_iid);
+  EXPECT_DOUBLE_EQ(w.model.dirichlet_alpha, 0.1);
+
+  auto via_head = get<worker_options>(parse({"worker", "--head", "tcp://127.0.0.1:7400"}));
+  EXPECT_EQ(via_head.head, "tcp://127.0.0.1:7400");
+  auto h = get<head_options>(parse({"head", "--listen", "tcp://*:7400"}));
+  EXPECT_EQ(h.listen, "tcp://*:7400");
+}
+
+TEST_F(OptionsTest, RepeatedPluginsAccumulate) {
+  const auto a = write("a.so", "x");
+  const auto b = write("b.so", "x");
+  auto o = get<local_options>(parse({"local", "--plugin", a, "--plugin", b}));
+  EXPECT_EQ(o.output.plugins, (std::vector<std::string>{a, b}));
+}
+
+TEST_F(OptionsTest, RepeatedScalarTakesLastValue) {
+  auto o = get<local_options>(parse({"local", "--workers", "3", "--workers", "5"}));
+  EXPECT_EQ(o.workers, 5);
+}
+
+TEST_F(OptionsTest, BadValuesAreOneLineErrors) {
+  EXPECT_NE(error_of(parse({"local", "--workers", "-2"})).find("--workers must be at least 1"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--workers", "0"})).find("--workers"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--lr", "0"})).find("--lr must be > 0"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--lr", "-0.1"})).find("--lr"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--momentum", "1"})).find("--momentum"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--workers", "abc"})).find("--workers"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--averaging", "median"})).find("--averaging"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--interval-policy", "sometimes"})).find("--interval-policy"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--interval-policy", "per-worker"})).find("--intervals"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--checkpoint-every", "3"})).find("--checkpoint-dir"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--workers", "3", "--slowdown-ms", "1,2"})).find("--slowdown-ms"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--heartbeat-ms", "500", "--heartbeat-timeout-ms", "400"}))
+                .find("--heartbeat-timeout-ms"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--epochs", "0"})).find("--rounds"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--log-level", "loud"})).find("--log-level"), std::string::npos);
+}
+
+TEST_F(OptionsTest, UnknownOptionAndSubcommandAreErrors) {
+  EXPECT_NE(error_of(parse({"local", "--bogus", "1"})).find("--bogus"), std::string::npos);
+  EXPECT_NE(error_of(parse({"frobnicate"})).find("unknown subcommand 'frobnicate'"), std::string::npos);
+  // An averager-only option is unknown to a worker.
+  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--interval", "4"})).find("--interval"),
+            std::string::npos);
+}
+
+TEST_F(OptionsTest, RequiredEndpointsAndTheirSyntax) {
+  EXPECT_NE(error_of(parse({"averager"})).find("--listen"), std::string::npos);
+  EXPECT_NE(error_of(parse({"worker"})).find("--averager"), std::string::npos);
+  EXPECT_NE(error_of(parse({"worker", "--averager", "10.0.0.1:7500"})).find("tcp://HOST:PORT"), std::string::npos);
+  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:99999"})).find("port"), std::string::npos);
+  EXPECT_NE(error_of(parse({"worker", "--averager", "udp://h:1"})).find("tcp://"), std::string::npos);
+  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--worker-id", "4", "--num-workers", "4"}))
+                .find("--worker-id"),
+            std::string::npos);
+  EXPECT_TRUE(validate_endpoint("ipc:///tmp/prsgd.sock", "x").has_value());
+  EXPECT_TRUE(validate_endpoint("inproc://avg", "x").has_value());
+  EXPECT_FALSE(validate_endpoint("tcp://:7", "x").has_value());
+}
+
+TEST_F(OptionsTest, MissingFilesAreNotFound) {
+  auto c = parse({"local", "--config", (dir_ / "nope.yaml").string()});
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().code, errc::not_found);
+  auto p = parse({"local", "--plugin", (dir_ / "nope.so").string()});
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code, errc::not_found);
+  auto d = parse({"local", "--data-dir", (dir_ / "nodata").string()});
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().code, errc::not_found);
+}
+
+TEST_F(OptionsTest, YamlConfigSetsEveryKindOfOption) {
+  const auto cfg = write("job.yaml",
+                         "workers: 3\n"
+                         "model: fmnist-cnn\n"
+                         "lr: 0.1\n"
+                         "non-iid: true\n"
+                         "dirichlet_alpha: 0.3\n"      // underscores work too
+                         "intervals: [4, 8, 16]\n"
+                         "interval-policy: per-worker\n"
+                         "slowdown-ms: 0,10,20\n"
+                         "log-level: debug\n");
+  auto o = get<local_options>(parse({"local", "--config", cfg}));
+  EXPECT_EQ(o.workers, 3);
+  EXPECT_EQ(o.model.model, "fmnist-cnn");
+  EXPECT_DOUBLE_EQ(o.model.lr, 0.1);
+  EXPECT_TRUE(o.model.non_iid);
+  EXPECT_DOUBLE_EQ(o.model.dirichlet_alpha, 0.3);
+  EXPECT_EQ(o.schedule.intervals, (std::vector<int>{4, 8, 16}));
+  EXPECT_EQ(o.slowdown_ms, (std::vector<int>{0, 10, 20}));
+  EXPECT_EQ(o.output.log_level, "debug");
+  EXPECT_EQ(o.output.config_file, cfg);
+}
+
+TEST_F(OptionsTest, FlagsOverrideTheConfigFile) {
+  const auto cfg = write("job.yaml", "workers: 3\nlr: 0.1\nnon-iid: true\n");
+  auto o = get<local_options>(parse({"local", "--config", cfg, "--workers", "5"}));
+  EXPECT_EQ(o.workers, 5);
+  EXPECT_DOUBLE_EQ(o.model.lr, 0.1);
+  // The flag may come before --config as well.
+  auto o2 = get<local_options>(parse({"local", "--lr", "0.2", "--config", cfg}));
+  EXPECT_DOUBLE_EQ(o2.model.lr, 0.2);
+  EXPECT_EQ(o2.workers, 3);
+}
+
+TEST_F(OptionsTest, FalseBooleanInConfigStaysFalse) {
+  const auto cfg = write("job.yaml", "non-iid: false\n");
+  auto o = get<local_options>(parse({"local", "--config", cfg}));
+  EXPECT_FALSE(o.model.non_iid);
+}
+
+TEST_F(OptionsTest, ConfigErrorsAreOneLineAndNameTheKey) {
+  EXPECT_NE(error_of(parse({"local", "--config", write("a.yaml", "workerz: 3\n")})).find("unknown key 'workerz'"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--config", write("b.yaml", "workers: many\n")})).find("workers"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--config", write("c.yaml", "workers: -1\n")})).find("--workers"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--config", write("d.yaml", "- 1\n- 2\n")})).find("mapping"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--config", write("e.yaml", "workers: [1\n")})).find("e.yaml"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--config", write("f.yaml", "model: {a: 1}\n")})).find("model"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--config", write("g.yaml", "non-iid: maybe\n")})).find("non-iid"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--config", write("h.yaml", "config: other.yaml\n")})).find("config"),
+            std::string::npos);
+  // A key valid for another subcommand is unknown here.
+  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--config", write("i.yaml", "epochs: 2\n")}))
+                .find("unknown key 'epochs'"),
+            std::string::npos);
+}
+
+TEST_F(OptionsTest, EmptyConfigFileChangesNothing) {
+  auto o = get<local_options>(parse({"local", "--config", write("empty.yaml", "")}));
+  EXPECT_EQ(o.workers, 2);
+}
+
+TEST_F(OptionsTest, HelpAndVersionAreRequestsNotErrors) {
+  auto h = get<help_request>(parse({"--help"}));
+  EXPECT_NE(h.text.find("local"), std::string::npos);
+  EXPECT_NE(h.text.find("keygen"), std::string::npos);
+  auto lh = get<help_request>(parse({"local", "--help"}));
+  EXPECT_NE(lh.text.find("--workers"), std::string::npos);
+  EXPECT_NE(lh.text.find("--config"), std::string::npos);
+  auto none = get<help_request>(parse({}));
+  EXPECT_EQ(none.text, program_help());
+  auto v = get<help_request>(parse({"--version"}));
+  EXPECT_EQ(v.text.rfind("prsgd ", 0), 0u);
+  EXPECT_EQ(v.text.back(), '\n');
+}
+
+TEST_F(OptionsTest, KeygenOptions) {
+  auto k = get<keygen_options>(parse({"keygen", "--out-dir", "keys", "--name", "averager", "--force"}));
+  EXPECT_EQ(k.out_dir, "keys");
+  EXPECT_EQ(k.name, "averager");
+  EXPECT_TRUE(k.force);
+  EXPECT_NE(error_of(parse({"keygen", "--name", "a/b"})).find("--name"), std::string::npos);
+}
+
+}  // namespace
