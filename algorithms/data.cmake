@@ -3,3 +3,5 @@
 list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/fashion_mnist.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/averaging.cpp)
+list(APPEND PRSGD_ALGORITHMS_SOURCES
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/sharding.cpp)

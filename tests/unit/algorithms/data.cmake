@@ -8,3 +8,8 @@ if(TARGET prsgd::algorithms)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/averaging_test.cpp
     DEPS prsgd::algorithms)
 endif()
+if(TARGET prsgd::algorithms)
+  prsgd_add_test(prsgd_sharding_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/sharding_test.cpp
+    DEPS prsgd::algorithms)
+endif()
