@@ -189,7 +189,7 @@ void cell::run() {
           handle_failure(error{errc::handler_failed, "on_start threw: " + what_of(std::current_exception())});
         }
       } else {
-        if (budget == 0) {
+        if (budget == 0 || core_->halted()) {
           break;
         }
         if (cache_ == nullptr) {
@@ -214,8 +214,10 @@ void cell::run() {
       }
     }
   }
-  if (!alive() || restart_pending_) {
-    return;  // dead, or the backoff timer will schedule us (scheduled_ stays true meanwhile)
+  if (!alive() || restart_pending_ || core_->halted()) {
+    // Dead; or the backoff timer will schedule us (scheduled_ stays true meanwhile); or the
+    // shutdown sweep is about to kill us.
+    return;
   }
   auto nonempty = [this] {
     message* h = head_.load(std::memory_order_seq_cst);

@@ -161,6 +161,7 @@ bool core_base::shutdown(clock::duration deadline) {
   }
   cells.clear();
   const bool drained = wait_drained(deadline);
+  halted_.store(true, std::memory_order_release);
   stop_executor();
   {
     std::lock_guard lock{mu_};

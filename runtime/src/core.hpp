@@ -68,6 +68,7 @@ class core_base : public system_core {
     return shutting_down_.load(std::memory_order_acquire);
   }
   [[nodiscard]] std::size_t max_throughput() const noexcept override { return max_throughput_; }
+  [[nodiscard]] bool halted() const noexcept override { return halted_.load(std::memory_order_acquire); }
 
   [[nodiscard]] expected<std::shared_ptr<cell>> spawn_cell(actor_factory factory, spawn_options opts,
                                                            std::type_index type) override;
@@ -96,6 +97,7 @@ class core_base : public system_core {
   std::unordered_map<std::string, std::shared_ptr<cell>> names_;
   std::atomic<std::uint64_t> next_local_{0};
   std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> halted_{false};
   std::mutex shutdown_mu_;
   std::optional<bool> shutdown_result_;
 };

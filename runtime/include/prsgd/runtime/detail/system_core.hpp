@@ -53,6 +53,8 @@ class system_core : public std::enable_shared_from_this<system_core> {
   virtual bool run_one() = 0;
   /// Returns true once shutdown started: spawns fail and bounced mail reports errc::shutting_down.
   [[nodiscard]] virtual bool shutting_down() const noexcept = 0;
+  /// Returns true once the shutdown deadline passed: actors stop taking messages (hard stop).
+  [[nodiscard]] virtual bool halted() const noexcept = 0;
   /// Returns true when `this` thread is an actor thread of this system.
   [[nodiscard]] virtual bool on_actor_thread() const noexcept = 0;
 
