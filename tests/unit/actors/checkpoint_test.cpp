@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/checkpoint.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace prsgd::actors {
+namespace {
+
+checkpoint_state sample_state(round_t round) {
+  checkpoint_state s;
+  s.averager_incarnation = 4;
+  s.round = round;
+  s.model = {1.0F, -2.5F, 3.25F};
+  s.members = {{1, 2, 8, 12.5}, {5, 1, 3, 0}};
+  s.rounds_completed = round;
+  s.outer_momentum = {0.5F, 0.25F, 0.0F};
+  s.arrival_history = {1.0, 1.5};
+  s.late = 3;
+  s.duplicate = 2;
+  s.rejected = 1;
+  return s;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = std::filesystem::path(::testing::TempDir()) /
+          ("prsgd_ckpt_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+  std::filesystem::path dir;
+};
+
+TEST(CheckpointCodecTest, RoundTripsEveryField) {
+  const auto s = sample_state(9);
+  auto d = decode_checkpoint(encode_checkpoint(s));
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  EXPECT_EQ(d->averager_incarnation, 4U);
+  EXPECT_EQ(d->round, 9U);
+  EXPECT_EQ(d->model, s.model);
+  ASSERT_EQ(d->members.size(), 2U);
+  EXPECT_EQ(d->members[0].member, 1U);
+  EXPECT_EQ(d->members[0].incarnation, 2U);
+  EXPECT_EQ(d->members[0].interval, 8U);
+  EXPECT_DOUBLE_EQ(d->members[0].speed, 12.5);
+  EXPECT_EQ(d->outer_momentum, s.outer_momentum);
+  EXPECT_EQ(d->arrival_history, s.arrival_history);
+  EXPECT_EQ(d->late, 3U);
+  EXPECT_EQ(d->duplicate, 2U);
+  EXPECT_EQ(d->rejected, 1U);
+}
+
+TEST(CheckpointCodecTest, DetectsBadMagicVersionTruncationAndChecksum) {
+  const auto good = encode_checkpoint(sample_state(1));
+  auto bytes = good;
+  bytes[0] = 'X';
+  EXPECT_EQ(decode_checkpoint(bytes).error().code, errc::decode_failed);
+  bytes = good;
+  bytes[8] = 99;  // version
+  EXPECT_EQ(decode_checkpoint(bytes).error().code, errc::decode_failed);
+  for (std::size_t n : {std::size_t{0}, std::size_t{10}, good.size() - 1}) {
+    bytes.assign(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+    EXPECT_EQ(decode_checkpoint(bytes).error().code, errc::decode_failed) << n;
+  }
+  bytes = good;
+  bytes.back() ^= 0x01;
+  EXPECT_EQ(decode_checkpoint(bytes).error().code, errc::checksum_mismatch);
+}
+
+TEST_F(CheckpointTest, StoreKeepsTheNewestAndLoadsTheNewestValid) {
+  checkpoint_store store{dir, 2};
+  EXPECT_FALSE(store.load_newest().has_value());
+  for (round_t r : {3U, 10U, 7U}) {
+    ASSERT_TRUE(store.save(sample_state(r)).has_value());
+  }
+  auto files = store.files();
+  ASSERT_EQ(files.size(), 2U);
+  EXPECT_EQ(files[0].filename(), "ckpt-000000000010.bin");
+  EXPECT_EQ(files[1].filename(), "ckpt-000000000007.bin");
+  EXPECT_EQ(store.load_newest()->round, 10U);
+  std::filesystem::resize_file(files[0], 12);
+  EXPECT_EQ(store.load_newest()->round, 7U) << "truncated newest falls back to the previous one";
+  { std::ofstream{files[1], std::ios::binary | std::ios::trunc} << "garbage"; }
+  EXPECT_FALSE(store.load_newest().has_value());
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "no temp files left behind";
+  }
+}
+
+TEST_F(CheckpointTest, NextIncarnationIsPersistedAndNeverBelowACheckpoint) {
+  checkpoint_store store{dir, 3};
+  EXPECT_EQ(store.next_incarnation().value(), 1U);
+  EXPECT_EQ(store.next_incarnation().value(), 2U);
+  ASSERT_TRUE(store.save(sample_state(1)).has_value());  // written by incarnation 4
+  std::filesystem::remove(dir / "incarnation");
+  EXPECT_EQ(store.next_incarnation().value(), 5U);
+}
+
+TEST_F(CheckpointTest, AtomicWriteFailsCleanlyInAMissingDirectory) {
+  auto r = write_file_atomically(dir / "missing" / "file.bin", {1, 2, 3});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, errc::io_error);
+}
+
+}  // namespace
+}  // namespace prsgd::actors

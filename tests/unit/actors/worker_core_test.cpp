@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/worker_core.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "prsgd/actors/averager_core.hpp"
+
+namespace prsgd::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+flat_buffer buffer(float v) { return std::make_shared<const std::vector<float>>(3, v); }
+
+class WorkerCoreTest : public ::testing::Test {
+ protected:
+  WorkerCoreTest() : worker(config(), clk) {}
+
+  static worker_config config() {
+    worker_config c;
+    c.member = 3;
+    c.incarnation = 7;
+    c.speed_hint = 12.5;
+    c.heartbeat_interval = 1s;
+    c.join_retry = 2s;
+    c.averager_timeout = 5s;
+    return c;
+  }
+
+  welcome_msg welcome(incarnation_t averager = 1, round_t admitted = 0) {
+    return welcome_msg{3, 7, averager, admitted, admitted, training_mode::restarted_sgd, 3, 1s};
+  }
+  restart_msg restart(round_t r, float v = 1.0F, incarnation_t averager = 1, std::uint64_t interval = 5) {
+    return restart_msg{3, 7, averager, r, buffer(v), interval, 0.1, training_mode::restarted_sgd};
+  }
+  train_result result(round_t r, float v = 2.0F) { return train_result{r, 5, 320, 64.0, 320, buffer(v)}; }
+
+  template <class T>
+  static std::vector<T> of(const worker_actions& a) {
+    std::vector<T> found;
+    for (const auto& m : a.send) {
+      if (const auto* t = std::get_if<T>(&m)) {
+        found.push_back(*t);
+      }
+    }
+    return found;
+  }
+
+  fake_clock clk;
+  worker_core worker;
+};
+
+TEST_F(WorkerCoreTest, StartSendsJoinWithIdentityAndSpeedHint) {
+  auto a = worker.start();
+  auto joins = of<join_msg>(a);
+  ASSERT_EQ(joins.size(), 1U);
+  EXPECT_EQ(joins[0].member, 3U);
+  EXPECT_EQ(joins[0].incarnation, 7U);
+  EXPECT_DOUBLE_EQ(joins[0].speed_hint, 12.5);
+  EXPECT_EQ(worker.state(), worker_state::joining);
+}
+
+TEST_F(WorkerCoreTest, JoinIsRetriedUntilWelcomed) {
+  (void)worker.start();
+  clk.advance(1s);
+  EXPECT_TRUE(of<join_msg>(worker.tick()).empty());
+  clk.advance(1s);
+  EXPECT_EQ(of<join_msg>(worker.tick()).size(), 1U);
+  (void)worker.on_message(welcome());
+  EXPECT_EQ(worker.state(), worker_state::welcomed);
+  clk.advance(2s);
+  EXPECT_TRUE(of<join_msg>(worker.tick()).empty());
+}
+
+TEST_F(WorkerCoreTest, RestartBecomesATaskAndTheResultBecomesModel) {
+  (void)worker.start();
+  (void)worker.on_message(welcome());
+  auto a = worker.on_message(restart(0, 1.5F));
+  ASSERT_TRUE(a.task.has_value());
+  EXPECT_EQ(a.task->round, 0U);
+  EXPECT_EQ(a.task->interval, 5U);
+  EXPECT_DOUBLE_EQ(a.task->step_size, 0.1);
+  EXPECT_EQ((*a.task->model)[0], 1.5F);
+  EXPECT_EQ(worker.state(), worker_state::training);
+
+  a = worker.on_trained(result(0));
+  auto models = of<model_msg>(a);
+  ASSERT_EQ(models.size(), 1U);
+  EXPECT_EQ(models[0].member, 3U);
+  EXPECT_EQ(models[0].incarnation, 7U);
+  EXPECT_EQ(models[0].averager_incarnation, 1U);
+  EXPECT_EQ(models[0].round, 0U);
+  EXPECT_EQ(models[0].steps, 5U);
+  EXPECT_EQ(models[0].samples, 320U);
+  EXPECT_FALSE(models[0].is_gradient);
+  EXPECT_EQ(worker.state(), worker_state::submitted);
+  EXPECT_TRUE(of<model_msg>(worker.on_trained(result(0))).empty()) << "one MODEL per round";
+}
+
+TEST_F(WorkerCoreTest, DuplicateAndOlderRestartsAreIgnored) {
+  (void)worker.start();
+  (void)worker.on_message(welcome());
+  ASSERT_TRUE(worker.on_message(restart(4)).task.has_value());
+  EXPECT_FALSE(worker.on_message(restart(4)).task.has_value());
+  EXPECT_FALSE(worker.on_message(restart(3)).task.has_value());
+  auto other = restart(5);
+  other.incarnation = 6;  // for a previous incarnation of this worker
+  EXPECT_FALSE(worker.on_message(other).task.has_value());
+  other = restart(5);
+  other.member = 4;
+  EXPECT_FALSE(worker.on_message(other).task.has_value());
+}
+
+TEST_F(WorkerCoreTest, NewerRestartWhileTrainingCancelsAndObsoleteResultIsDropped) {
+  (void)worker.start();
+  (void)worker.on_message(welcome());
+  (void)worker.on_message(restart(0));
+  auto a = worker.on_message(restart(1));  // a deadline closed round 0 without us
+  EXPECT_TRUE(a.cancel_task);
+  ASSERT_TRUE(a.task.has_value());
+  EXPECT_EQ(a.task->round, 1U);
+  EXPECT_TRUE(of<model_msg>(worker.on_trained(result(0))).empty());
+  EXPECT_EQ(of<model_msg>(worker.on_trained(result(1))).size(), 1U);
+}
+
+TEST_F(WorkerCoreTest, NewAveragerIncarnationInHeartbeatTriggersRejoin) {
+  (void)worker.start();
+  (void)worker.on_message(welcome(1));
+  (void)worker.on_message(restart(8));
+  auto a = worker.on_message(heartbeat_msg{3, 7, 2, 6, true});
+  EXPECT_TRUE(a.cancel_task);
+  auto joins = of<join_msg>(a);
+  ASSERT_EQ(joins.size(), 1U);
+  EXPECT_EQ(worker.state(), worker_state::joining);
+  (void)worker.on_message(welcome(2, 6));
+  EXPECT_EQ(worker.averager_incarnation(), 2U);
+  // The resumed averager restarts from its checkpoint round 6 < 8: accepted, it is a new incarnation.
+  auto t = worker.on_message(restart(6, 1.0F, 2));
+  ASSERT_TRUE(t.task.has_value());
+  EXPECT_EQ(t.task->round, 6U);
+  EXPECT_FALSE(worker.on_message(restart(9, 1.0F, 1)).task.has_value()) << "from the dead incarnation";
+  auto models = of<model_msg>(worker.on_trained(result(6)));
+  ASSERT_EQ(models.size(), 1U);
+  EXPECT_EQ(models[0].averager_incarnation, 2U);
+}
+
+TEST_F(WorkerCoreTest, RestartThatOvertakesWelcomeFromNewIncarnationIsAccepted) {
+  (void)worker.start();
+  auto a = worker.on_message(restart(0, 1.0F, 3));
+  ASSERT_TRUE(a.task.has_value());
+  EXPECT_EQ(worker.averager_incarnation(), 3U);
+  (void)worker.on_message(welcome(3));
+  EXPECT_EQ(worker.state(), worker_state::training);
+}
+
+TEST_F(WorkerCoreTest, RemovedTriggersOneRejoin) {
+  (void)worker.start();
+  (void)worker.on_message(welcome());
+  (void)worker.on_message(restart(0));
+  auto a = worker.on_message(removed_msg{3, 7, 1, 0});
+  EXPECT_EQ(of<join_msg>(a).size(), 1U);
+  EXPECT_TRUE(a.cancel_task);
+  EXPECT_TRUE(of<join_msg>(worker.on_message(removed_msg{3, 7, 1, 0})).empty());
+}
+
+TEST_F(WorkerCoreTest, SilentAveragerLeadsToRejoin) {
+  (void)worker.start();
+  (void)worker.on_message(welcome());
+  clk.advance(5s);
+  EXPECT_TRUE(of<join_msg>(worker.tick()).empty());
+  clk.advance(1ms);
+  EXPECT_EQ(of<join_msg>(worker.tick()).size(), 1U);
+  EXPECT_EQ(worker.state(), worker_state::joining);
+}
+
+TEST_F(WorkerCoreTest, HeartbeatsFollowTheInterval) {
+  (void)worker.start();
+  clk.advance(1s);
+  auto hb = of<heartbeat_msg>(worker.tick());
+  ASSERT_EQ(hb.size(), 1U);
+  EXPECT_FALSE(hb[0].from_averager);
+  EXPECT_TRUE(of<heartbeat_msg>(worker.tick()).empty());
+  ASSERT_TRUE(worker.next_wakeup().has_value());
+  EXPECT_EQ(*worker.next_wakeup(), clk.now() + 1s);
+}
+
+TEST_F(WorkerCoreTest, LeaveAndStopEndTheWorker) {
+  (void)worker.start();
+  (void)worker.on_message(welcome());
+  (void)worker.on_message(restart(0));
+  auto a = worker.leave();
+  EXPECT_TRUE(a.stopped);
+  EXPECT_TRUE(a.cancel_task);
+  EXPECT_EQ(of<leave_msg>(a).size(), 1U);
+  EXPECT_FALSE(worker.on_message(restart(1)).task.has_value());
+  EXPECT_FALSE(worker.next_wakeup().has_value());
+
+  worker_core other{config(), clk};
+  (void)other.start();
+  (void)other.on_message(welcome());
+  EXPECT_TRUE(other.on_message(stop_msg{3, 7, 1, 0}).stopped);
+  EXPECT_EQ(other.state(), worker_state::stopped);
+}
+
+TEST_F(WorkerCoreTest, MinibatchTaskSubmitsAGradient) {
+  (void)worker.start();
+  auto r = restart(0);
+  r.mode = training_mode::minibatch_sgd;
+  r.interval = 1;
+  auto a = worker.on_message(r);
+  ASSERT_TRUE(a.task.has_value());
+  EXPECT_EQ(a.task->mode, training_mode::minibatch_sgd);
+  auto models = of<model_msg>(worker.on_trained(result(0)));
+  ASSERT_EQ(models.size(), 1U);
+  EXPECT_TRUE(models[0].is_gradient);
+}
+
+// Drives averager_core and three worker_cores against each other through a lossless in-memory queue,
+// with one worker leaving and one joining midway: every round closes and every model counts once.
+TEST(WorkerAveragerLoopTest, WorkersAndAveragerConvergeOnRoundsTogether) {
+  fake_clock clk;
+  averager_config cfg;
+  cfg.interval = 2;
+  cfg.max_rounds = 6;
+  auto made = averager_core::make(cfg, clk, std::vector<float>(3, 0.0F));
+  ASSERT_TRUE(made.has_value());
+  auto& avg = *made;
+  std::map<member_id, worker_core> workers;
+  std::vector<std::pair<member_id, to_averager>> to_avg;
+  std::vector<outbound> to_workers;
+  auto add_worker = [&](member_id id) {
+    worker_config wc;
+    wc.member = id;
+    wc.incarnation = 1;
+    auto [it, ok] = workers.emplace(id, worker_core{wc, clk});
+    for (auto& m : it->second.start().send) {
+      to_avg.emplace_back(id, m);
+    }
+  };
+  auto handle = [&](member_id id, worker_actions a) {
+    for (auto& m : a.send) {
+      to_avg.emplace_back(id, m);
+    }
+    if (a.task) {
+      // "Training": every worker moves its model by +id.
+      std::vector<float> x = *a.task->model;
+      for (float& v : x) {
+        v += static_cast<float>(id);
+      }
+      auto more = workers.at(id).on_trained(
+          train_result{a.task->round, a.task->interval, 10, 1.0, 10, std::make_shared<const std::vector<float>>(x)});
+      for (auto& m : more.send) {
+        to_avg.emplace_back(id, m);
+      }
+    }
+  };
+  add_worker(1);
+  add_worker(2);
+  bool left = false;
+  for (int guard = 0; guard < 1000 && (!to_avg.empty() || !to_workers.empty()); ++guard) {
+    auto batch = std::exchange(to_avg, {});
+    for (auto& [from, m] : batch) {
+      std::vector<outbound> out = std::visit(
+          [&](auto& msg) -> std::vector<outbound> {
+            using T = std::decay_t<decltype(msg)>;
+            if constexpr (std::is_same_v<T, join_msg>) {
+              return avg.on_join(msg);
+            } else if constexpr (std::is_same_v<T, leave_msg>) {
+              return avg.on_leave(msg);
+            } else if constexpr (std::is_same_v<T, heartbeat_msg>) {
+              return avg.on_heartbeat(msg);
+            } else {
+              return avg.on_model(msg);
+            }
+          },
+          m);
+      to_workers.insert(to_workers.end(), out.begin(), out.end());
+    }
+    auto deliveries = std::exchange(to_workers, {});
+    for (auto& o : deliveries) {
+      if (workers.contains(o.to)) {
+        handle(o.to, workers.at(o.to).on_message(o.msg));
+      }
+    }
+    if (avg.round() == 2 && !left) {
+      left = true;
+      handle(2, workers.at(2).leave());
+      add_worker(3);
+    }
+  }
+  EXPECT_EQ(avg.state(), averager_state::stopped);
+  EXPECT_EQ(avg.round(), 6U);
+  EXPECT_EQ(workers.at(1).state(), worker_state::stopped);
+  EXPECT_EQ(workers.at(3).state(), worker_state::stopped);
+  EXPECT_EQ(avg.counters().duplicate + avg.counters().late + avg.counters().rejected, 0U);
+  for (const auto& rec : avg.accounting()) {
+    EXPECT_EQ(avg.times_counted(rec.round, rec.member), 1);
+  }
+}
+
+}  // namespace
+}  // namespace prsgd::actors
