@@ -83,6 +83,10 @@ struct transport_config {
   /// How long a peer may stay silent before a `peer_event{up=false}`. Must exceed the interval and the
   /// transfer time of the largest message (a frame in flight delays the heartbeats behind it).
   std::chrono::milliseconds heartbeat_timeout{2000};
+  /// Silence after which libzmq closes a TCP connection and the DEALER reconnects (ZMTP heartbeat
+  /// timeout; reclaims connections after a network cut). Must exceed the transfer time of the largest
+  /// frame: libzmq does not count a frame in progress as traffic. Peer events use `heartbeat_timeout`.
+  std::chrono::milliseconds connection_timeout{60'000};
   /// First delay before reconnecting an outgoing connection (ZMQ_RECONNECT_IVL).
   std::chrono::milliseconds reconnect_interval{100};
   /// Upper bound of the reconnect back-off (ZMQ_RECONNECT_IVL_MAX).

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: Apache-2.0
+// Real ZeroMQ over tcp://127.0.0.1 (OS-chosen ports read back), ipc:// and inproc://.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "prsgd/transport/zmq_transport.hpp"
+#include "recorder.hpp"
+
+namespace prsgd {
+namespace {
+
+using namespace std::chrono_literals;
+using test::recorder;
+
+transport_config fast_config(std::string name) {
+  transport_config cfg;
+  cfg.node_name = std::move(name);
+  cfg.heartbeat_interval = 50ms;
+  cfg.heartbeat_timeout = 400ms;
+  cfg.reconnect_interval = 20ms;
+  cfg.reconnect_interval_max = 100ms;
+  return cfg;
+}
+
+std::unique_ptr<zmq_transport> make_or_die(transport_config cfg, recorder& rec) {
+  auto t = zmq_transport::make(std::move(cfg), rec.handlers());
+  EXPECT_TRUE(t.has_value()) << (t ? "" : t.error().message());
+  return t ? std::move(*t) : nullptr;
+}
+
+multipart text_message(std::initializer_list<std::string_view> parts) {
+  multipart m;
+  for (auto p : parts) {
+    m.push_back(frame::copy(p));
+  }
+  return m;
+}
+
+TEST(ZmqTransportTest, BindResolvesWildcardPort) {
+  recorder rec;
+  auto server = make_or_die(fast_config("server"), rec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep) << ep.error().message();
+  auto parsed = endpoint::parse(*ep);
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->address, "127.0.0.1");
+  EXPECT_NE(parsed->port, "*");
+  EXPECT_NE(parsed->port, "0");
+  auto again = server->bind(*ep);
+  EXPECT_FALSE(again);  // the port is taken now
+  EXPECT_EQ(again.error().code, errc::io_error);
+}
+
+TEST(ZmqTransportTest, SendsAndReceivesMultipartBothWays) {
+  recorder srec;
+  recorder crec;
+  auto server = make_or_die(fast_config("server"), srec);
+  auto client = make_or_die(fast_config("client"), crec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  auto peer = client->connect(*ep, {});
+  ASSERT_TRUE(peer);
+
+  peer_event up;
+  ASSERT_TRUE(crec.wait_event(true, *peer, 5s, &up));
+  EXPECT_EQ(up.node, "server");
+  EXPECT_TRUE(up.outgoing);
+  EXPECT_EQ(up.endpoint, *ep);
+
+  ASSERT_TRUE(client->send(*peer, text_message({"header", "", "payload"})));
+  ASSERT_TRUE(srec.wait_messages(1));
+  auto got = srec.messages().at(0);
+  ASSERT_EQ(got.msg.size(), 3U);
+  EXPECT_EQ(got.msg[0].view(), "header");
+  EXPECT_TRUE(got.msg[1].empty());
+  EXPECT_EQ(got.msg[2].view(), "payload");
+  peer_event in_up;
+  ASSERT_TRUE(srec.wait_event(true, got.peer, 5s, &in_up));
+  EXPECT_EQ(in_up.node, "client");
+  EXPECT_FALSE(in_up.outgoing);
+
+  // Reply on the incoming peer id; many messages keep their order.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(server->send(got.peer, text_message({std::to_string(i)})));
+  }
+  ASSERT_TRUE(crec.wait_messages(100));
+  auto replies = crec.messages();
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(replies[static_cast<std::size_t>(i)].msg.at(0).view(), std::to_string(i));
+  }
+  EXPECT_EQ(server->stats().messages_sent, 100U);
+  EXPECT_EQ(server->stats().messages_received, 1U);
+}
+
+TEST(ZmqTransportTest, WorksOverIpcAndInproc) {
+  for (const std::string& ep_text : {std::string("ipc:///tmp/prsgd-transport-test-") + std::to_string(::getpid()),
+                                    std::string("inproc://prsgd-test")}) {
+    recorder srec;
+    recorder crec;
+    auto server = make_or_die(fast_config("server"), srec);
+    auto ep = server->bind(ep_text);
+    ASSERT_TRUE(ep) << ep.error().message();
+    if (ep_text.starts_with("inproc")) {
+      // inproc needs both ends on one zmq context, so it loops back within the same transport.
+      auto peer = server->connect(*ep, {});
+      ASSERT_TRUE(peer);
+      ASSERT_TRUE(server->send(*peer, text_message({"self"})));
+      ASSERT_TRUE(srec.wait_messages(1)) << ep_text;
+      EXPECT_EQ(srec.messages()[0].msg[0].view(), "self");
+    } else {
+      auto client = make_or_die(fast_config("client"), crec);
+      auto peer = client->connect(*ep, {});
+      ASSERT_TRUE(peer);
+      ASSERT_TRUE(client->send(*peer, text_message({"over", ep_text})));
+      ASSERT_TRUE(srec.wait_messages(1)) << ep_text;
+      EXPECT_EQ(srec.messages()[0].msg[1].view(), ep_text);
+    }
+  }
+}
+
+TEST(ZmqTransportTest, TransfersLargePayloadZeroCopyAndIntact) {
+  recorder srec;
+  recorder crec;
+  auto server = make_or_die(fast_config("server"), srec);
+  auto client = make_or_die(fast_config("client"), crec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  auto peer = client->connect(*ep, {});
+  ASSERT_TRUE(peer);
+
+  constexpr std::size_t floats = (std::size_t{64} << 20) / sizeof(float);
+  auto model = std::make_shared<std::vector<float>>(floats);
+  std::iota(model->begin(), model->end(), 0.0F);
+  const float* original = model->data();
+  std::shared_ptr<const std::vector<float>> shared = model;
+  frame payload = frame::share(shared);
+  EXPECT_EQ(static_cast<const void*>(payload.data()), static_cast<const void*>(original));
+  ASSERT_TRUE(client->send(*peer, multipart{frame::copy("model"), payload}));
+  ASSERT_TRUE(srec.wait_messages(1, 30s));
+  auto got = srec.messages().at(0).msg;
+  ASSERT_EQ(got.size(), 2U);
+  ASSERT_EQ(got[1].size(), floats * sizeof(float));
+  EXPECT_EQ(std::memcmp(got[1].data(), original, got[1].size()), 0);
+  // Zero-copy send: the transport held a reference to our buffer (not a copy) and releases it once
+  // libzmq has written it out.
+  payload = frame{};
+  bool released = false;
+  for (int i = 0; i < 500 && !released; ++i) {
+    released = shared.use_count() == 2;  // `model` + `shared`
+    (void)srec.wait_for(10ms, [] { return false; });
+  }
+  EXPECT_TRUE(released) << "use_count " << shared.use_count();
+}
+
+TEST(ZmqTransportTest, DropsFramesAboveReceiverMaxMessageSize) {
+  recorder srec;
+  recorder crec;
+  auto scfg = fast_config("server");
+  scfg.max_frame_bytes = 1 << 20;
+  auto server = make_or_die(scfg, srec);
+  auto client = make_or_die(fast_config("client"), crec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  auto peer = client->connect(*ep, {});
+  ASSERT_TRUE(peer);
+  ASSERT_TRUE(crec.wait_event(true, *peer));
+  std::string big(std::size_t{2} << 20, 'x');
+  ASSERT_TRUE(client->send(*peer, multipart{frame::copy("big"), frame::take(big)}));
+  // libzmq drops the connection on the oversize frame; the DEALER reconnects and later messages flow.
+  bool got_small = false;
+  for (int i = 0; i < 100 && !got_small; ++i) {
+    ASSERT_TRUE(client->send(*peer, text_message({"probe"})));
+    got_small = srec.wait_messages(1, 100ms);
+  }
+  EXPECT_TRUE(got_small);
+  for (const auto& m : srec.messages()) {
+    EXPECT_NE(m.msg.at(0).view(), "big");
+    EXPECT_LE(total_size(m.msg), std::size_t{1} << 20);
+  }
+  // The sender refuses, locally, frames above its own limit.
+  auto ccfg = fast_config("limited");
+  ccfg.max_frame_bytes = 1024;
+  recorder lrec;
+  auto limited = make_or_die(ccfg, lrec);
+  auto lpeer = limited->connect(*ep, {});
+  ASSERT_TRUE(lpeer);
+  auto refused = limited->send(*lpeer, multipart{frame::take(std::string(2048, 'y'))});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, errc::too_large);
+}
+
+
+// Starts the helper process bound to `bind_ep`; returns it and its actual endpoint.
+std::optional<std::pair<test::child_process, std::string>> start_helper(const std::string& bind_ep,
+                                                                       const std::string& name) {
+  auto child = test::child_process::start({PRSGD_PEER_HELPER, bind_ep, name, "50", "400"});
+  if (!child) {
+    return std::nullopt;
+  }
+  auto line = child->read_line(10s);
+  if (!line || !line->starts_with("ENDPOINT ")) {
+    return std::nullopt;
+  }
+  std::string ep = line->substr(9);
+  return std::make_pair(std::move(*child), ep);
+}
+
+TEST(ZmqTransportTest, ReportsPeerDownWhenPeerProcessIsKilledAndUpAfterRestart) {
+  auto helper = start_helper("tcp://127.0.0.1:*", "helper");
+  ASSERT_TRUE(helper) << "could not start " << PRSGD_PEER_HELPER;
+  const std::string ep = helper->second;
+  recorder rec;
+  auto cfg = fast_config("client");
+  auto client = make_or_die(cfg, rec);
+  auto peer = client->connect(ep, {});
+  ASSERT_TRUE(peer);
+  ASSERT_TRUE(rec.wait_event(true, *peer, 10s));
+  ASSERT_TRUE(client->send(*peer, text_message({"ping", "1"})));
+  ASSERT_TRUE(rec.wait_messages(1));
+  EXPECT_EQ(rec.messages()[0].msg[1].view(), "1");
+
+  rec.clear();
+  const auto killed_at = std::chrono::steady_clock::now();
+  helper->first.kill();
+  peer_event down;
+  ASSERT_TRUE(rec.wait_event(false, *peer, 10s, &down));
+  const auto detected = std::chrono::steady_clock::now() - killed_at;
+  EXPECT_EQ(down.reason, errc::peer_unreachable);
+  EXPECT_EQ(down.node, "helper");
+  // Down within the heartbeat timeout (400 ms) plus one check interval and scheduling slack.
+  EXPECT_LT(detected, cfg.heartbeat_timeout + 600ms);
+
+  // A new process on the same port: the same outgoing peer id comes back up and carries messages again.
+  rec.clear();
+  auto again = start_helper(ep, "helper-2");
+  ASSERT_TRUE(again) << "restart on " << ep;
+  peer_event up;
+  ASSERT_TRUE(rec.wait_event(true, *peer, 10s, &up));
+  EXPECT_EQ(up.node, "helper-2");
+  ASSERT_TRUE(client->send(*peer, text_message({"ping", "2"})));
+  ASSERT_TRUE(rec.wait_message([](const recorder::received& m) { return m.msg.size() == 2 && m.msg[1].view() == "2"; }));
+}
+
+TEST(ZmqTransportTest, SeesIncomingPeerDownWhenClientProcessIsKilled) {
+  recorder rec;
+  auto cfg = fast_config("server");
+  auto server = make_or_die(cfg, rec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  auto child = test::child_process::start({PRSGD_PEER_HELPER, "--connect", *ep, "crashy", "50", "400"});
+  ASSERT_TRUE(child);
+  ASSERT_TRUE(rec.wait_messages(1));
+  const peer_id incoming = rec.messages()[0].peer;
+  EXPECT_EQ(rec.messages()[0].msg.at(1).view(), "crashy");
+  ASSERT_TRUE(server->send(incoming, text_message({"welcome"})));
+  const auto killed_at = std::chrono::steady_clock::now();
+  child->kill();
+  peer_event down;
+  ASSERT_TRUE(rec.wait_event(false, incoming, 10s, &down));
+  EXPECT_EQ(down.reason, errc::peer_unreachable);
+  EXPECT_EQ(down.node, "crashy");
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, cfg.heartbeat_timeout + 600ms);
+}
+
+TEST(ZmqTransportTest, SeesIncomingPeerDownAtOnceOnDisconnect) {
+  recorder rec;
+  auto server = make_or_die(fast_config("server"), rec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  recorder crec;
+  auto client = make_or_die(fast_config("client"), crec);
+  auto peer = client->connect(*ep, {});
+  ASSERT_TRUE(peer);
+  ASSERT_TRUE(client->send(*peer, text_message({"hello"})));
+  ASSERT_TRUE(rec.wait_messages(1));
+  const peer_id incoming = rec.messages()[0].peer;
+  ASSERT_TRUE(client->disconnect(*peer));
+  peer_event down;
+  ASSERT_TRUE(rec.wait_event(false, incoming, 2s, &down));
+  EXPECT_EQ(down.reason, errc::shutting_down);
+  auto after = client->send(*peer, text_message({"late"}));
+  ASSERT_FALSE(after);
+  EXPECT_EQ(after.error().code, errc::not_found);
+}
+
+TEST(ZmqTransportTest, CurveAllowsListedClientAndDeniesOthers) {
+  auto server_keys = generate_curve_keypair();
+  auto good_keys = generate_curve_keypair();
+  auto bad_keys = generate_curve_keypair();
+  ASSERT_TRUE(server_keys && good_keys && bad_keys);
+  auto derived = curve_public_key(server_keys->secret_key);
+  ASSERT_TRUE(derived);
+  EXPECT_EQ(*derived, server_keys->public_key);
+
+  recorder srec;
+  auto scfg = fast_config("server");
+  scfg.curve = curve_options{server_keys->public_key, server_keys->secret_key, {good_keys->public_key}};
+  auto server = make_or_die(scfg, srec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+
+  recorder brec;
+  auto bcfg = fast_config("intruder");
+  bcfg.curve = curve_options{bad_keys->public_key, bad_keys->secret_key, {}};
+  auto bad = make_or_die(bcfg, brec);
+  auto bpeer = bad->connect(*ep, connect_options{server_keys->public_key});
+  ASSERT_TRUE(bpeer);
+  ASSERT_TRUE(bad->send(*bpeer, text_message({"from", "intruder"})));
+
+  recorder grec;
+  auto gcfg = fast_config("friend");
+  gcfg.curve = curve_options{good_keys->public_key, good_keys->secret_key, {}};
+  auto good = make_or_die(gcfg, grec);
+  auto gpeer = good->connect(*ep, connect_options{server_keys->public_key});
+  ASSERT_TRUE(gpeer);
+  ASSERT_TRUE(good->send(*gpeer, text_message({"from", "friend"})));
+  ASSERT_TRUE(srec.wait_messages(1));
+  ASSERT_TRUE(grec.wait_event(true, *gpeer));
+  // Give the intruder ample time (many heartbeat intervals and reconnect attempts): nothing arrives from it.
+  EXPECT_FALSE(srec.wait_more_than(1, 1500ms));
+  for (const auto& m : srec.messages()) {
+    EXPECT_EQ(m.msg.at(1).view(), "friend");
+  }
+  for (const auto& ev : srec.events()) {
+    EXPECT_EQ(ev.node, "friend");
+  }
+  EXPECT_TRUE(brec.events().empty());
+  // A client without the right server key fails at connect time when CURVE is on.
+  auto nokey = bad->connect(*ep, {});
+  ASSERT_FALSE(nokey);
+  EXPECT_EQ(nokey.error().code, errc::invalid_argument);
+}
+
+TEST(ZmqTransportTest, RefusesSendsWhenPeerQueueIsFull) {
+  recorder rec;
+  auto cfg = fast_config("client");
+  cfg.max_queued_bytes_per_peer = 8 << 20;
+  cfg.send_hwm = 2;
+  auto client = make_or_die(cfg, rec);
+  // Nobody listens here (we bind and immediately close a transport to get a free port).
+  std::string ep;
+  {
+    recorder r2;
+    auto tmp = make_or_die(fast_config("tmp"), r2);
+    auto bound = tmp->bind("tcp://127.0.0.1:*");
+    ASSERT_TRUE(bound);
+    ep = *bound;
+  }
+  auto peer = client->connect(ep, {});
+  ASSERT_TRUE(peer);
+  auto block = std::make_shared<const std::vector<char>>(std::size_t{1} << 20, 'z');
+  int accepted = 0;
+  expected<void> r;
+  for (int i = 0; i < 100; ++i) {
+    r = client->send(*peer, multipart{frame::share(block)});
+    if (!r) {
+      break;
+    }
+    ++accepted;
+  }
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, errc::overloaded);
+  EXPECT_LE(accepted, 9);
+  EXPECT_GE(client->stats().sends_refused, 1U);
+}
+
+}  // namespace
+}  // namespace prsgd
