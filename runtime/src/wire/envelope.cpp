@@ -578,6 +578,43 @@ expected<multipart> encode(const envelope& env, const limits& lim) {
   return frames;
 }
 
+std::optional<std::pair<message_type, std::uint64_t>> peek_request(const buffer& head, const limits& lim) {
+  if (head.size() == 0 || head.size() > lim.max_header_bytes) {
+    return std::nullopt;
+  }
+  try {
+    const msgpack::unpack_limit ulim(lim.max_payloads, max_header_keys, lim.max_context_bytes, lim.max_header_bytes,
+                                     0, 4);
+    const msgpack::object_handle oh =
+        msgpack::unpack(reinterpret_cast<const char*>(head.data()), head.size(), nullptr, nullptr, ulim);
+    const msgpack::object& root = oh.get();
+    if (root.type != msgpack::type::MAP) {
+      return std::nullopt;
+    }
+    std::uint64_t type = 0;
+    std::uint64_t cid = 0;
+    for (std::uint32_t i = 0; i < root.via.map.size; ++i) {
+      const msgpack::object& key = root.via.map.ptr[i].key;
+      const msgpack::object& val = root.via.map.ptr[i].val;
+      if (key.type != msgpack::type::STR || val.type != msgpack::type::POSITIVE_INTEGER) {
+        continue;
+      }
+      const std::string_view k(key.via.str.ptr, key.via.str.size);
+      if (k == k_type) {
+        type = val.via.u64;
+      } else if (k == k_correlation) {
+        cid = val.via.u64;
+      }
+    }
+    if (type == 0 || type > max_message_type || cid == 0) {
+      return std::nullopt;
+    }
+    return std::pair{static_cast<message_type>(type), cid};
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 expected<envelope> decode(std::span<const buffer> frames, const limits& lim) {
   if (frames.empty()) {
     return fail(errc::protocol_error, "message has no frames");

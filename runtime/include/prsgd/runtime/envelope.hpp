@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "prsgd/common/expected.hpp"
@@ -188,6 +189,12 @@ struct limits {
 /// type, missing or out-of-bounds fields and size mismatches give `protocol_error`; oversize frames
 /// give `too_large`; a wrong checksum gives `checksum_mismatch`.
 [[nodiscard]] expected<envelope> decode(std::span<const buffer> frames, const limits& lim = {});
+
+/// Returns the type and correlation id of a header frame that `decode` rejected, when both can still be
+/// read (a msgpack map with `t` and a non-zero `c`), so that a waiting sender can be answered with an
+/// error. Never throws; nullopt for anything else.
+[[nodiscard]] std::optional<std::pair<message_type, std::uint64_t>> peek_request(const buffer& header_frame,
+                                                                                 const limits& lim = {});
 
 /// Returns an error when `hdr` lacks a field its type requires or a field is out of bounds.
 [[nodiscard]] expected<void> validate(const header& hdr, const limits& lim = {});
