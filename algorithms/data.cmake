@@ -5,3 +5,6 @@ list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/averaging.cpp)
 list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/sharding.cpp)
+list(APPEND PRSGD_ALGORITHMS_SOURCES
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/codec.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/outer_optimizer.cpp)

@@ -13,3 +13,11 @@ if(TARGET prsgd::algorithms)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/sharding_test.cpp
     DEPS prsgd::algorithms)
 endif()
+if(TARGET prsgd::algorithms)
+  prsgd_add_test(prsgd_codec_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/codec_test.cpp
+    DEPS prsgd::algorithms)
+  prsgd_add_test(prsgd_outer_optimizer_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/outer_optimizer_test.cpp
+    DEPS prsgd::algorithms)
+endif()
