@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/averager_core.hpp"
 
+#include "prsgd/common/check.hpp"
+#include "prsgd/common/log.hpp"
+
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <span>
 #include <utility>
-
-#include "prsgd/common/check.hpp"
-#include "prsgd/common/log.hpp"
 
 namespace prsgd::actors {
 
@@ -39,7 +41,18 @@ double median_of(std::vector<double> v) {
 }
 
 bool all_finite(const std::vector<float>& v) {
-  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  return Eigen::Map<const Eigen::VectorXf>(v.data(), static_cast<Eigen::Index>(v.size())).allFinite();
+}
+
+// (1/N) Σ ||x_i − avg||², one vectorised pass per input.
+double consensus_distance(const std::vector<algorithms::contribution>& inputs, const std::vector<float>& avg) {
+  const Eigen::Map<const Eigen::VectorXf> mean(avg.data(), static_cast<Eigen::Index>(avg.size()));
+  double sum = 0;
+  for (const auto& in : inputs) {
+    const Eigen::Map<const Eigen::VectorXf> x(in.params.data(), static_cast<Eigen::Index>(in.params.size()));
+    sum += static_cast<double>((x - mean).squaredNorm());
+  }
+  return sum / static_cast<double>(inputs.size());
 }
 
 }  // namespace
@@ -395,7 +408,8 @@ std::optional<clock::time_point> averager_core::next_wakeup() const {
       t = std::min(t, e.last_seen + config_.heartbeat_timeout + clock::duration{1});
     }
   }
-  if (state_ == averager_state::collecting && deadline_) {
+  // A deadline that passed without a quorum needs no timer: the next accepted MODEL closes the barrier.
+  if (state_ == averager_state::collecting && deadline_ && *deadline_ > clock_->now()) {
     t = std::min(t, *deadline_);
   }
   if (state_ == averager_state::rejoin_wait) {
@@ -481,7 +495,7 @@ void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) 
     rm.interval_min = 0;
   }
 
-  std::vector<float> next = *model_;
+  std::vector<float> next;  // x̄_{r+1}; a new buffer, since workers may still hold x̄_r
   if (!submissions_.empty()) {
     std::vector<algorithms::contribution> inputs;
     inputs.reserve(submissions_.size());
@@ -531,24 +545,19 @@ void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) 
                                       << "); x̄ left unchanged";
       avg = *model_;
     }
-    double dist = 0;
-    for (const auto& in : inputs) {
-      double d = 0;
-      for (std::size_t k = 0; k < model_size_; ++k) {
-        const double diff = static_cast<double>(in.params[k]) - static_cast<double>(avg[k]);
-        d += diff * diff;
-      }
-      dist += d;
+    if (config_.consensus_every > 0 && round_ % config_.consensus_every == 0) {
+      rm.consensus_distance = consensus_distance(inputs, avg);
     }
-    rm.consensus_distance = dist / static_cast<double>(inputs.size());
 
     if (config_.mode == training_mode::minibatch_sgd) {
       // One SGD step on the averaged gradient, with the γ announced for this round.
+      next = *model_;
       const auto g = static_cast<float>(round_step_size_);
       for (std::size_t k = 0; k < model_size_; ++k) {
         next[k] -= g * avg[k];
       }
     } else if (ok && config_.outer != outer_optimizer_kind::none) {
+      next = *model_;
       // TODO(#5): switch to algorithms/outer_optimizer.hpp once it is committed.
       const auto mu = static_cast<float>(config_.outer_momentum);
       const auto lr = static_cast<float>(config_.outer_lr);
@@ -569,6 +578,9 @@ void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) 
     ++rounds_completed_;
   }
 
+  if (next.empty()) {
+    next = *model_;  // an empty round leaves x̄ unchanged
+  }
   rm.wall_s = to_seconds(now - started_at_);
   rm.bytes_in = round_bytes_in_;
   rm.bytes_out = round_bytes_out_;

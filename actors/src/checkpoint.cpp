@@ -64,7 +64,9 @@ class reader {
       return false;
     }
     v.resize(n);
-    std::memcpy(v.data(), data_ + pos_, n * sizeof(T));
+    if (n > 0) {  // memcpy with an empty vector's null data() is undefined
+      std::memcpy(v.data(), data_ + pos_, n * sizeof(T));
+    }
     pos_ += n * sizeof(T);
     return true;
   }

@@ -331,6 +331,7 @@ TEST_F(AveragerCoreTest, FixedDeadlineClosesOnlyWithQuorum) {
   clk.advance(11s);
   (void)core->tick();
   EXPECT_EQ(core->round(), 1U) << "deadline passed but only 1 of quorum 2";
+  EXPECT_GT(*core->next_wakeup(), clk.now()) << "no busy timer for a deadline already passed";
   auto out = submit(2, 1, 3.0F);
   EXPECT_EQ(core->round(), 2U) << "quorum reached after the deadline closes at once";
   EXPECT_EQ(restart_targets(out, 2), (std::set<member_id>{1, 2, 3})) << "the slow worker stays a member";

@@ -117,6 +117,8 @@ struct averager_config {
 
   /// Stop after this many rounds (0 = run until told otherwise).
   std::uint64_t max_rounds = 0;
+  /// Compute the consensus distance every this many rounds (0 = never; it costs one pass per model).
+  std::uint64_t consensus_every = 1;
   /// Accounting records kept per past round (older rounds are forgotten; they can only be late anyway).
   std::uint64_t accounting_rounds_kept = 1'000;
 };
