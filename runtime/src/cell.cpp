@@ -256,9 +256,7 @@ void cell::handle_failure(const error& reason) {
     return;
   }
   const auto t = core_->time().now();
-  while (!failures_.empty() && failures_.front() + policy_.window <= t) {
-    failures_.pop_front();
-  }
+  std::erase_if(failures_, [&](clock::time_point f) { return f + policy_.window <= t; });
   if (static_cast<int>(failures_.size()) >= policy_.max_restarts) {
     request_stop(error{errc::handler_failed, "restart limit reached (" + std::to_string(policy_.max_restarts) +
                                                  " within the window); last failure: " + reason.context});
@@ -371,8 +369,8 @@ void cell::terminate(const error& reason) {
   }
   destroy_instance(reason);
   alive_.store(false, std::memory_order_release);
-  const error why = dead_error(*core_, id_);
   message* rest = head_.exchange(closed(), std::memory_order_seq_cst);
+  const error why = (cache_ == nullptr && (rest == nullptr || rest == closed())) ? error{} : dead_error(*core_, id_);
   bounce_list(cache_, why);
   cache_ = nullptr;
   // Reverse so bounces happen in arrival order.

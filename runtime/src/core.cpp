@@ -64,36 +64,32 @@ expected<std::shared_ptr<cell>> core_base::spawn_cell(actor_factory factory, spa
   }
   const actor_id id{node_, next_local_.fetch_add(1, std::memory_order_relaxed) + 1};
   auto c = std::make_shared<cell>(shared_from_this(), id, std::move(opts), std::move(factory), type);
+  if (!c->name().empty()) {
+    std::lock_guard lock{names_mu_};
+    if (names_.contains(c->name())) {
+      return fail(errc::already_exists, "an actor named '" + c->name() + "' already exists");
+    }
+    names_.emplace(c->name(), c);
+  }
+  bool refused = false;
   {
-    std::lock_guard lock{mu_};
+    // Checked under the shard lock: shutdown sets the flag before it snapshots the shards, so a
+    // cell is either refused here or seen (and stopped) by the shutdown.
+    auto& sh = shard_of(id.local);
+    std::lock_guard lock{sh.mu};
     if (shutting_down()) {
-      return fail(errc::shutting_down, "spawn refused: actor system is shutting down");
+      refused = true;
+    } else {
+      sh.cells.emplace(id.local, c);
+      live_.fetch_add(1, std::memory_order_acq_rel);
     }
-    if (!c->name().empty()) {
-      if (names_.contains(c->name())) {
-        return fail(errc::already_exists, "an actor named '" + c->name() + "' already exists");
-      }
-      names_.emplace(c->name(), c);
-    }
-    table_.emplace(id.local, c);
+  }
+  if (refused) {
+    erase_cell(*c);
+    return fail(errc::shutting_down, "spawn refused: actor system is shutting down");
   }
   if (auto ok = c->construct_first(); !ok) {
-    std::shared_ptr<cell> a;
-    std::shared_ptr<cell> b;
-    {
-      std::lock_guard lock{mu_};
-      if (auto it = names_.find(c->name()); it != names_.end() && it->second == c) {
-        a = std::move(it->second);
-        names_.erase(it);
-      }
-      if (auto it = table_.find(id.local); it != table_.end()) {
-        b = std::move(it->second);
-        table_.erase(it);
-      }
-      if (table_.empty()) {
-        empty_cv_.notify_all();
-      }
-    }
+    erase_cell(*c);
     return std::move(ok).error();
   }
   c->start();
@@ -101,42 +97,62 @@ expected<std::shared_ptr<cell>> core_base::spawn_cell(actor_factory factory, spa
 }
 
 std::shared_ptr<cell> core_base::lookup(std::string_view name) const {
-  std::lock_guard lock{mu_};
+  std::lock_guard lock{names_mu_};
   auto it = names_.find(std::string{name});
   return it == names_.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<cell> core_base::find(std::uint64_t local) const {
-  std::lock_guard lock{mu_};
-  auto it = table_.find(local);
-  return it == table_.end() ? nullptr : it->second;
+  const auto& sh = shards_[local % shard_count];
+  std::lock_guard lock{sh.mu};
+  auto it = sh.cells.find(local);
+  return it == sh.cells.end() ? nullptr : it->second;
 }
 
-std::size_t core_base::actor_count() const {
-  std::lock_guard lock{mu_};
-  return table_.size();
-}
+std::size_t core_base::actor_count() const { return live(); }
 
-void core_base::on_terminated(cell& c) {
-  // Destroy the references after unlocking: a cell's destructor must never run under mu_.
+void core_base::on_terminated(cell& c) { erase_cell(c); }
+
+void core_base::erase_cell(const cell& c) {
+  // Destroy the references after unlocking: a cell's destructor must never run under a table lock.
   std::shared_ptr<cell> by_name;
   std::shared_ptr<cell> by_id;
-  {
-    std::lock_guard lock{mu_};
-    if (!c.name().empty()) {
-      if (auto it = names_.find(c.name()); it != names_.end() && it->second.get() == &c) {
-        by_name = std::move(it->second);
-        names_.erase(it);
-      }
-    }
-    if (auto it = table_.find(c.id().local); it != table_.end()) {
-      by_id = std::move(it->second);
-      table_.erase(it);
-    }
-    if (table_.empty()) {
-      empty_cv_.notify_all();
+  if (!c.name().empty()) {
+    std::lock_guard lock{names_mu_};
+    if (auto it = names_.find(c.name()); it != names_.end() && it->second.get() == &c) {
+      by_name = std::move(it->second);
+      names_.erase(it);
     }
   }
+  {
+    auto& sh = shard_of(c.id().local);
+    std::lock_guard lock{sh.mu};
+    if (auto it = sh.cells.find(c.id().local); it != sh.cells.end() && it->second.get() == &c) {
+      by_id = std::move(it->second);
+      sh.cells.erase(it);
+    }
+  }
+  if (by_id && live_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard lock{count_mu_};
+    empty_cv_.notify_all();
+  }
+}
+
+bool core_base::wait_empty(clock::duration timeout) {
+  std::unique_lock lock{count_mu_};
+  return empty_cv_.wait_for(lock, timeout, [this] { return live() == 0; });
+}
+
+std::vector<std::shared_ptr<cell>> core_base::snapshot() const {
+  std::vector<std::shared_ptr<cell>> out;
+  out.reserve(live());
+  for (const auto& sh : shards_) {
+    std::lock_guard lock{sh.mu};
+    for (const auto& [local, c] : sh.cells) {
+      out.push_back(c);
+    }
+  }
+  return out;
 }
 
 bool core_base::shutdown(clock::duration deadline) {
@@ -144,15 +160,8 @@ bool core_base::shutdown(clock::duration deadline) {
   if (shutdown_result_) {
     return *shutdown_result_;
   }
-  std::vector<std::shared_ptr<cell>> cells;
-  {
-    std::lock_guard lock{mu_};
-    shutting_down_.store(true, std::memory_order_release);
-    cells.reserve(table_.size());
-    for (auto& [local, c] : table_) {
-      cells.push_back(c);
-    }
-  }
+  shutting_down_.store(true, std::memory_order_release);
+  std::vector<std::shared_ptr<cell>> cells = snapshot();
   PRSGD_LOG(debug, "runtime") << "shutdown: draining " << cells.size() << " actors";
   // The stop marker goes behind the mail already queued, so that mail is still handled.
   for (auto& c : cells) {
@@ -163,12 +172,7 @@ bool core_base::shutdown(clock::duration deadline) {
   const bool drained = wait_drained(deadline);
   halted_.store(true, std::memory_order_release);
   stop_executor();
-  {
-    std::lock_guard lock{mu_};
-    for (auto& [local, c] : table_) {
-      cells.push_back(c);
-    }
-  }
+  cells = snapshot();
   if (!cells.empty()) {
     PRSGD_LOG(warn, "runtime") << "shutdown: " << cells.size() << " actors did not drain in time; stopping hard";
   }
@@ -311,8 +315,7 @@ void pool_core::timer_loop() {
 bool pool_core::wait_drained(clock::duration timeout) { return await_all_stopped(timeout); }
 
 bool pool_core::await_all_stopped(clock::duration timeout) {
-  std::unique_lock lock{mu_};
-  return empty_cv_.wait_for(lock, timeout, [this] { return table_.empty(); });
+  return wait_empty(timeout);
 }
 
 void pool_core::stop_executor() {
@@ -419,11 +422,8 @@ std::size_t manual_core::advance(clock::duration d) {
 bool manual_core::await_all_stopped(clock::duration timeout) {
   static_cast<void>(timeout);
   for (;;) {
-    {
-      std::lock_guard lock{mu_};
-      if (table_.empty()) {
-        return true;
-      }
+    if (live() == 0) {
+      return true;
     }
     if (!run_one()) {
       return actor_count() == 0;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -86,11 +87,28 @@ class core_base : public system_core {
   /// Runs or drops whatever the stopped executor still holds.
   virtual void flush_executor() = 0;
 
-  mutable std::mutex mu_;
-  std::condition_variable empty_cv_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<cell>> table_;
+  /// Returns the number of live actors.
+  [[nodiscard]] std::size_t live() const noexcept { return live_.load(std::memory_order_acquire); }
+  /// Blocks (real time) until no actor is alive or `timeout` passed.
+  bool wait_empty(clock::duration timeout);
+  /// Returns every live cell.
+  [[nodiscard]] std::vector<std::shared_ptr<cell>> snapshot() const;
 
  private:
+  // The actor table is sharded so that spawning threads and terminating actors rarely contend.
+  struct shard {
+    mutable std::mutex mu;
+    std::unordered_map<std::uint64_t, std::shared_ptr<cell>> cells;
+  };
+  static constexpr std::size_t shard_count = 16;
+  shard& shard_of(std::uint64_t local) noexcept { return shards_[local % shard_count]; }
+  void erase_cell(const cell& c);
+
+  std::array<shard, shard_count> shards_;
+  std::atomic<std::size_t> live_{0};
+  std::mutex count_mu_;
+  std::condition_variable empty_cv_;
+  mutable std::mutex names_mu_;
   const node_id node_;
   const std::size_t max_throughput_;
   actor_system* facade_ = nullptr;

@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -119,7 +118,7 @@ class cell : public std::enable_shared_from_this<cell> {
   bool stop_requested_ = false;
   error stop_reason_;
   bool restart_pending_ = false;  // waiting for the backoff timer; scheduled_ stays true meanwhile
-  std::deque<clock::time_point> failures_;
+  std::vector<clock::time_point> failures_;  // restart times within the window
   std::uint64_t next_timer_ = 1;
   std::unordered_map<std::uint64_t, timer_entry> timers_;
 
