@@ -23,6 +23,7 @@
 
 #include "prsgd/common/check.hpp"
 #include "prsgd/common/log.hpp"
+#include "prsgd/transport/inproc_transport.hpp"
 
 namespace prsgd {
 
@@ -1024,6 +1025,32 @@ void retain_freed_memory_for_large_frames() {
     const bool ok = mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
     PRSGD_LOG(debug, log_component) << "retain freed memory for large frames: " << (ok ? "on" : "failed");
   });
+}
+
+expected<std::unique_ptr<transport>> make_transport(std::string_view kind, transport_config config,
+                                                  transport_handlers handlers) {
+  if (kind == "zmq") {
+    auto t = zmq_transport::make(std::move(config), std::move(handlers));
+    if (!t) {
+      return t.error();
+    }
+    return std::unique_ptr<transport>(std::move(*t));
+  }
+  if (kind == "inproc") {
+    // One process-wide simulated network on the real clock, driven by its own thread; never destroyed,
+    // so transports made here may outlive static destruction order.
+    static auto* network = [] {
+      auto* n = new inproc_network(steady_clock::instance());  // NOLINT(cppcoreguidelines-owning-memory)
+      n->start_driver();
+      return n;
+    }();
+    auto t = inproc_transport::make(*network, std::move(config), std::move(handlers));
+    if (!t) {
+      return t.error();
+    }
+    return std::unique_ptr<transport>(std::move(*t));
+  }
+  return fail(errc::invalid_argument, "unknown transport '" + std::string(kind) + "' (zmq, inproc)");
 }
 
 }  // namespace prsgd

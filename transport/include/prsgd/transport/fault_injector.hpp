@@ -60,11 +60,11 @@ struct fault_rule {
   /// What it does.
   fault_action action = fault_action::drop;
   /// Sender node name to match; empty matches any (a direction is a from/to pair).
-  std::string from;
+  std::string from{};
   /// Receiver node name to match; empty matches any.
-  std::string to;
+  std::string to{};
   /// Extra predicate on the event (e.g. on the first frame's content); empty matches any.
-  std::function<bool(const fault_context&)> match;
+  std::function<bool(const fault_context&)> match{};
   /// Probability that a matching, armed event triggers (drawn from the seeded RNG).
   double probability = 1.0;
   /// Number of matching events to let through before the rule is armed ("after N messages").
