@@ -21,3 +21,8 @@ if(TARGET prsgd::algorithms)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/outer_optimizer_test.cpp
     DEPS prsgd::algorithms)
 endif()
+if(TARGET prsgd::algorithms)
+  prsgd_add_test(prsgd_schedule_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/schedule_test.cpp
+    DEPS prsgd::algorithms)
+endif()
