@@ -14,4 +14,10 @@ if(TARGET prsgd::wire AND TARGET prsgd::transport_zmq)
   target_compile_definitions(runtime_wire_remote_test PRIVATE
     PRSGD_WIRE_NODE_EXE="$<TARGET_FILE:prsgd_wire_test_node>")
   add_dependencies(runtime_wire_remote_test prsgd_wire_test_node)
+  # A raw cppzmq client against a node: garbage, truncated, oversized, wrong-version input.
+  prsgd_add_test(runtime_wire_bad_input_test
+    SOURCES ${_wire_dir}/wire_bad_input_test.cpp
+    DEPS prsgd::wire prsgd::transport_zmq cppzmq
+    LABELS integration
+    TIMEOUT 120)
 endif()
