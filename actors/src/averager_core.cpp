@@ -141,7 +141,17 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
     core.round_ = resumed->round;
     core.rounds_completed_ = resumed->rounds_completed;
     core.model_ = std::make_shared<const std::vector<float>>(std::move(resumed->model));
-    core.outer_momentum_ = std::move(resumed->outer_momentum);
+    if (core.config_.outer) {
+      auto outer = algorithms::outer_optimizer::make(*core.config_.outer, core.model_size_);
+      if (!outer) {
+        return outer.error();
+      }
+      // A checkpoint written without an outer optimiser (or with another size) restarts from zero momentum.
+      if (resumed->outer_momentum.size() == core.model_size_) {
+        PRSGD_TRY(outer->restore(resumed->outer_momentum));
+      }
+      core.outer_ = std::move(outer).value();
+    }
     core.arrival_history_ = std::move(resumed->arrival_history);
     core.counters_.late = resumed->late;
     core.counters_.duplicate = resumed->duplicate;
@@ -161,8 +171,12 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
     core.model_ = std::make_shared<const std::vector<float>>(std::move(initial_model));
     PRSGD_LOG(info, log_component) << "incarnation " << core.incarnation_ << " starts at round 0";
   }
-  if (core.config_.outer != outer_optimizer_kind::none && core.outer_momentum_.size() != core.model_size_) {
-    core.outer_momentum_.assign(core.model_size_, 0.0F);
+  if (core.config_.outer && !core.outer_) {
+    auto outer = algorithms::outer_optimizer::make(*core.config_.outer, core.model_size_);
+    if (!outer) {
+      return outer.error();
+    }
+    core.outer_ = std::move(outer).value();
   }
   return core;
 }
@@ -556,16 +570,12 @@ void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) 
       for (std::size_t k = 0; k < model_size_; ++k) {
         next[k] -= g * avg[k];
       }
-    } else if (ok && config_.outer != outer_optimizer_kind::none) {
-      next = *model_;
-      // TODO(#5): switch to algorithms/outer_optimizer.hpp once it is committed.
-      const auto mu = static_cast<float>(config_.outer_momentum);
-      const auto lr = static_cast<float>(config_.outer_lr);
-      const bool nesterov = config_.outer == outer_optimizer_kind::nesterov;
-      for (std::size_t k = 0; k < model_size_; ++k) {
-        const float delta = avg[k] - next[k];
-        outer_momentum_[k] = mu * outer_momentum_[k] + delta;
-        next[k] += lr * (nesterov ? mu * outer_momentum_[k] + delta : outer_momentum_[k]);
+    } else if (ok && outer_) {
+      next.resize(model_size_);
+      if (auto applied = outer_->apply(*model_, avg, next); !applied) {
+        PRSGD_LOG(error, log_component) << "round " << round_ << ": outer optimiser failed ("
+                                        << applied.error().message() << "); using the plain average";
+        next = std::move(avg);
       }
     } else {
       next = std::move(avg);
@@ -780,7 +790,9 @@ checkpoint_state averager_core::snapshot() const {
     }
   }
   s.rounds_completed = rounds_completed_;
-  s.outer_momentum = outer_momentum_;
+  if (outer_) {
+    s.outer_momentum.assign(outer_->state().begin(), outer_->state().end());
+  }
   s.arrival_history = arrival_history_;
   s.late = counters_.late;
   s.duplicate = counters_.duplicate;

@@ -535,9 +535,7 @@ TEST_F(AveragerCoreTest, MinibatchModeAppliesOneSgdStepWithTheAveragedGradient) 
 }
 
 TEST_F(AveragerCoreTest, OuterMomentumAcceleratesTheAveragedDelta) {
-  cfg.outer = outer_optimizer_kind::momentum;
-  cfg.outer_momentum = 0.5;
-  cfg.outer_lr = 1.0;
+  cfg.outer = algorithms::outer_config{algorithms::outer_kind::momentum, 1.0F, 0.5F};
   make(filled(0.0F));
   (void)join(1);
   (void)submit(1, 0, 1.0F);
@@ -792,6 +790,67 @@ TEST_F(AveragerRestartTest, CheckpointOfAnotherModelSizeIsRefused) {
   auto c = averager_core::make(cfg, clk, std::vector<float>(dim + 3, 0.0F));
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code, errc::invalid_argument);
+}
+
+TEST_F(AveragerRestartTest, CheckpointsEveryKRoundsCarryScheduleAndOuterState) {
+  cfg.checkpoint_every = 2;
+  cfg.outer = algorithms::outer_config{algorithms::outer_kind::momentum, 1.0F, 0.5F};
+  cfg.intervals = interval_policy::per_worker;
+  cfg.per_worker_intervals = {{1, 3}, {2, 6}};
+  make();
+  run_rounds(5);
+  checkpoint_store store{dir, 3};
+  auto files = store.files();
+  ASSERT_EQ(files.size(), 2U);
+  EXPECT_EQ(files[0].filename(), "ckpt-000000000004.bin");
+  EXPECT_EQ(files[1].filename(), "ckpt-000000000002.bin");
+  auto saved = store.load_newest();
+  ASSERT_TRUE(saved.has_value());
+  EXPECT_EQ(saved->round, 4U);
+  EXPECT_EQ(saved->rounds_completed, 4U);
+  EXPECT_EQ(saved->outer_momentum.size(), dim);
+  EXPECT_NE(saved->outer_momentum, filled(0.0F));
+  ASSERT_EQ(saved->members.size(), 2U);
+  EXPECT_EQ(saved->members[0].interval, 3U);
+  EXPECT_EQ(saved->members[1].interval, 6U);
+  EXPECT_EQ(saved->averager_incarnation, core->incarnation());
+
+  // The resumed incarnation continues with the same momentum: replaying round 4's submissions gives
+  // the x̄_5 the uncrashed averager computed (zero momentum would give a different one).
+  const auto uncrashed = *core->model();
+  core.reset();
+  make();
+  ASSERT_EQ(core->resumed_from(), 4U);
+  EXPECT_EQ(*core->model(), saved->model);
+  (void)join(1);
+  (void)join(2);
+  EXPECT_EQ(core->interval_of(1), 3U);
+  EXPECT_EQ(core->interval_of(2), 6U);
+  (void)submit(1, 4, 5.0F);
+  (void)submit(2, 4, 5.0F);
+  ASSERT_EQ(core->round(), 5U);
+  EXPECT_EQ(*core->model(), uncrashed);
+}
+
+TEST_F(AveragerCoreTest, HeartbeatFromUnknownWorkerAsksItToRejoin) {
+  make();
+  auto out = heartbeat(9);
+  auto removed = of<removed_msg>(out);
+  ASSERT_EQ(removed.size(), 1U);
+  EXPECT_EQ(removed[0].member, 9U);
+  EXPECT_EQ(removed[0].averager_incarnation, core->incarnation());
+  (void)join(9);
+  EXPECT_TRUE(heartbeat(9).empty());
+}
+
+TEST_F(AveragerCoreTest, StoppedAveragerAnswersJoinWithStopAndIgnoresModels) {
+  make();
+  (void)join(1);
+  auto out = core->stop();
+  EXPECT_EQ(of<stop_msg>(out).size(), 1U);
+  EXPECT_EQ(of<stop_msg>(join(2)).size(), 1U);
+  EXPECT_TRUE(submit(1, 0, 1.0F).empty());
+  EXPECT_EQ(core->counters().accepted, 0U);
 }
 
 TEST(AveragerConfigTest, RejectsInvalidConfigs) {

@@ -13,6 +13,7 @@
 #include "prsgd/actors/metrics.hpp"
 #include "prsgd/actors/protocol.hpp"
 #include "prsgd/algorithms/averaging.hpp"
+#include "prsgd/algorithms/outer_optimizer.hpp"
 #include "prsgd/common/clock.hpp"
 #include "prsgd/common/expected.hpp"
 
@@ -46,16 +47,6 @@ enum class step_size_policy : std::uint8_t {
   constant,
   /// γ = step_size_c · sqrt(N / T) (the paper), N = |M_r|, T = total_steps.
   paper,
-};
-
-/// Lists the optional outer optimisers applied to Δ = x̄_{r+1} − x̄_r (DiLoCo-style).
-enum class outer_optimizer_kind : std::uint8_t {
-  /// x̄_{r+1} as averaged.
-  none,
-  /// v = μv + Δ; x̄_{r+1} = x̄_r + lr·v.
-  momentum,
-  /// v = μv + Δ; x̄_{r+1} = x̄_r + lr·(μv + Δ).
-  nesterov,
 };
 
 /// Configures an averager_core. Durations are measured on the injected clock.
@@ -102,9 +93,8 @@ struct averager_config {
   /// After resuming from a checkpoint, how long to wait for its members to rejoin before starting.
   std::chrono::nanoseconds rejoin_grace{std::chrono::seconds(2)};
 
-  outer_optimizer_kind outer = outer_optimizer_kind::none;
-  double outer_lr = 1.0;
-  double outer_momentum = 0.9;
+  /// Outer optimiser applied to the averaged delta in restarted_sgd mode (DiLoCo; empty = plain averaging).
+  std::optional<algorithms::outer_config> outer;
 
   /// Directory for checkpoints (empty = no checkpoints, incarnation from `incarnation`).
   std::string checkpoint_dir;
@@ -289,7 +279,7 @@ class averager_core {
   std::uint64_t rounds_completed_ = 0;
   flat_buffer model_;
   std::size_t model_size_ = 0;
-  std::vector<float> outer_momentum_;
+  std::optional<algorithms::outer_optimizer> outer_;
 
   std::map<member_id, member_entry> members_;   // M_r
   std::map<member_id, member_entry> pending_;   // welcomed, admitted at the next barrier
