@@ -2,6 +2,7 @@
 #include "prsgd/runtime/node.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -13,6 +14,8 @@ namespace prsgd::wire {
 namespace {
 
 constexpr std::string_view component = "wire";
+// The route name of requests to the head itself (not a valid node name: it has a control character).
+const std::string head_route = "\x01head";
 // Remote nodes get actor_id node numbers from this base up, so they never collide with local ones.
 constexpr node_id first_remote_node_number = 0x10000;
 
@@ -74,8 +77,58 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
       return std::move(ep).error();
     }
     endpoint_ = std::move(*ep);
-    PRSGD_LOG(info, component) << "node '" << cfg_.name << "' serving at " << endpoint_;
+    incarnation_ = static_cast<std::uint64_t>(system_.now().time_since_epoch().count()) | 1U;
+    PRSGD_LOG(info, component) << "node '" << cfg_.name << "' serving at " << endpoint_
+                               << (cfg_.head_service ? " (head)" : "");
+    if (!cfg_.head.empty()) {
+      PRSGD_TRY(join_head());
+    }
     return {};
+  }
+
+  /// Connects to the head, registers, and connects to every node the head lists. Blocks (not on an
+  /// actor thread: called from `make`).
+  expected<void> join_head() {
+    auto peer = transport_->connect(cfg_.head, {});
+    PRSGD_TRY(peer);
+    {
+      std::lock_guard lock{mu_};
+      head_peer_ = *peer;
+    }
+    envelope env;
+    env.hdr.type = message_type::register_node;
+    env.hdr.node = cfg_.name;
+    env.hdr.endpoint = endpoint_;
+    env.hdr.incarnation = incarnation_;
+    std::mutex m;
+    std::condition_variable cv;
+    std::optional<expected<std::vector<std::byte>>> answer;
+    send_request_to(*peer, head_route, std::move(env), [&](expected<std::vector<std::byte>> r) {
+      std::lock_guard lock{m};
+      answer.emplace(std::move(r));
+      cv.notify_all();
+    });
+    std::unique_lock lock{m};
+    cv.wait(lock, [&] { return answer.has_value(); });
+    if (!*answer) {
+      return fail(answer->error().code, "registering with the head: " + answer->error().context);
+    }
+    auto list = unpack_value<std::vector<node_tuple>>(**answer);
+    PRSGD_TRY(list);
+    connect_all(*list);
+    return {};
+  }
+
+  using node_tuple = std::tuple<std::string, std::string, std::uint64_t>;
+
+  void connect_all(const std::vector<node_tuple>& list) {
+    for (const auto& [name, ep, inc] : list) {
+      if (name != cfg_.name) {
+        if (auto r = connect(name, ep); !r) {
+          PRSGD_LOG(warn, component) << "cannot connect to node '" << name << "': " << r.error().message();
+        }
+      }
+    }
   }
 
   void stop() {
@@ -111,6 +164,9 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     }
     auto it = routes_.find(node_name);
     if (it == routes_.end()) {
+      if (head_peer_ && node_name != cfg_.name) {
+        return *head_peer_;  // the head forwards
+      }
       return fail(errc::not_found, "no route to node '" + node_name + "'");
     }
     return it->second;
@@ -131,6 +187,10 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
       done(std::move(peer).error());
       return;
     }
+    send_request_to(*peer, target_node, std::move(env), std::move(done));
+  }
+
+  void send_request_to(peer_id peer, const std::string& target_node, envelope env, reply_fn done) {
     std::uint64_t cid = 0;
     {
       std::lock_guard lock{mu_};
@@ -151,7 +211,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
         }
       }
     });
-    if (auto sent = send_to_peer(*peer, env); !sent) {
+    if (auto sent = send_to_peer(peer, env); !sent) {
       complete(cid, std::move(sent).error());
     }
   }
@@ -249,14 +309,24 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
       case message_type::spawn: handle_spawn(peer, e); break;
       case message_type::monitor: handle_monitor(peer, e); break;
       case message_type::demonitor: handle_demonitor(peer, e); break;
-      case message_type::down: handle_down(e); break;
+      case message_type::down: handle_down(peer, e); break;
       case message_type::heartbeat: break;
       case message_type::node_down:
-      case message_type::leave: node_lost(e.hdr.node, error{errc::peer_unreachable, "node '" + e.hdr.node + "' left"}); break;
+        node_lost(e.hdr.node, error{errc::peer_unreachable, "node '" + e.hdr.node + "' was lost"});
+        break;
+      case message_type::leave:
+        if (cfg_.head_service) {
+          member_lost(e.hdr.node, "left");
+        }
+        break;
       case message_type::register_node:
       case message_type::register_name:
       case message_type::lookup:
-        reject(peer, e, error{errc::unsupported, std::string{to_string(e.hdr.type)} + " is served by a head node"});
+        if (cfg_.head_service) {
+          handle_head_request(peer, e);
+        } else {
+          reject(peer, e, error{errc::unsupported, std::string{to_string(e.hdr.type)} + " is served by a head node"});
+        }
         break;
     }
   }
@@ -293,6 +363,9 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   }
 
   void handle_call(peer_id peer, envelope& e, bool wants_reply) {
+    if (forward(peer, e, e.hdr.to_name.empty() ? e.hdr.to.node : std::string{})) {
+      return;
+    }
     error why;
     auto target = local_cell(e.hdr.to, e.hdr.to_name, why);
     if (!target) {
@@ -325,6 +398,9 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   }
 
   void handle_spawn(peer_id peer, envelope& e) {
+    if (forward(peer, e, e.hdr.node)) {
+      return;
+    }
     if (e.hdr.node != cfg_.name) {
       reject(peer, e, error{errc::not_found, "spawn for node '" + e.hdr.node + "' reached '" + cfg_.name + "'"});
       return;
@@ -350,6 +426,9 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   }
 
   void handle_monitor(peer_id peer, const envelope& e) {
+    if (forward(peer, e, e.hdr.to.node)) {
+      return;
+    }
     error why;
     auto target = local_cell(e.hdr.to, {}, why);
     if (!target) {
@@ -367,6 +446,9 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   }
 
   void handle_demonitor(peer_id peer, const envelope& e) {
+    if (forward(peer, e, e.hdr.to.node)) {
+      return;
+    }
     actor_ref<monitor_relay> relay;
     {
       std::lock_guard lock{mu_};
@@ -385,7 +467,10 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     relays_.erase(relay_key{peer, watcher.node, watcher.id, target.id});
   }
 
-  void handle_down(const envelope& e) {
+  void handle_down(peer_id peer, const envelope& e) {
+    if (forward(peer, e, e.hdr.to.node)) {
+      return;
+    }
     std::weak_ptr<runtime::detail::cell> watcher;
     {
       std::lock_guard lock{mu_};
@@ -442,6 +527,134 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     if (!ev.up && !lost.empty()) {
       node_lost(lost, error{errc::peer_unreachable, "node '" + lost + "' is unreachable"});
     }
+    if (!ev.up && !ev.outgoing && cfg_.head_service) {
+      std::string lost_member;
+      {
+        std::lock_guard lock{mu_};
+        for (const auto& [name, m] : members_) {
+          if (m.peer == ev.peer) {
+            lost_member = name;
+          }
+        }
+      }
+      if (!lost_member.empty()) {
+        member_lost(lost_member, "unreachable");
+      }
+    }
+  }
+
+  // ---- head service ----
+
+  /// Forwards `e` to member `target` when this is the head and `target` is another registered node.
+  bool forward(peer_id from_peer, const envelope& e, const std::string& target) {
+    if (!cfg_.head_service || target.empty() || target == cfg_.name) {
+      return false;
+    }
+    std::optional<peer_id> to_peer;
+    {
+      std::lock_guard lock{mu_};
+      if (auto it = members_.find(target); it != members_.end()) {
+        to_peer = it->second.peer;
+      }
+    }
+    if (!to_peer) {
+      return false;
+    }
+    if (!wants_answer(e.hdr.type)) {
+      if (auto r = send_to_peer(*to_peer, e); !r) {
+        PRSGD_LOG(warn, component) << "cannot forward " << to_string(e.hdr.type) << " to '" << target << "': " << r.error().message();
+      }
+      return true;
+    }
+    std::weak_ptr<impl> weak = weak_from_this();
+    const std::uint64_t cid = e.hdr.correlation_id;
+    const actor_address origin = e.hdr.from;
+    send_request_to(*to_peer, target, e, [weak, from_peer, cid, origin](expected<std::vector<std::byte>> r) {
+      if (auto self = weak.lock()) {
+        self->send_result(from_peer, cid, actor_address{self->cfg_.name, 0}, origin, std::move(r));
+      }
+    });
+    return true;
+  }
+
+  void handle_head_request(peer_id peer, envelope& e) {
+    expected<std::vector<std::byte>> result = std::vector<std::byte>{};
+    switch (e.hdr.type) {
+      case message_type::register_node: {
+        std::lock_guard lock{mu_};
+        members_[e.hdr.node] = member{e.hdr.endpoint, e.hdr.incarnation, peer};
+        result = pack_value(node_list_locked());
+        PRSGD_LOG(info, component) << "head: node '" << e.hdr.node << "' registered at " << e.hdr.endpoint;
+        break;
+      }
+      case message_type::register_name: {
+        std::lock_guard lock{mu_};
+        auto it = names_.find(e.hdr.name);
+        if (it != names_.end() && !(it->second == e.hdr.from)) {
+          result = fail(errc::already_exists, "name '" + e.hdr.name + "' is taken");
+        } else {
+          names_[e.hdr.name] = e.hdr.from;
+          result = pack_value(msgpack::type::nil_t{});
+        }
+        break;
+      }
+      case message_type::lookup: {
+        std::lock_guard lock{mu_};
+        if (e.hdr.name.empty()) {
+          result = pack_value(node_list_locked());
+        } else if (auto it = names_.find(e.hdr.name); it != names_.end()) {
+          result = pack_value(it->second);
+        } else {
+          result = fail(errc::not_found, "no actor named '" + e.hdr.name + "'");
+        }
+        break;
+      }
+      default: return;
+    }
+    if (!result) {
+      ++rejected_;
+    }
+    send_result(peer, e.hdr.correlation_id, actor_address{cfg_.name, 0}, e.hdr.from, std::move(result));
+  }
+
+  std::vector<node_tuple> node_list_locked() const {
+    std::vector<node_tuple> out;
+    out.emplace_back(cfg_.name, endpoint_, incarnation_);
+    for (const auto& [name, m] : members_) {
+      out.emplace_back(name, m.endpoint, m.incarnation);
+    }
+    return out;
+  }
+
+  /// Forgets member `name` and its names, and tells every other member (head only).
+  void member_lost(const std::string& name, std::string_view how) {
+    std::vector<peer_id> others;
+    std::uint64_t inc = 0;
+    {
+      std::lock_guard lock{mu_};
+      auto it = members_.find(name);
+      if (it == members_.end()) {
+        return;
+      }
+      inc = it->second.incarnation;
+      members_.erase(it);
+      for (auto n = names_.begin(); n != names_.end();) {
+        n = n->second.node == name ? names_.erase(n) : std::next(n);
+      }
+      for (const auto& [other, m] : members_) {
+        others.push_back(m.peer);
+      }
+    }
+    PRSGD_LOG(info, component) << "head: node '" << name << "' " << how;
+    envelope env;
+    env.hdr.type = message_type::node_down;
+    env.hdr.from = actor_address{cfg_.name, 0};
+    env.hdr.node = name;
+    env.hdr.incarnation = inc;
+    for (const peer_id p : others) {
+      static_cast<void>(send_to_peer(p, env));
+    }
+    node_lost(name, error{errc::peer_unreachable, "node '" + name + "' " + std::string{how}});
   }
 
   /// Fails every request to `lost` and tells every watcher of an actor on it.
@@ -543,6 +756,19 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     static_cast<void>(send_to_peer(*peer, env));
   }
 
+  void head_request(envelope env, reply_fn done) {
+    std::optional<peer_id> head;
+    {
+      std::lock_guard lock{mu_};
+      head = head_peer_;
+    }
+    if (!head) {
+      done(fail(errc::not_found, "this node has no head"));
+      return;
+    }
+    send_request_to(*head, head_route, std::move(env), std::move(done));
+  }
+
   node_id node_number(const std::string& name) {
     std::lock_guard lock{mu_};
     auto it = node_numbers_.find(name);
@@ -617,8 +843,18 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     friend auto operator<=>(const relay_key&, const relay_key&) = default;
   };
 
+  struct member {
+    std::string endpoint;
+    std::uint64_t incarnation = 0;
+    peer_id peer = 0;
+  };
+
   mutable std::mutex mu_;
   bool stopped_ = false;
+  std::uint64_t incarnation_ = 0;
+  std::optional<peer_id> head_peer_;
+  std::map<std::string, member> members_;        // head only
+  std::map<std::string, actor_address> names_;   // head only
   std::uint64_t next_cid_ = 1;
   std::unordered_map<std::uint64_t, pending> pending_;
   std::unordered_map<std::string, peer_id> routes_;
@@ -673,6 +909,68 @@ expected<void> node::monitor(const actor_addr& watcher, const actor_address& tar
 }
 
 void node::demonitor(const actor_addr& watcher, const actor_address& target) { impl_->demonitor(watcher, target); }
+
+future<void> node::register_name(const std::string& name, const actor_addr& local) {
+  auto st = std::make_shared<runtime::detail::promise_state<void>>(core());
+  envelope env;
+  env.hdr.type = message_type::register_name;
+  env.hdr.name = name;
+  env.hdr.from = address_of(local);
+  impl_->head_request(std::move(env), [st](expected<std::vector<std::byte>> r) {
+    if (!r) {
+      st->complete(std::move(r).error());
+    } else {
+      st->complete(expected<void>{});
+    }
+  });
+  return future<void>{st};
+}
+
+future<actor_address> node::lookup(const std::string& name) {
+  auto st = std::make_shared<runtime::detail::promise_state<actor_address>>(core());
+  if (name.empty()) {
+    st->complete(fail(errc::invalid_argument, "lookup needs a name"));
+    return future<actor_address>{st};
+  }
+  envelope env;
+  env.hdr.type = message_type::lookup;
+  env.hdr.name = name;
+  impl_->head_request(std::move(env), [st](expected<std::vector<std::byte>> r) {
+    if (!r) {
+      st->complete(std::move(r).error());
+    } else {
+      st->complete(unpack_value<actor_address>(*r));
+    }
+  });
+  return future<actor_address>{st};
+}
+
+future<std::vector<node_info>> node::cluster_nodes() {
+  auto st = std::make_shared<runtime::detail::promise_state<std::vector<node_info>>>(core());
+  envelope env;
+  env.hdr.type = message_type::lookup;
+  std::weak_ptr<impl> weak = impl_;
+  impl_->head_request(std::move(env), [st, weak](expected<std::vector<std::byte>> r) {
+    if (!r) {
+      st->complete(std::move(r).error());
+      return;
+    }
+    auto list = unpack_value<std::vector<impl::node_tuple>>(*r);
+    if (!list) {
+      st->complete(std::move(list).error());
+      return;
+    }
+    if (auto self = weak.lock()) {
+      self->connect_all(*list);
+    }
+    std::vector<node_info> out;
+    for (auto& [name, ep, inc] : *list) {
+      out.push_back(node_info{name, ep, inc});
+    }
+    st->complete(std::move(out));
+  });
+  return future<std::vector<node_info>>{st};
+}
 
 node_stats node::stats() const { return impl_->stats(); }
 void node::stop() { impl_->stop(); }

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A prsgd node process for the remote-actor integration tests: serves the test actor types over
 // zmq on tcp://127.0.0.1 (OS-chosen port), prints "ENDPOINT <endpoint>" and runs until stdin closes.
-//   prsgd_wire_test_node <node-name> [<initial value of the named actor "counter">]
+//   prsgd_wire_test_node <node-name> [<initial value of the named actor "counter">] [--head] [--join <head>]
+// --head serves the head directory; --join registers with a head and names the local counter
+// "counter@<node-name>" there.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -26,15 +28,31 @@ int main(int argc, char** argv) {
   ncfg.name = argv[1];
   ncfg.transport.heartbeat_interval = std::chrono::milliseconds(100);
   ncfg.transport.heartbeat_timeout = std::chrono::milliseconds(1000);
+  for (int i = 3; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--head") {
+      ncfg.head_service = true;
+    } else if (arg == "--join" && i + 1 < argc) {
+      ncfg.head = argv[++i];
+    }
+  }
   auto node = prsgd::wire::node::make(system, reg, ncfg, prsgd::wire::testing::zmq_factory());
   if (!node) {
     std::cerr << "node: " << node.error().message() << "\n";
     return 1;
   }
   const int start = argc > 2 ? std::atoi(argv[2]) : 0;
-  if (auto named = system.spawn<prsgd::wire::testing::counter>(prsgd::named{"counter"}, start); !named) {
+  auto named = system.spawn<prsgd::wire::testing::counter>(prsgd::named{"counter"}, start);
+  if (!named) {
     std::cerr << "spawn: " << named.error().message() << "\n";
     return 1;
+  }
+  if (!ncfg.head.empty()) {
+    auto reg_name = (*node)->register_name("counter@" + ncfg.name, named->addr()).get(std::chrono::seconds(10));
+    if (!reg_name) {
+      std::cerr << "register_name: " << reg_name.error().message() << "\n";
+      return 1;
+    }
   }
   std::cout << "ENDPOINT " << (*node)->endpoint() << std::endl;
   // Serve until the parent closes our stdin (or kills us).

@@ -29,7 +29,7 @@ using testing::counter;
 /// Runs one prsgd_wire_test_node process; kills it on destruction.
 class node_process {
  public:
-  explicit node_process(const std::string& name) {
+  explicit node_process(const std::string& name, std::vector<std::string> extra = {}) {
     int in[2];
     int out[2];
     if (pipe(in) != 0 || pipe(out) != 0) {
@@ -43,7 +43,14 @@ class node_process {
       close(in[1]);
       close(out[0]);
       close(out[1]);
-      execl(PRSGD_WIRE_NODE_EXE, PRSGD_WIRE_NODE_EXE, name.c_str(), "100", static_cast<char*>(nullptr));
+      std::vector<std::string> args{PRSGD_WIRE_NODE_EXE, name, "100"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) {
+        argv.push_back(a.data());
+      }
+      argv.push_back(nullptr);
+      execv(PRSGD_WIRE_NODE_EXE, argv.data());
       _exit(127);
     }
     close(in[0]);
@@ -135,7 +142,9 @@ class watcher final : public actor {
 
 class WireRemoteTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { start(""); }
+
+  void start(const std::string& head) {
     testing::register_test_types(reg_);
     config cfg;
     cfg.threads = 2;
@@ -146,13 +155,18 @@ class WireRemoteTest : public ::testing::Test {
     ncfg.request_timeout = 5s;
     ncfg.transport.heartbeat_interval = 100ms;
     ncfg.transport.heartbeat_timeout = 1000ms;
+    ncfg.head = head;
     auto n = node::make(*system_, reg_, ncfg, testing::zmq_factory());
     ASSERT_TRUE(n) << n.error().message();
     node_ = std::move(*n);
   }
-  void TearDown() override {
+  void TearDown() override { finish(); }
+
+  void finish() {
     node_.reset();
-    system_->shutdown(2s);
+    if (system_) {
+      system_->shutdown(2s);
+    }
   }
 
   remote_ref<counter> spawn_counter(const std::string& on, int start) {
@@ -319,6 +333,56 @@ TEST_F(WireRemoteTest, NodeRestartAndReconnect) {
   auto v = d.ask(&counter::add, 5).get(10s);
   ASSERT_TRUE(v) << v.error().message();
   EXPECT_EQ(*v, 15);
+}
+
+TEST_F(WireRemoteTest, HeadKeepsDirectoryForwardsAndReportsLostNodes) {
+  node_process head{"head", {"--head"}};
+  ASSERT_FALSE(head.endpoint().empty());
+  node_process two{"node-2", {"--join", head.endpoint()}};
+  ASSERT_FALSE(two.endpoint().empty());
+  finish();
+  start(head.endpoint());  // the driver joins the head and connects to node-2 directly
+  ASSERT_TRUE(node_);
+
+  // The named-actor directory: node-2 registered its counter at start.
+  auto addr = node_->lookup("counter@node-2").get(10s);
+  ASSERT_TRUE(addr) << addr.error().message();
+  EXPECT_EQ(addr->node, "node-2");
+  auto v = node_->ref<counter>(*addr).ask(&counter::get).get(10s);
+  ASSERT_TRUE(v) << v.error().message();
+  EXPECT_EQ(*v, 100);
+  auto missing = node_->lookup("nobody").get(10s);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, errc::not_found);
+
+  // node-3 joins after the driver: no direct route, so spawn, ask and monitor go through the head.
+  node_process three{"node-3", {"--join", head.endpoint()}};
+  ASSERT_FALSE(three.endpoint().empty());
+  auto c = node_->spawn<counter>(on_node{"node-3", {}}, 7).get(10s);
+  ASSERT_TRUE(c) << c.error().message();
+  EXPECT_EQ(c->address().node, "node-3");
+  auto sum = c->ask(&counter::add, 1).get(10s);
+  ASSERT_TRUE(sum) << sum.error().message();
+  EXPECT_EQ(*sum, 8);
+  auto log = std::make_shared<down_log>();
+  auto w = system_->spawn<watcher>(log);
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(node_->monitor(w->addr(), c->address()));
+  ASSERT_TRUE(c->ask(&counter::get).get(10s));  // the monitor is installed (same path, in order)
+
+  // The head notices node-3's death and tells the driver, whose watcher hears peer_unreachable.
+  three.kill9();
+  ASSERT_TRUE(log->wait_for(1, 15s));
+  {
+    std::lock_guard lock{log->mu};
+    EXPECT_EQ(log->downs[0].reason.code, errc::peer_unreachable) << log->downs[0].reason.message();
+  }
+  auto nodes = node_->cluster_nodes().get(10s);
+  ASSERT_TRUE(nodes) << nodes.error().message();
+  ASSERT_EQ(nodes->size(), 3U);  // head, node-2, driver: node-3 is gone
+  for (const auto& n : *nodes) {
+    EXPECT_NE(n.name, "node-3");
+  }
 }
 
 }  // namespace

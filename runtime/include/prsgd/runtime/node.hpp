@@ -43,6 +43,23 @@ struct node_config {
   limits wire_limits;
   /// Returns the transport settings (its node_name is replaced by `name`).
   transport_config transport;
+  /// Returns true when this node is the head (a small Ray GCS): it keeps the node list and the
+  /// named-actor directory, forwards requests for other nodes, and tells every node when one is lost.
+  bool head_service = false;
+  /// Returns the head's endpoint; when set, `make` registers this node there (waiting up to
+  /// `request_timeout`) and requests for nodes without a direct route go through the head.
+  std::string head;
+};
+
+/// Describes one member of the cluster as the head knows it.
+struct node_info {
+  /// Returns the node name.
+  std::string name;
+  /// Returns the endpoint it serves at.
+  std::string endpoint;
+  /// Returns its incarnation (changes when the node process restarts).
+  std::uint64_t incarnation = 0;
+  friend bool operator==(const node_info&, const node_info&) = default;
 };
 
 /// Makes the transport a node runs on (zmq in production, inproc in tests); called once by `node::make`.
@@ -154,6 +171,14 @@ class node {
   expected<void> monitor(const actor_addr& watcher, const actor_address& target);
   /// Stops watching `target`.
   void demonitor(const actor_addr& watcher, const actor_address& target);
+
+  /// Registers the local actor `local` under the cluster-wide `name` at the head.
+  /// Errors: already_exists (taken by another actor), not_found (no head), timeout.
+  future<void> register_name(const std::string& name, const actor_addr& local);
+  /// Returns the address registered under `name` at the head; not_found when none.
+  future<actor_address> lookup(const std::string& name);
+  /// Returns the nodes registered at the head, and connects to each of them.
+  future<std::vector<node_info>> cluster_nodes();
 
   /// Returns the counters.
   [[nodiscard]] node_stats stats() const;
