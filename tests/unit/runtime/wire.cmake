@@ -4,4 +4,7 @@ if(TARGET prsgd::wire)
   prsgd_add_test(runtime_wire_envelope_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/wire/envelope_test.cpp
     DEPS prsgd::wire msgpackc-cxx)
+  prsgd_add_test(runtime_wire_node_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/wire/node_test.cpp
+    DEPS prsgd::wire)
 endif()
