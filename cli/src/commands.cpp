@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/cli/key_files.hpp"
 #include "prsgd/cli/launcher.hpp"
 #include "prsgd/cli/metrics_follow.hpp"
@@ -21,12 +22,25 @@
 
 namespace prsgd::cli {
 
-expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, void* model_registry) {
+expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, const std::string& model) {
   log::level lvl{};
   if (log::parse_level(o.log_level, lvl)) {
     log::set_level(lvl);
   }
-  return load_plugins(o.plugins, model_registry);
+  auto& registry = algorithms::model_registry::instance();
+  auto plugins = load_plugins(o.plugins, &registry);
+  if (!plugins) {
+    return plugins;
+  }
+  if (!model.empty() && !registry.contains(model)) {
+    std::string known;
+    for (const auto& n : registry.names()) {
+      known += (known.empty() ? "" : ", ") + n;
+    }
+    return fail(errc::invalid_argument, "unknown model '" + model + "' (registered: " + known +
+                                            "; a --plugin can add more)");
+  }
+  return plugins;
 }
 
 namespace {
@@ -45,7 +59,7 @@ std::optional<progress_reporter> make_reporter(const std::string& mode) {
 
 int run_local(const local_options& o) {
   // Load the plugins here too, so a bad one is refused before any process starts.
-  auto plugins = prepare_process(o.output);
+  auto plugins = prepare_process(o.output, o.model.model);
   if (!plugins) {
     std::fprintf(stderr, "prsgd local: %s\n", plugins.error().message().c_str());
     return exit_usage;

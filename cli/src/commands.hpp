@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "prsgd/cli/options.hpp"
@@ -16,10 +17,11 @@ inline constexpr int exit_usage = 2;
 /// Exit status for a failure at run time.
 inline constexpr int exit_failure = 1;
 
-/// Applies the output options every role shares: sets the log level and loads the plugins (in order), passing
-/// `model_registry` (a `prsgd::algorithms::model_registry*`, may be null) to them.
+/// Prepares a process for any role: sets the log level, loads the plugins in order (they register models in
+/// `prsgd::algorithms::model_registry::instance()`), then, when `model` is not empty, checks that the registry
+/// knows it. Returns the plugin's error, or invalid_argument "unknown model 'x' (registered: ...)".
 [[nodiscard]] expected<std::vector<loaded_plugin>> prepare_process(const output_options& o,
-                                                                   void* model_registry = nullptr);
+                                                                   const std::string& model = {});
 
 /// Runs the head node. (Wired to the runtime by the lead: cli/src/roles.cpp.)
 int run_head(const head_options& o);

@@ -332,8 +332,8 @@ expected<cluster_report> launch_local_cluster(const launch_options& options,
   if (!any_critical && report.exit_code == 0) {
     report.exit_code = first_failure;
   }
-  if (report.received_signal != 0 && report.exit_code == 0) {
-    report.exit_code = 128 + report.received_signal;
+  if (report.received_signal != 0) {
+    report.exit_code = 128 + report.received_signal;  // like a shell: interrupted jobs end in 130/143
   }
   return report;
 }

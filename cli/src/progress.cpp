@@ -65,7 +65,7 @@ std::string format_progress(const progress_snapshot& s, progress_style style, st
   line += " members " + std::to_string(s.members);
   line += " loss " + (s.train_loss ? fixed(*s.train_loss, 4) : std::string{"-"});
   line += " acc " + (s.test_acc ? fixed(*s.test_acc * 100.0, 2) + "%" : std::string{"-"});
-  line += " " + si(s.samples_per_s) + " samples/s";
+  line += " " + (s.samples_per_s > 0 ? si(s.samples_per_s) : std::string{"-"}) + " samples/s";
   const auto eta = estimate_eta_s(s);
   line += " ETA " + (eta ? format_duration(*eta) : std::string{"?"});
   if (style == progress_style::plain) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The long-running roles: head, averager, worker. Each starts with prepare_process(o.output, registry) and then
-// builds its actor system. Until the actors are wired here they refuse to run, honestly, with status 1.
+// The long-running roles: head, averager, worker. Each starts with prepare_process() (log level, plugins, model
+// name check) and then builds its actor system. Until the actors are wired here they refuse to run, honestly,
+// with status 1. WIRING: replace each `return not_wired(...)` with the role's actor code.
 #include <cstdio>
 
 #include "commands.hpp"
@@ -25,7 +26,7 @@ int run_head(const head_options& o) {
 }
 
 int run_averager(const averager_options& o) {
-  if (auto p = prepare_process(o.output); !p) {
+  if (auto p = prepare_process(o.output, o.model.model); !p) {
     std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
     return exit_usage;
   }
@@ -33,7 +34,7 @@ int run_averager(const averager_options& o) {
 }
 
 int run_worker(const worker_options& o) {
-  if (auto p = prepare_process(o.output); !p) {
+  if (auto p = prepare_process(o.output, o.model.model); !p) {
     std::fprintf(stderr, "prsgd worker: %s\n", p.error().message().c_str());
     return exit_usage;
   }

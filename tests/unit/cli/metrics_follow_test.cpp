@@ -25,6 +25,19 @@ TEST(MetricsFollowTest, ParsesRoundLineAndSkipsNestedValues) {
   EXPECT_DOUBLE_EQ(*m->samples, 192);
 }
 
+TEST(MetricsFollowTest, ParsesTheAveragersLineFormat) {
+  // The shape actors/metrics.cpp writes: nested per-worker arrivals in an object.
+  auto m = parse_metrics_line(
+      R"({"round":7,"members":4,"submissions":4,"wall_s":3.25,"round_s":0.5,"barrier_wait_s":0.1,)"
+      R"("train_loss":0.5,"test_acc":0.8125,"consensus_distance":0.01,"bytes_in":1,"bytes_out":2,"late":0,)"
+      R"("duplicate":0,"rejected":0,"removed":0,"admitted":0,"closed_by_deadline":false,"interval_min":8,)"
+      R"("interval_max":8,"step_size":0.05,"rule":"samples","arrival_s":{"1":0.25,"2":0.5}})");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(*m->round, 7);
+  EXPECT_EQ(*m->members, 4);
+  EXPECT_DOUBLE_EQ(*m->test_acc, 0.8125);
+}
+
 TEST(MetricsFollowTest, ParsesDoneLine) {
   auto m = parse_metrics_line(R"({"event":"done","test_acc":0.87,"rounds":20,"wall_s":31.5})");
   ASSERT_TRUE(m.has_value());

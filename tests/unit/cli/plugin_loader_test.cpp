@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "prsgd/algorithms/model_registry.hpp"
+
 namespace {
 
 using prsgd::errc;
@@ -21,6 +23,29 @@ TEST(PluginLoaderTest, LoadsGoodPluginAndRecordsWhatItProvides) {
   EXPECT_EQ(p->provides[0].first, "model");
   EXPECT_EQ(p->provides[0].second, "test-tiny-mlp");
   EXPECT_EQ(registry_sentinel, 43) << "the host's registry pointer did not reach the plugin";
+}
+
+TEST(PluginLoaderTest, PluginRegistersModelInHostRegistry) {
+  prsgd::algorithms::model_registry registry;
+  auto p = load_plugin(PRSGD_TEST_PLUGIN_REGISTERS_MODEL, &registry);
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  ASSERT_TRUE(registry.contains("plugin-mlp"));
+  ASSERT_EQ(p->provides.size(), 1u);
+  EXPECT_EQ(p->provides[0].second, "plugin-mlp");
+  auto m = registry.make("plugin-mlp", prsgd::algorithms::model_config{});
+  ASSERT_TRUE(m.has_value()) << m.error().message();
+  EXPECT_NE(*m, nullptr);
+
+  // Loading it again into the same registry is refused with the registry's own error.
+  auto again = load_plugin(PRSGD_TEST_PLUGIN_REGISTERS_MODEL, &registry);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, errc::handler_failed);
+  EXPECT_NE(again.error().context.find("already_exists"), std::string::npos) << again.error().context;
+
+  // Without a registry the plugin refuses, and says why.
+  auto none = load_plugin(PRSGD_TEST_PLUGIN_REGISTERS_MODEL, nullptr);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_NE(none.error().context.find("model registry"), std::string::npos) << none.error().context;
 }
 
 TEST(PluginLoaderTest, KeepsGoodPluginLoadedAfterInit) {

@@ -49,6 +49,12 @@ TEST(ProgressTest, TtyLineRewritesInPlaceAndFitsTheWidth) {
   EXPECT_EQ(line.substr(1, 12), "round 12/100");
 }
 
+TEST(ProgressTest, UnknownRateShowsDash) {
+  auto s = sample();
+  s.samples_per_s = 0;
+  EXPECT_NE(format_progress(s, progress_style::plain).find(" - samples/s"), std::string::npos);
+}
+
 TEST(ProgressTest, EtaScalesElapsedByRoundsLeft) {
   auto s = sample();
   s.elapsed_s = 12;

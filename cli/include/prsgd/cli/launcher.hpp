@@ -56,8 +56,8 @@ struct cluster_report {
   std::vector<child_exit> children;
   /// SIGINT/SIGTERM/SIGHUP the launcher received and forwarded (0 = none).
   int received_signal = 0;
-  /// Suggested exit status for the launcher: 0, a failed critical child's status (128+signal if signalled),
-  /// 128+received_signal, or 1 when no child is critical and one failed.
+  /// Suggested exit status for the launcher: 128+received_signal if it was interrupted; else a failed critical
+  /// child's status (128+signal if signalled); else 1 when no child is critical and a normal one failed; else 0.
   int exit_code = 0;
 };
 

@@ -1,0 +1,18 @@
+# SPDX-License-Identifier: Apache-2.0
+# The `prsgd` command as a process, and the local-cluster launcher with real child processes.
+if(TARGET prsgd)
+  prsgd_add_test(cli_launcher_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/launcher_test.cpp
+                 DEPS prsgd::cli_support LABELS integration TIMEOUT 60)
+  target_compile_definitions(cli_launcher_test PRIVATE PRSGD_BINARY="$<TARGET_FILE:prsgd>")
+  add_dependencies(cli_launcher_test prsgd)
+
+  prsgd_add_test(cli_command_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/command_test.cpp
+                 DEPS prsgd::cli_support LABELS integration TIMEOUT 120)
+  target_compile_definitions(cli_command_test PRIVATE PRSGD_BINARY="$<TARGET_FILE:prsgd>"
+    PRSGD_TEST_PLUGIN_WRONG_ABI="$<TARGET_FILE:prsgd_test_plugin_wrong_abi>"
+    PRSGD_TEST_PLUGIN_REGISTERS_MODEL="$<TARGET_FILE:prsgd_test_plugin_registers_model>")
+  add_dependencies(cli_command_test prsgd prsgd_test_plugin_wrong_abi prsgd_test_plugin_registers_model)
+  if(TARGET prsgd::transport_zmq)
+    target_compile_definitions(cli_command_test PRIVATE PRSGD_TEST_HAVE_KEYGEN=1)
+  endif()
+endif()

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+// ops/cluster with local processes: up derives each process's arguments from the hosts file, status sees
+// them run, down stops them all. The processes are a small shell stand-in that records its arguments and
+// runs until SIGTERM, so the test checks the script's process handling, not training.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "script_runner.hpp"
+
+namespace {
+
+using namespace prsgd::test;
+
+const std::string script = std::string{PRSGD_SOURCE_DIR} + "/ops/cluster";
+
+class ClusterScriptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("prsgd-cluster-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    fake_ = (dir_ / "fake-prsgd").string();
+    std::ofstream{fake_} << "#!/bin/sh\necho \"args: $*\"\ntrap 'echo stopped; exit 0' TERM\n"
+                            "while :; do sleep 0.05; done\n";
+    ::chmod(fake_.c_str(), 0755);
+    run_dir_ = (dir_ / "run").string();
+  }
+
+  void TearDown() override {
+    // Stop anything a failed assertion left running, then clean up.
+    run({"down", "--run-dir", run_dir_, "--timeout", "2"});
+    std::filesystem::remove_all(dir_);
+  }
+
+  script_result run(std::vector<std::string> args) {
+    args.insert(args.begin(), script);
+    return run_script(args, {}, (dir_ / "out.txt").string());
+  }
+
+  std::string hosts(const std::string& text) {
+    const auto p = (dir_ / "hosts").string();
+    std::ofstream{p} << text;
+    return p;
+  }
+
+  std::string log(const std::string& name) { return read_file(run_dir_ + "/" + name + ".log"); }
+
+  std::filesystem::path dir_;
+  std::string fake_;
+  std::string run_dir_;
+};
+
+TEST_F(ClusterScriptTest, UpStatusLogsDown) {
+  const auto h = hosts(
+      "# a small job\n"
+      "averager 127.0.0.1 --model fmnist-mlp --rounds 3\n"
+      "worker   127.0.0.1\n"
+      "worker   localhost --slowdown-ms 20   # the slow one\n");
+  auto up = run({"up", h, "--run-dir", run_dir_, "--bin", fake_, "--", "--log-level", "debug"});
+  ASSERT_EQ(up.status, 0) << up.output;
+
+  auto status = run({"status", "--run-dir", run_dir_});
+  EXPECT_EQ(status.status, 0) << status.output;
+  for (const char* name : {"averager", "worker-0", "worker-1"}) {
+    EXPECT_NE(status.output.find(std::string{name} + " "), std::string::npos) << status.output;
+  }
+  EXPECT_EQ(status.output.find("exited"), std::string::npos) << status.output;
+
+  // The stand-in writes its arguments first thing; wait for them with a deadline.
+  for (int i = 0; i < 200 && log("worker-1").empty(); ++i) {
+    ::usleep(50'000);
+  }
+  EXPECT_NE(log("averager").find("args: averager --listen tcp://127.0.0.1:7500 --model fmnist-mlp --rounds 3 "
+                                 "--log-level debug"),
+            std::string::npos)
+      << log("averager");
+  EXPECT_NE(log("worker-0").find("args: worker --averager tcp://127.0.0.1:7500 --worker-id 0 --num-workers 2"),
+            std::string::npos)
+      << log("worker-0");
+  EXPECT_NE(log("worker-1").find("--worker-id 1 --num-workers 2 --slowdown-ms 20 --log-level debug"),
+            std::string::npos)
+      << log("worker-1");
+
+  auto logs = run({"logs", "--run-dir", run_dir_, "worker-0"});
+  EXPECT_EQ(logs.status, 0);
+  EXPECT_NE(logs.output.find("--worker-id 0"), std::string::npos) << logs.output;
+
+  // A second `up` from the same run dir is refused while the first runs.
+  EXPECT_EQ(run({"up", h, "--run-dir", run_dir_, "--bin", fake_}).status, 2);
+
+  std::vector<pid_t> pids;
+  for (const char* name : {"averager", "worker-0", "worker-1"}) {
+    pids.push_back(std::stoi(read_file(run_dir_ + "/" + name + ".pid")));
+  }
+  auto down = run({"down", "--run-dir", run_dir_});
+  ASSERT_EQ(down.status, 0) << down.output;
+  for (pid_t p : pids) {
+    EXPECT_NE(::kill(p, 0), 0) << "pid " << p << " still runs after down";
+  }
+  EXPECT_NE(log("averager").find("stopped"), std::string::npos) << "SIGTERM was not delivered";
+  EXPECT_NE(run({"status", "--run-dir", run_dir_}).status, 0);
+}
+
+TEST_F(ClusterScriptTest, HeadLineMakesEveryoneUseTheHead) {
+  const auto h = hosts("head 127.0.0.1 --listen tcp://127.0.0.1:7411\naverager 127.0.0.1\nworker 127.0.0.1\n");
+  ASSERT_EQ(run({"up", h, "--run-dir", run_dir_, "--bin", fake_}).status, 0);
+  for (int i = 0; i < 200 && log("worker-0").empty(); ++i) {
+    ::usleep(50'000);
+  }
+  EXPECT_NE(log("head").find("args: head --listen tcp://127.0.0.1:7411"), std::string::npos) << log("head");
+  EXPECT_NE(log("averager").find("--head tcp://127.0.0.1:7411"), std::string::npos) << log("averager");
+  EXPECT_NE(log("worker-0").find("args: worker --head tcp://127.0.0.1:7411"), std::string::npos) << log("worker-0");
+}
+
+TEST_F(ClusterScriptTest, BadHostsFilesAreRefused) {
+  EXPECT_EQ(run({"up", hosts("trainer 127.0.0.1\n"), "--run-dir", run_dir_, "--bin", fake_}).status, 2);
+  EXPECT_EQ(run({"up", hosts("worker 127.0.0.1\n"), "--run-dir", run_dir_, "--bin", fake_}).status, 2);
+  EXPECT_EQ(run({"up", hosts("averager\n"), "--run-dir", run_dir_, "--bin", fake_}).status, 2);
+  EXPECT_EQ(run({"up", (dir_ / "missing").string(), "--run-dir", run_dir_, "--bin", fake_}).status, 2);
+  EXPECT_EQ(run({"frobnicate"}).status, 2);
+}
+
+}  // namespace

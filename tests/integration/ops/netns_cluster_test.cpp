@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// ops/netns-cluster: 3 namespace hosts on a bridge, reachability, a cut cable, and a teardown that leaves
+// nothing behind, also after a failing job and after Ctrl-C. Needs root; skips otherwise.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "script_runner.hpp"
+
+namespace {
+
+using namespace prsgd::test;
+using namespace std::chrono_literals;
+
+const std::string script = std::string{PRSGD_SOURCE_DIR} + "/ops/netns-cluster";
+
+class NetnsClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) {
+      GTEST_SKIP() << "needs root for network namespaces";
+    }
+    // A prefix of our own, so parallel runs never touch each other's hosts.
+    prefix_ = "pt" + std::to_string(::getpid() % 100000);
+    dir_ = std::filesystem::temp_directory_path() / ("prsgd-netns-" + prefix_);
+    std::filesystem::create_directories(dir_);
+    const auto probe = "ip netns add " + prefix_ + "-probe 2>&1 && ip netns del " + prefix_ + "-probe 2>&1";
+    if (std::system(probe.c_str()) != 0) {
+      GTEST_SKIP() << "cannot create network namespaces here";
+    }
+    active_ = true;
+  }
+
+  void TearDown() override {
+    if (!active_) {
+      return;
+    }
+    // Always tear down, also when an assertion failed midway, then prove nothing is left.
+    run({"down"});
+    EXPECT_EQ(leftovers(), "") << "teardown left namespaces or links behind";
+    std::filesystem::remove_all(dir_);
+  }
+
+  script_result run(std::vector<std::string> args) {
+    args.insert(args.begin(), script);
+    return run_script(args, env(), (dir_ / "out.txt").string());
+  }
+
+  std::vector<std::string> env() const {
+    return {"PRSGD_NETNS_PREFIX=" + prefix_, "PRSGD_NETNS_LOG_DIR=" + (dir_ / "logs").string()};
+  }
+
+  // Names of namespaces and root-namespace links carrying our prefix ("" when clean).
+  std::string leftovers() const {
+    return shell_output("{ ip netns list; ip -o link show; } | grep -o '" + prefix_ + "-[a-z0-9]*' | sort -u");
+  }
+
+  std::string prefix_;
+  std::filesystem::path dir_;
+  bool active_ = false;
+};
+
+TEST_F(NetnsClusterTest, ThreeHostsReachEachOtherUntilTheCableIsCut) {
+  auto up = run({"up", "3", "--rate", "100mbit"});
+  ASSERT_EQ(up.status, 0) << up.output;
+  EXPECT_NE(leftovers().find(prefix_ + "-h3"), std::string::npos);
+  EXPECT_EQ(shell_output("ip -o link show | grep -c '" + prefix_ + "' || true"), "0\n")
+      << "nothing may be added to the root namespace";
+
+  auto addr = run({"exec", "2", "ip", "-o", "-4", "addr", "show", "dev", "eth0"});
+  ASSERT_EQ(addr.status, 0) << addr.output;
+  EXPECT_NE(addr.output.find("10.77.0.2/24"), std::string::npos) << addr.output;
+  auto qdisc = run({"exec", "2", "tc", "qdisc", "show", "dev", "eth0"});
+  EXPECT_NE(qdisc.output.find("tbf"), std::string::npos) << qdisc.output;
+  EXPECT_NE(qdisc.output.find("100Mbit"), std::string::npos) << qdisc.output;
+
+  auto reach = run({"check", "2", "1"});
+  EXPECT_EQ(reach.status, 0) << "host 2 cannot reach host 1: " << reach.output;
+
+  ASSERT_EQ(run({"link", "1", "down"}).status, 0);
+  auto cut = run({"check", "2", "1"});
+  EXPECT_NE(cut.status, 0) << "host 2 still reaches host 1 with the cable cut";
+  EXPECT_EQ(run({"check", "2", "3"}).status, 0) << "cutting host 1 must not affect host 3";
+
+  ASSERT_EQ(run({"link", "1", "up"}).status, 0);
+  EXPECT_EQ(run({"check", "2", "1"}).status, 0) << "reachability did not come back";
+
+  auto status = run({"status"});
+  EXPECT_NE(status.output.find(prefix_ + "-h1"), std::string::npos) << status.output;
+
+  auto down = run({"down"});
+  ASSERT_EQ(down.status, 0) << down.output;
+  EXPECT_EQ(leftovers(), "");
+}
+
+TEST_F(NetnsClusterTest, UpRefusesToOverwriteAndBadArgumentsFail) {
+  ASSERT_EQ(run({"up", "2"}).status, 0);
+  EXPECT_NE(run({"up", "2"}).status, 0);
+  EXPECT_NE(run({"exec", "9", "true"}).status, 0);
+  EXPECT_NE(run({"link", "1", "sideways"}).status, 0);
+  EXPECT_NE(run({"frobnicate"}).status, 0);
+}
+
+TEST_F(NetnsClusterTest, RunSubstitutesAddressesAndTearsDown) {
+  auto r = run({"run", "3", "--grace", "5", "--", "/bin/sh", "-c", "echo averager on {addr} host {host}", "--",
+                "/bin/sh", "-c", "echo worker {worker} of {workers} on {addr} to {averager}"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read_file((dir_ / "logs/h1.log").string()), "averager on 10.77.0.1 host 1\n");
+  EXPECT_EQ(read_file((dir_ / "logs/h3.log").string()), "worker 1 of 2 on 10.77.0.3 to 10.77.0.1\n");
+  EXPECT_EQ(leftovers(), "");
+}
+
+TEST_F(NetnsClusterTest, FailingJobStillTearsDownAndReportsItsStatus) {
+  auto r = run({"run", "2", "--", "/bin/sh", "-c", "exit 5", "--", "sleep", "30"});
+  EXPECT_EQ(r.status, 5) << r.output;
+  EXPECT_EQ(leftovers(), "");
+}
+
+TEST_F(NetnsClusterTest, InterruptedJobTearsDown) {
+  const pid_t pid = start_script({script, "run", "2", "--", "sleep", "60", "--", "sleep", "60"}, env(),
+                                 (dir_ / "run.txt").string());
+  // Wait (with a deadline) until host 2 exists, i.e. the job is running.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (leftovers().find(prefix_ + "-h2") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(leftovers().find(prefix_ + "-h2"), std::string::npos) << read_file((dir_ / "run.txt").string());
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_status(pid), 130) << read_file((dir_ / "run.txt").string());
+  EXPECT_EQ(leftovers(), "");
+}
+
+}  // namespace
