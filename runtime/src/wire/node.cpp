@@ -80,6 +80,10 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     incarnation_ = static_cast<std::uint64_t>(system_.now().time_since_epoch().count()) | 1U;
     PRSGD_LOG(info, component) << "node '" << cfg_.name << "' serving at " << endpoint_
                                << (cfg_.head_service ? " (head)" : "");
+    // A route to ourselves keeps handles location-transparent: a remote_ref to a local actor works too.
+    if (auto self = connect(cfg_.name, endpoint_); !self) {
+      PRSGD_LOG(warn, component) << "no loopback route: " << self.error().message();
+    }
     if (!cfg_.head.empty()) {
       PRSGD_TRY(join_head());
     }

@@ -109,6 +109,17 @@ TEST_F(NodeTest, SpawnsAndCallsAcrossNodes) {
   EXPECT_GE(b_->stats().received, 4U);
 }
 
+TEST_F(NodeTest, ReachesLocalActorsThroughTheSameHandle) {
+  auto local = sys_.spawn<adder>(10);
+  ASSERT_TRUE(local);
+  auto ref = a_->ref(*local);
+  EXPECT_EQ(ref.address().node, "a");
+  auto f = ref.ask(&adder::add, 1);
+  auto v = result(f);
+  ASSERT_TRUE(v) << v.error().message();
+  EXPECT_EQ(*v, 11);
+}
+
 TEST_F(NodeTest, RequestTimesOutWhenTheLinkIsCut) {
   auto spawned = a_->spawn<adder>(on_node{"b", {}}, 1);
   auto ref = result(spawned);
