@@ -235,8 +235,8 @@ TEST(ZmqTransportTest, ReportsPeerDownWhenPeerProcessIsKilledAndUpAfterRestart) 
   const auto detected = std::chrono::steady_clock::now() - killed_at;
   EXPECT_EQ(down.reason, errc::peer_unreachable);
   EXPECT_EQ(down.node, "helper");
-  // Down within the heartbeat timeout (400 ms) plus one check interval and scheduling slack.
-  EXPECT_LT(detected, cfg.heartbeat_timeout + 600ms);
+  // Down within the heartbeat timeout (400 ms) plus check interval and slack for a loaded 2-core CI box.
+  EXPECT_LT(detected, cfg.heartbeat_timeout + 1000ms);
 
   // A new process on the same port: the same outgoing peer id comes back up and carries messages again.
   rec.clear();
@@ -267,7 +267,7 @@ TEST(ZmqTransportTest, SeesIncomingPeerDownWhenClientProcessIsKilled) {
   ASSERT_TRUE(rec.wait_event(false, incoming, 10s, &down));
   EXPECT_EQ(down.reason, errc::peer_unreachable);
   EXPECT_EQ(down.node, "crashy");
-  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, cfg.heartbeat_timeout + 600ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, cfg.heartbeat_timeout + 1000ms);
 }
 
 TEST(ZmqTransportTest, SeesIncomingPeerDownAtOnceOnDisconnect) {

@@ -1022,7 +1022,10 @@ void retain_freed_memory_for_large_frames() {
   std::call_once(once, [] {
     // libzmq mallocs every large received frame. glibc serves those with fresh mmap()s whose first touch
     // costs ~16 us per 4 KiB page here; keeping them in the heap makes the next frame reuse touched pages.
-    const bool ok = mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
+    // One arena: glibc's per-thread arenas still mmap any block above their 64 MiB heap size (libzmq
+    // decodes on its own thread), so only the main arena's sbrk heap can recycle 64 MiB+ frames.
+    const bool ok = mallopt(M_ARENA_MAX, 1) == 1 && mallopt(M_MMAP_MAX, 0) == 1 &&
+                    mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
     PRSGD_LOG(debug, log_component) << "retain freed memory for large frames: " << (ok ? "on" : "failed");
   });
 }

@@ -51,9 +51,10 @@ class zmq_transport final : public transport {
 /// Derives the public key from a Z85 secret key. Fails with invalid_argument on a malformed key.
 [[nodiscard]] expected<std::string> curve_public_key(std::string_view secret_key);
 
-/// Makes large freed heap blocks stay in the process (glibc mallopt: no mmap for malloc, high trim
-/// threshold), so that large receive buffers reuse already-touched memory. Process-wide and idempotent;
-/// called by `zmq_transport::make` when `transport_config::reuse_receive_memory` is set.
+/// Makes large freed heap blocks stay in the process (glibc mallopt: one arena, no mmap for malloc, 1 GiB
+/// trim threshold), so that large receive buffers reuse already-touched memory. Process-wide and
+/// idempotent; call it early (before threads allocate); `zmq_transport::make` calls it when
+/// `transport_config::reuse_receive_memory` is set.
 void retain_freed_memory_for_large_frames();
 
 /// Makes a transport by name: "zmq" -> `zmq_transport`; "inproc" -> `inproc_transport` on a process-wide
