@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/averager_core.hpp"
 
+#include "prsgd/algorithms/schedule.hpp"
 #include "prsgd/common/check.hpp"
 #include "prsgd/common/log.hpp"
 
@@ -656,32 +657,32 @@ void averager_core::assign_intervals() {
       }
       break;
     case interval_policy::paper: {
-      const double t = static_cast<double>(config_.total_steps);
-      const double n = static_cast<double>(members_.size());
-      const double i = std::ceil(std::pow(t, 0.25) / std::pow(n, 0.75));
+      const int n = static_cast<int>(std::min<std::size_t>(members_.size(), std::numeric_limits<int>::max()));
+      const auto t = static_cast<std::int64_t>(std::min<std::uint64_t>(config_.total_steps, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
+      const auto i = algorithms::paper_interval(t, n);
       for (auto& [id, e] : members_) {
-        e.interval = clamp_interval(i);
+        e.interval = clamp_interval(i ? static_cast<double>(*i) : static_cast<double>(config_.interval));
       }
       break;
     }
     case interval_policy::time_balanced: {
-      // TODO(#5): use algorithms::time_balanced_intervals once schedule.hpp is committed.
       std::vector<double> speeds;
+      speeds.reserve(members_.size());
       for (const auto& [id, e] : members_) {
-        if (e.speed > 0) {
-          speeds.push_back(e.speed);
-        }
-      }
-      if (speeds.empty()) {
-        for (auto& [id, e] : members_) {
-          e.interval = clamp_interval(static_cast<double>(config_.interval));
-        }
-        break;
+        speeds.push_back(e.speed);
       }
       // τ is the wall time the median-speed worker needs for `interval` steps; everybody gets τ seconds.
-      const double tau = static_cast<double>(config_.interval) / median_of(speeds);
+      const int base = static_cast<int>(std::min<std::uint64_t>(config_.interval, std::numeric_limits<int>::max()));
+      const int lo = static_cast<int>(std::min<std::uint64_t>(config_.min_interval, std::numeric_limits<int>::max()));
+      const int hi = static_cast<int>(std::min<std::uint64_t>(config_.max_interval, std::numeric_limits<int>::max()));
+      const auto tau = algorithms::balanced_round_time(speeds, base);
+      const auto intervals = tau ? algorithms::time_balanced_intervals(speeds, *tau, lo, hi)
+                                 : expected<std::vector<int>>{fail(errc::invalid_argument, "no speed known")};
+      std::size_t k = 0;
       for (auto& [id, e] : members_) {
-        e.interval = clamp_interval(e.speed > 0 ? e.speed * tau : static_cast<double>(config_.interval));
+        // Before any speed is known every worker runs the base interval.
+        e.interval = clamp_interval(intervals ? static_cast<double>((*intervals)[k]) : static_cast<double>(base));
+        ++k;
       }
       break;
     }
