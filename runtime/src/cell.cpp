@@ -162,9 +162,9 @@ expected<void> cell::construct_first() {
 }
 
 void cell::start() {
-  if (!scheduled_.exchange(true, std::memory_order_seq_cst)) {
-    core_->schedule(shared_from_this(), false);
-  }
+  // scheduled_ has been true since construction, so this is the first and only schedule until
+  // run() clears the flag.
+  core_->schedule(shared_from_this(), false);
 }
 
 void cell::run() {
@@ -214,9 +214,19 @@ void cell::run() {
       }
     }
   }
+  if (restart_pending_ && alive() && !core_->halted()) {
+    // Armed last: once the timer can fire, another thread may run this cell.
+    std::weak_ptr<cell> weak = keep;
+    auto& core = *core_;
+    core.add_timer(core.time().now() + restart_delay_, [weak] {
+      if (auto c = weak.lock()) {
+        c->core().schedule(c, true);
+      }
+    });
+    return;
+  }
   if (!alive() || restart_pending_ || core_->halted()) {
-    // Dead; or the backoff timer will schedule us (scheduled_ stays true meanwhile); or the
-    // shutdown sweep is about to kill us.
+    // Dead; or the shutdown sweep is about to kill us.
     return;
   }
   auto nonempty = [this] {
@@ -275,12 +285,7 @@ void cell::handle_failure(const error& reason) {
     return;
   }
   restart_pending_ = true;
-  std::weak_ptr<cell> weak = shared_from_this();
-  core_->add_timer(t + backoff, [weak] {
-    if (auto c = weak.lock()) {
-      c->core().schedule(c, true);
-    }
-  });
+  restart_delay_ = backoff;  // run() arms the timer when it returns
 }
 
 void cell::do_restart() {
@@ -368,6 +373,9 @@ void cell::terminate(const error& reason) {
     return;
   }
   destroy_instance(reason);
+  // The factory holds the constructor arguments, which may hold handles to this very cell (e.g. a
+  // peer list): drop them so no reference cycle outlives the actor.
+  factory_ = actor_factory{};
   alive_.store(false, std::memory_order_release);
   message* rest = head_.exchange(closed(), std::memory_order_seq_cst);
   const error why = (cache_ == nullptr && (rest == nullptr || rest == closed())) ? error{} : dead_error(*core_, id_);

@@ -106,7 +106,9 @@ class cell : public std::enable_shared_from_this<cell> {
   // Mailbox: a lock-free LIFO stack of producers' pushes (CAF-style); the consumer takes everything
   // at once and reverses it into `cache_`, which keeps FIFO order per sender.
   std::atomic<message*> head_{nullptr};
-  std::atomic<bool> scheduled_{false};
+  // Starts true: nothing may run the cell before `start()` (a named cell is visible to lookups while
+  // its instance is still being constructed).
+  std::atomic<bool> scheduled_{true};
   std::atomic<bool> alive_{true};
   message* cache_ = nullptr;  // strand-only, FIFO
   message* cache_tail_ = nullptr;
@@ -118,6 +120,7 @@ class cell : public std::enable_shared_from_this<cell> {
   bool stop_requested_ = false;
   error stop_reason_;
   bool restart_pending_ = false;  // waiting for the backoff timer; scheduled_ stays true meanwhile
+  clock::duration restart_delay_{};  // armed at the very end of run(), after the last state access
   std::vector<clock::time_point> failures_;  // restart times within the window
   std::uint64_t next_timer_ = 1;
   std::unordered_map<std::uint64_t, timer_entry> timers_;
