@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace prsgd::algorithms {
 namespace {
@@ -21,24 +23,12 @@ void block_init1(float* __restrict acc, const float* __restrict x, float a, std:
     acc[k] = a * x[k];
   }
 }
-void block_init2(float* __restrict acc, const float* __restrict x, float a, const float* __restrict y, float b,
-                 std::size_t n) {
-  for (std::size_t k = 0; k < n; ++k) {
-    acc[k] = a * x[k] + b * y[k];
-  }
-}
 void block_add1(float* __restrict acc, const float* __restrict x, float a, std::size_t n) {
   for (std::size_t k = 0; k < n; ++k) {
     acc[k] += a * x[k];
   }
 }
-void block_add2(float* __restrict acc, const float* __restrict x, float a, const float* __restrict y, float b,
-                std::size_t n) {
-  for (std::size_t k = 0; k < n; ++k) {
-    acc[k] += a * x[k] + b * y[k];
-  }
-}
-// Delta form for step_normalised: acc += a (x − p) (+ b (y − p)); keeps precision when x ≈ p.
+// Delta form for step_normalised: acc (+)= a (x − p); keeps precision when x ≈ p.
 void block_delta_init1(float* __restrict acc, const float* __restrict x, const float* __restrict p, float a,
                        std::size_t n) {
   for (std::size_t k = 0; k < n; ++k) {
@@ -51,17 +41,92 @@ void block_delta_add1(float* __restrict acc, const float* __restrict x, const fl
     acc[k] += a * (x[k] - p[k]);
   }
 }
-void block_delta_add2(float* __restrict acc, const float* __restrict x, float a, const float* __restrict y, float b,
-                      const float* __restrict p, std::size_t n) {
-  for (std::size_t k = 0; k < n; ++k) {
-    acc[k] += a * (x[k] - p[k]) + b * (y[k] - p[k]);
-  }
-}
 void block_finish_delta(float* out, const float* __restrict acc, const float* p, std::size_t n) {
   // out may alias p: element k of p is read before element k of out is written.
   for (std::size_t k = 0; k < n; ++k) {
     out[k] = p[k] + acc[k];
   }
+}
+
+// Fused kernel over K inputs at once: every input and `out` stream through exactly once, which is what
+// the hardware prefetchers like. Summation order is x_0, x_1, ... as in the blocked path, so both paths
+// give bit-identical results. First: start from input 0 (else from the partial sum in out).
+// Finish: add p at the end (delta form only).
+template <std::size_t K, bool Delta, bool First, bool Finish>
+void fused(float* __restrict out, const float* const* xs, const float* ws, const float* __restrict p,
+           std::size_t n) {
+  const float* x[K];
+  float w[K];
+  for (std::size_t i = 0; i < K; ++i) {
+    x[i] = xs[i];
+    w[i] = ws[i];
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    float s = 0;
+    if constexpr (Delta) {
+      const float pk = p[k];
+      if constexpr (First) {
+        s = w[0] * (x[0][k] - pk);
+      } else {
+        s = out[k] + w[0] * (x[0][k] - pk);
+      }
+      for (std::size_t i = 1; i < K; ++i) {
+        s += w[i] * (x[i][k] - pk);
+      }
+      if constexpr (Finish) {
+        s = pk + s;
+      }
+    } else {
+      if constexpr (First) {
+        s = w[0] * x[0][k];
+      } else {
+        s = out[k] + w[0] * x[0][k];
+      }
+      for (std::size_t i = 1; i < K; ++i) {
+        s += w[i] * x[i][k];
+      }
+    }
+    out[k] = s;
+  }
+}
+
+using fused_fn = void (*)(float*, const float* const*, const float*, const float*, std::size_t);
+
+template <bool Delta, bool First, bool Finish, std::size_t... K>
+constexpr std::array<fused_fn, sizeof...(K)> fused_table(std::index_sequence<K...> /*unused*/) {
+  return {&fused<K + 1, Delta, First, Finish>...};
+}
+
+constexpr std::size_t max_fused = 8;
+// 16384 floats = 64 KiB: with more than max_fused inputs the partial sums stay in L2 between chunks.
+constexpr std::size_t fused_block_floats = 16384;
+
+fused_fn pick_fused(std::size_t k, bool delta, bool first, bool finish) {
+  static constexpr auto seq = std::make_index_sequence<max_fused>{};
+  static constexpr auto plain_first = fused_table<false, true, false>(seq);
+  static constexpr auto plain_more = fused_table<false, false, false>(seq);
+  static constexpr auto delta_first = fused_table<true, true, false>(seq);
+  static constexpr auto delta_first_finish = fused_table<true, true, true>(seq);
+  static constexpr auto delta_more = fused_table<true, false, false>(seq);
+  static constexpr auto delta_more_finish = fused_table<true, false, true>(seq);
+  const std::size_t i = k - 1;
+  if (!delta) {
+    return first ? plain_first[i] : plain_more[i];
+  }
+  if (first) {
+    return finish ? delta_first_finish[i] : delta_first[i];
+  }
+  return finish ? delta_more_finish[i] : delta_more[i];
+}
+
+// Returns true when [a, a+n) and [b, b+m) share memory.
+bool overlaps(const float* a, std::size_t n, const float* b, std::size_t m) {
+  if (n == 0 || m == 0) {
+    return false;
+  }
+  const auto pa = reinterpret_cast<std::uintptr_t>(a);
+  const auto pb = reinterpret_cast<std::uintptr_t>(b);
+  return pa < pb + m * sizeof(float) && pb < pa + n * sizeof(float);
 }
 
 }  // namespace
@@ -157,35 +222,44 @@ expected<void> average(std::span<const contribution> inputs, std::span<const flo
   }
   std::vector<float> w(weights->begin(), weights->end());
   const std::size_t n = inputs.size();
-  // The block accumulator decouples reads from writes, so out may alias previous or any input.
+  bool aliased = delta && overlaps(out.data(), len, previous.data(), previous.size());
+  for (std::size_t i = 0; i < n && !aliased; ++i) {
+    aliased = overlaps(out.data(), len, inputs[i].params.data(), len);
+  }
+  if (!aliased) {
+    std::vector<const float*> xs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      xs[i] = inputs[i].params.data();
+    }
+    std::vector<const float*> chunk(max_fused);
+    for (std::size_t b = 0; b < len; b += fused_block_floats) {
+      const std::size_t m = std::min(fused_block_floats, len - b);
+      const float* p = delta ? previous.data() + b : nullptr;
+      for (std::size_t i = 0; i < n; i += max_fused) {
+        const std::size_t k = std::min(max_fused, n - i);
+        for (std::size_t j = 0; j < k; ++j) {
+          chunk[j] = xs[i + j] + b;
+        }
+        pick_fused(k, delta, i == 0, i + k == n)(out.data() + b, chunk.data(), w.data() + i, p, m);
+      }
+    }
+    return {};
+  }
+  // out aliases an input or previous: the L1 block accumulator decouples reads from writes.
+  // Same summation order as the fused path, so results are bit-identical.
   alignas(64) std::array<float, block_floats> acc;  // NOLINT(cppcoreguidelines-pro-type-member-init)
   for (std::size_t b = 0; b < len; b += block_floats) {
     const std::size_t m = std::min(block_floats, len - b);
     if (!delta) {
-      std::size_t i = 0;
-      if (n >= 2) {
-        block_init2(acc.data(), inputs[0].params.data() + b, w[0], inputs[1].params.data() + b, w[1], m);
-        i = 2;
-      } else {
-        block_init1(acc.data(), inputs[0].params.data() + b, w[0], m);
-        i = 1;
-      }
-      for (; i + 1 < n; i += 2) {
-        block_add2(acc.data(), inputs[i].params.data() + b, w[i], inputs[i + 1].params.data() + b, w[i + 1], m);
-      }
-      if (i < n) {
+      block_init1(acc.data(), inputs[0].params.data() + b, w[0], m);
+      for (std::size_t i = 1; i < n; ++i) {
         block_add1(acc.data(), inputs[i].params.data() + b, w[i], m);
       }
       std::memcpy(out.data() + b, acc.data(), m * sizeof(float));
     } else {
       const float* p = previous.data() + b;
       block_delta_init1(acc.data(), inputs[0].params.data() + b, p, w[0], m);
-      std::size_t i = 1;
-      for (; i + 1 < n; i += 2) {
-        block_delta_add2(acc.data(), inputs[i].params.data() + b, w[i], inputs[i + 1].params.data() + b, w[i + 1],
-                         p, m);
-      }
-      if (i < n) {
+      for (std::size_t i = 1; i < n; ++i) {
         block_delta_add1(acc.data(), inputs[i].params.data() + b, p, w[i], m);
       }
       block_finish_delta(out.data() + b, acc.data(), p, m);

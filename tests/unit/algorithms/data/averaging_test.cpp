@@ -37,7 +37,7 @@ std::vector<contribution> contributions(const std::vector<std::vector<float>>& m
 
 TEST(AveragingTest, EqualModelsAverageToThatModelForEveryRule) {
   const auto x = random_model(1);
-  for (std::size_t k : {1U, 2U, 3U, 5U, 8U}) {
+  for (std::size_t k : {1U, 2U, 3U, 5U, 8U, 9U, 17U}) {
     std::vector<std::vector<float>> models(k, x);
     auto in = contributions(models, std::vector<double>(k, 10.0), std::vector<double>(k, 4.0));
     for (auto rule : {averaging_rule::uniform, averaging_rule::by_samples, averaging_rule::step_normalised}) {
@@ -164,6 +164,46 @@ TEST(AveragingTest, OutMayAliasAnInput) {
   ASSERT_TRUE(average(in, {}, averaging_rule::uniform, x0).has_value());
   for (std::size_t j = 0; j < len; ++j) {
     ASSERT_EQ(x0[j], expected[j]) << j;
+  }
+}
+
+TEST(AveragingTest, ManyInputsUseChunksAndMatchReferenceAndAliasedPath) {
+  // 11 inputs: one fused chunk of 8 and one of 3; len spans several fused blocks.
+  const std::size_t big = 16384 * 2 + 5;
+  std::mt19937 gen(123);
+  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+  std::vector<std::vector<float>> models(11, std::vector<float>(big));
+  for (auto& m : models) {
+    for (auto& x : m) {
+      x = dist(gen);
+    }
+  }
+  std::vector<float> prev(big);
+  for (auto& x : prev) {
+    x = dist(gen);
+  }
+  std::vector<contribution> in;
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    in.push_back({models[i], 10.0 + static_cast<double>(i), 1.0 + static_cast<double>(i % 4)});
+  }
+  for (auto rule : {averaging_rule::uniform, averaging_rule::by_samples, averaging_rule::step_normalised}) {
+    auto w = averaging_weights(in, rule);
+    ASSERT_TRUE(w.has_value());
+    std::vector<float> out(big);
+    ASSERT_TRUE(average(in, prev, rule, out).has_value());
+    for (std::size_t j = 0; j < big; j += 97) {
+      double ref = rule == averaging_rule::step_normalised ? prev[j] : 0.0;
+      for (std::size_t i = 0; i < models.size(); ++i) {
+        ref += (*w)[i] * (rule == averaging_rule::step_normalised ? models[i][j] - prev[j] : models[i][j]);
+      }
+      ASSERT_NEAR(out[j], ref, 1e-5) << to_string(rule) << " " << j;
+    }
+    // Writing over an input takes the blocked path; it must agree bit for bit with the fused one.
+    auto x0 = models[0];
+    auto aliased_in = in;
+    aliased_in[0].params = x0;
+    ASSERT_TRUE(average(aliased_in, prev, rule, x0).has_value());
+    EXPECT_TRUE(x0 == out) << to_string(rule);
   }
 }
 
