@@ -14,6 +14,7 @@ packages=(
   dataset-fashion-mnist
   espeak-ng sox
   iproute2 procps python3 python3-numpy
+  libblas-dev libopenblas0-pthread
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libcaf-dev python3-torch libopenblas0-pthread gnuplot-nox)

@@ -3,14 +3,34 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <sstream>
 
 #include "prsgd/common/check.hpp"
 
+#if PRSGD_NN_BLAS
+// OpenBLAS's thread control, if the BLAS loaded at run time is OpenBLAS (weak: absent otherwise).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+#endif
+
 namespace prsgd::algorithms {
 namespace {
+
+// Training runs one model per compute-pool thread, so a multi-threaded BLAS would oversubscribe the
+// cores. Unless OPENBLAS_NUM_THREADS says otherwise, OpenBLAS is limited to the calling thread.
+void limit_blas_threads() {
+#if PRSGD_NN_BLAS
+  static const bool once = [] {
+    if (openblas_set_num_threads != nullptr && std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
+      openblas_set_num_threads(1);
+    }
+    return true;
+  }();
+  (void)once;
+#endif
+}
 
 using index = Eigen::Index;
 using vec_map = Eigen::Map<Eigen::VectorXf>;
@@ -43,6 +63,7 @@ index batch_of(const tensor& x, shape3 in) {
 class linear_layer final : public layer {
  public:
   linear_layer(shape3 in, int out) : in_(in), out_(out) {
+    limit_blas_threads();
     PRSGD_CHECK(in.height == 1 && in.width == 1 && out > 0) << "linear needs a vector input";
   }
   std::string describe() const override {
@@ -93,11 +114,25 @@ class relu_layer final : public layer {
   std::string describe() const override { return "relu"; }
   shape3 input_shape() const override { return in_; }
   shape3 output_shape() const override { return in_; }
-  void forward(const tensor& x, tensor& y, bool /*training*/) override { y = x.cwiseMax(0.0F); }
+  void forward(const tensor& x, tensor& y, bool /*training*/) override {
+    y.resize(x.rows(), x.cols());
+    const float* in = x.data();
+    float* out = y.data();
+    const index n = x.size();
+    for (index i = 0; i < n; ++i) {
+      out[i] = in[i] > 0.0F ? in[i] : 0.0F;
+    }
+  }
   void backward(const tensor& /*x*/, const tensor& y, const tensor& dy, tensor* dx) override {
     if (dx != nullptr) {
       dx->resize(y.rows(), y.cols());
-      dx->array() = (y.array() > 0.0F).select(dy.array(), 0.0F);
+      const float* out = y.data();
+      const float* g = dy.data();
+      float* d = dx->data();
+      const index n = y.size();
+      for (index i = 0; i < n; ++i) {
+        d[i] = out[i] > 0.0F ? g[i] : 0.0F;  // a plain loop vectorises to a blend; Eigen's select did not
+      }
     }
   }
   std::unique_ptr<layer> clone() const override { return std::make_unique<relu_layer>(in_); }
@@ -110,6 +145,7 @@ class conv2d_layer final : public layer {
  public:
   conv2d_layer(shape3 in, int out_channels, int kernel, int stride, int padding, bool bias)
       : in_(in), k_(kernel), s_(stride), p_(padding), bias_(bias) {
+    limit_blas_threads();
     PRSGD_CHECK(kernel > 0 && stride > 0 && padding >= 0 && out_channels > 0) << "bad conv2d geometry";
     out_ = {out_channels, (in.height + 2 * padding - kernel) / stride + 1,
             (in.width + 2 * padding - kernel) / stride + 1};
@@ -249,8 +285,15 @@ class conv2d_layer final : public layer {
       }
       const float* src = cols.data() + r * cols.cols() + col;
       float* dst = dx.data() + c * dx.cols() + in_off;
-      for (index wo = lo; wo < hi; ++wo) {
-        dst[wo * s_ + kj - p_] += src[wo];
+      if (s_ == 1) {
+        float* d = dst + kj - p_;
+        for (index wo = lo; wo < hi; ++wo) {
+          d[wo] += src[wo];
+        }
+      } else {
+        for (index wo = lo; wo < hi; ++wo) {
+          dst[wo * s_ + kj - p_] += src[wo];
+        }
       }
     });
   }
@@ -502,10 +545,9 @@ class flatten_layer final : public layer {
 class path {
  public:
   path() = default;
-  explicit path(std::vector<std::unique_ptr<layer>> layers) : layers_(std::move(layers)) {
-    acts_.resize(layers_.size());
-  }
-  path(const path& other) : acts_(other.layers_.size()) {
+  explicit path(std::vector<std::unique_ptr<layer>> layers)
+      : layers_(std::move(layers)), acts_(layers_.size()), grads_(layers_.size()) {}
+  path(const path& other) : acts_(other.layers_.size()), grads_(other.layers_.size()) {
     for (const auto& l : other.layers_) {
       layers_.push_back(l->clone());
     }
@@ -549,14 +591,14 @@ class path {
     }
     return *in;
   }
-  // Returns the gradient with respect to the path's input, in one of the two scratch tensors.
+  // Returns the gradient with respect to the path's input. Each layer has its own gradient tensor so
+  // that no buffer changes size between steps (re-allocating big tensors costs page faults every step).
   const tensor& backward(const tensor& x, const tensor& dy) {
     const tensor* grad = &dy;
     for (std::size_t i = layers_.size(); i-- > 0;) {
       const tensor& in = i == 0 ? x : acts_[i - 1];
-      tensor& out = scratch_[i % 2];
-      layers_[i]->backward(in, acts_[i], *grad, &out);
-      grad = &out;
+      layers_[i]->backward(in, acts_[i], *grad, &grads_[i]);
+      grad = &grads_[i];
     }
     return *grad;
   }
@@ -564,7 +606,7 @@ class path {
  private:
   std::vector<std::unique_ptr<layer>> layers_;
   std::vector<tensor> acts_;
-  tensor scratch_[2];
+  std::vector<tensor> grads_;
 };
 
 class residual_layer final : public layer {

@@ -52,6 +52,7 @@ model::model(std::string name, shape3 input, int num_classes, std::vector<std::u
   }
   flat_ = flat_parameters(trainable, buffers);
   acts_.resize(layers_.size() + 1);
+  dacts_.resize(layers_.size() + 1);
   bind();
 }
 
@@ -126,6 +127,14 @@ void model::load_batch(const float* const* samples, std::size_t count) {
   }
 }
 
+void model::backward() {
+  flat_.zero_grads();
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    // dacts_[i] is the gradient of acts_[i]; each keeps its size across steps, so no reallocation.
+    layers_[i]->backward(acts_[i], acts_[i + 1], dacts_[i + 1], i == 0 ? nullptr : &dacts_[i]);
+  }
+}
+
 const tensor& model::run_forward(bool training) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     layers_[i]->forward(acts_[i], acts_[i + 1], training);
@@ -141,14 +150,8 @@ float model::forward_backward(std::span<const float> inputs, std::span<const std
   }
   load_batch(gather_.data(), labels.size());
   const tensor& logits = run_forward(true);
-  const float loss = softmax_cross_entropy(logits, labels, &grad_[0]);
-  flat_.zero_grads();
-  const tensor* dy = &grad_[0];
-  for (std::size_t i = layers_.size(); i-- > 0;) {
-    tensor* dx = i == 0 ? nullptr : &grad_[(layers_.size() - i) % 2];
-    layers_[i]->backward(acts_[i], acts_[i + 1], *dy, dx);
-    dy = dx;
-  }
+  const float loss = softmax_cross_entropy(logits, labels, &dacts_.back());
+  backward();
   return loss;
 }
 
@@ -164,14 +167,8 @@ float model::forward_backward(const dataset& data, std::span<const std::size_t> 
   }
   load_batch(gather_.data(), batch.size());
   const tensor& logits = run_forward(true);
-  const float loss = softmax_cross_entropy(logits, labels_, &grad_[0]);
-  flat_.zero_grads();
-  const tensor* dy = &grad_[0];
-  for (std::size_t i = layers_.size(); i-- > 0;) {
-    tensor* dx = i == 0 ? nullptr : &grad_[(layers_.size() - i) % 2];
-    layers_[i]->backward(acts_[i], acts_[i + 1], *dy, dx);
-    dy = dx;
-  }
+  const float loss = softmax_cross_entropy(logits, labels_, &dacts_.back());
+  backward();
   return loss;
 }
 

@@ -129,6 +129,7 @@ class model {
   void bind();
   void load_batch(const float* const* samples, std::size_t count);
   const tensor& run_forward(bool training);
+  void backward();
 
   std::string name_;
   shape3 input_;
@@ -136,7 +137,7 @@ class model {
   std::vector<std::unique_ptr<layer>> layers_;
   flat_parameters flat_;
   std::vector<tensor> acts_;  // acts_[0] is the input batch, acts_[i + 1] the output of layer i
-  tensor grad_[2];
+  std::vector<tensor> dacts_;  // dacts_[i] is the loss gradient with respect to acts_[i]
   std::vector<const float*> gather_;
   std::vector<std::int32_t> labels_;
 };

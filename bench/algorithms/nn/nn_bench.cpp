@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+// Measures prsgd's training library the way bench/algorithms/nn/torch_bench.py measures PyTorch:
+//   prsgd_nn_bench throughput <model> [steps]      forward+backward+SGD step, batch 64, one thread
+//   prsgd_nn_bench train <model> [epochs]          Fashion-MNIST, batch 64, lr 0.05, momentum 0.9
+// Prints one JSON line per run.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "prsgd/algorithms/fashion_mnist.hpp"
+#include "prsgd/algorithms/model_registry.hpp"
+#include "prsgd/algorithms/sgd.hpp"
+
+namespace {
+
+using namespace prsgd::algorithms;
+using clock_type = std::chrono::steady_clock;
+
+constexpr std::size_t batch_size = 64;
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+double seconds_since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+int throughput(const std::string& name, int steps) {
+  // Random inputs: the speed of a step does not depend on the values.
+  dataset data;
+  data.shape = {1, 28, 28};
+  data.num_classes = 10;
+  const std::size_t n = 1024;
+  data.features.resize(n * data.sample_size());
+  data.labels.resize(n);
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> normal(0.0F, 1.0F);
+  for (float& f : data.features) {
+    f = normal(rng);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    data.labels[i] = static_cast<std::int32_t>(i % 10);
+  }
+  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, 1});
+  if (!m) {
+    std::fprintf(stderr, "%s\n", m.error().message().c_str());
+    return 2;
+  }
+  auto opt = sgd::make({.learning_rate = 0.05F, .momentum = 0.9F});
+  std::vector<std::size_t> batch(batch_size);
+  auto run = [&](int count) {
+    for (int s = 0; s < count; ++s) {
+      const std::size_t offset = (static_cast<std::size_t>(s) * batch_size) % n;
+      std::iota(batch.begin(), batch.end(), offset);
+      (void)(*m)->train_step(data, batch, *opt);
+    }
+  };
+  run(std::max(3, steps / 10));  // warm-up: allocations, caches
+  const auto start = clock_type::now();
+  run(steps);
+  const double secs = seconds_since(start);
+  std::printf("{\"impl\": \"prsgd\", \"mode\": \"throughput\", \"model\": \"%s\", \"steps\": %d, \"batch\": %zu, "
+              "\"samples_per_s\": %.1f, \"peak_rss_mib\": %.1f}\n",
+              name.c_str(), steps, batch_size, static_cast<double>(steps) * batch_size / secs, peak_rss_mib());
+  return 0;
+}
+
+int train(const std::string& name, int epochs) {
+  auto train_set = load_fashion_mnist({}, split::train);
+  auto test_set = load_fashion_mnist({}, split::test);
+  if (!train_set || !test_set) {
+    std::fprintf(stderr, "cannot load Fashion-MNIST: %s\n",
+                 (train_set ? test_set.error() : train_set.error()).message().c_str());
+    return 2;
+  }
+  const double data_mib =
+      static_cast<double>((train_set->features.size() + test_set->features.size()) * sizeof(float) +
+                          (train_set->labels.size() + test_set->labels.size()) * sizeof(std::int32_t)) /
+      (1024.0 * 1024.0);
+  const double rss_after_load = peak_rss_mib();
+  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, 1});
+  if (!m) {
+    std::fprintf(stderr, "%s\n", m.error().message().c_str());
+    return 2;
+  }
+  auto opt = sgd::make({.learning_rate = 0.05F, .momentum = 0.9F});
+  std::vector<std::size_t> order(train_set->size());
+  std::iota(order.begin(), order.end(), 0U);
+  std::mt19937_64 rng(1);
+  const auto start = clock_type::now();
+  double last_loss = 0.0;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    std::shuffle(order.begin(), order.end(), rng);
+    double sum = 0.0;
+    std::size_t batches = 0;
+    for (std::size_t s = 0; s < order.size(); s += batch_size) {
+      const std::size_t count = std::min(batch_size, order.size() - s);
+      sum += (*m)->train_step(*train_set, std::span<const std::size_t>(order.data() + s, count), *opt);
+      ++batches;
+    }
+    last_loss = sum / static_cast<double>(batches);
+  }
+  const double train_secs = seconds_since(start);
+  const evaluation e = (*m)->evaluate(*test_set, batch_size);  // training-sized batches keep peak memory down
+  std::printf("{\"impl\": \"prsgd\", \"mode\": \"train\", \"model\": \"%s\", \"epochs\": %d, \"train_loss\": %.4f, "
+              "\"test_loss\": %.4f, \"test_accuracy\": %.4f, \"train_seconds\": %.1f, \"data_mib\": %.1f, "
+              "\"rss_after_load_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
+              name.c_str(), epochs, last_loss, e.loss, e.accuracy, train_secs, data_mib, rss_after_load,
+              peak_rss_mib());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s throughput|train <model> [steps|epochs]\nmodels:", argv[0]);
+    for (const auto& n : model_registry::instance().names()) {
+      std::fprintf(stderr, " %s", n.c_str());
+    }
+    std::fprintf(stderr, "\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const std::string name = argv[2];
+  if (mode == "throughput") {
+    return throughput(name, argc > 3 ? std::atoi(argv[3]) : 200);
+  }
+  if (mode == "train") {
+    return train(name, argc > 3 ? std::atoi(argv[3]) : 3);
+  }
+  std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+  return 2;
+}
