@@ -4,3 +4,5 @@ list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/audio/wav.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/audio/log_mel.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/audio/kws_data.cpp)
+# The keyword model builds on the nn layers and registers itself as kws-cnn.
+list(APPEND PRSGD_ALGORITHMS_SOURCES ${CMAKE_CURRENT_LIST_DIR}/src/audio/kws_model.cpp)

@@ -14,3 +14,8 @@ if(TARGET prsgd::algorithms)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/audio/kws_data_test.cpp
     DEPS prsgd::algorithms)
 endif()
+if(TARGET prsgd::algorithms)
+  prsgd_add_test(prsgd_kws_model_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/audio/kws_model_test.cpp
+    DEPS prsgd::algorithms)
+endif()
