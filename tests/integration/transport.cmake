@@ -11,3 +11,10 @@ prsgd_add_test(transport_zmq_integration_test
 target_compile_definitions(transport_zmq_integration_test PRIVATE
   PRSGD_PEER_HELPER="$<TARGET_FILE:transport_peer_helper>")
 add_dependencies(transport_zmq_integration_test transport_peer_helper)
+# Multi-host over network namespaces + veth (root only; skips otherwise). RUN_SERIAL: it changes links.
+prsgd_add_test(transport_netns_integration_test
+  SOURCES ${prsgd_transport_it}/netns_test.cpp
+  LABELS integration TIMEOUT 120 SERIAL)
+target_compile_definitions(transport_netns_integration_test PRIVATE
+  PRSGD_PEER_HELPER="$<TARGET_FILE:transport_peer_helper>")
+add_dependencies(transport_netns_integration_test transport_peer_helper)

@@ -34,7 +34,10 @@ int main(int argc, char** argv) {
         // Runs on the I/O thread; `self` is set before bind, so before any peer can send.
         (void)self->send(peer, std::move(msg));
       },
-      {}};
+      [](const prsgd::peer_event& ev) {
+        // Runs on the I/O thread; the netns test reads these lines.
+        std::cout << (ev.up ? "UP " : "DOWN ") << ev.node << std::endl;
+      }};
   auto t = prsgd::zmq_transport::make(cfg, handlers);
   if (!t) {
     std::cerr << "make: " << t.error().message() << "\n";
