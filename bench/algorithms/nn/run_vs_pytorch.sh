@@ -17,7 +17,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1   # one thread each; torch also 
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
 median() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc --all) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)"
 printf '%-16s %14s %14s %8s\n' model "prsgd samp/s" "torch samp/s" ratio
 for m in $models; do
