@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "prsgd/actors/averager_actor.hpp"
+#include "prsgd/actors/codec.hpp"
+#include "prsgd/actors/worker_core.hpp"
+#include "prsgd/algorithms/dataset.hpp"
+#include "prsgd/algorithms/model_registry.hpp"
+#include "prsgd/algorithms/sgd.hpp"
+#include "prsgd/algorithms/sharding.hpp"
+#include "prsgd/runtime/actor.hpp"
+#include "prsgd/runtime/actor_system.hpp"
+#include "prsgd/transport/transport.hpp"
+
+namespace prsgd::actors {
+
+/// Configures a worker_actor.
+struct worker_actor_config {
+  /// Protocol identity and timing.
+  worker_config core;
+  /// The model (built from the registry; its parameters are replaced by x̄ at every restart).
+  std::string model_name;
+  algorithms::model_config model;
+  /// Local optimiser; the learning rate is replaced by RESTART's γ.
+  algorithms::sgd_options sgd;
+  /// Keep the local momentum buffer across restarts (false: reset at every restart).
+  bool keep_momentum = true;
+  /// Training data (the whole set; the sampler picks this worker's shard).
+  std::shared_ptr<const algorithms::dataset> train_set;
+  /// Shard of this worker: index in [0, num_workers), and the partition scheme.
+  int shard_index = 0;
+  int num_shards = 1;
+  algorithms::shard_config shard;
+  std::size_t batch_size = 64;
+  /// Artificial delay per local step (heterogeneity experiments; 0 = none).
+  std::chrono::microseconds slowdown{0};
+  /// Limits for decoding averager messages.
+  codec_limits limits;
+  /// Called on the actor's strand once the job is over for this worker (STOP or left).
+  std::function<void(bool stopped_by_averager)> on_finished;
+};
+
+/// Runs a worker_core as an actor: joins the averager over a transport, trains I_i local steps on the
+/// compute pool (never on its strand) after every RESTART, submits MODEL, heartbeats, and rejoins by
+/// itself when the averager restarts.
+/// Thread contract: all members run on the actor's strand; the training state is handed to exactly one
+/// compute job at a time and is not touched by the strand meanwhile.
+class worker_actor : public actor {
+ public:
+  explicit worker_actor(worker_actor_config config);
+  ~worker_actor() override;
+
+  void on_start() override;
+
+  /// Takes the transport and the averager's peer id (called once, right after spawn).
+  void attach(std::shared_ptr<transport> link, peer_id averager);
+  /// Handles one multipart message from the averager.
+  void on_wire(peer_id peer, multipart msg);
+  /// Leaves the job gracefully: LEAVE to the averager, then finished.
+  void leave();
+  /// Returns how many MODEL messages were sent (for tests).
+  [[nodiscard]] std::uint64_t models_sent() const;
+  /// Returns the protocol state (for tests).
+  [[nodiscard]] worker_state state() const;
+
+  /// Holds the model, optimiser and sampler; owned by one compute job at a time.
+  struct trainer;
+
+ private:
+  void handle(worker_actions a);
+  void start_task(train_task t);
+  void rearm();
+
+  worker_actor_config config_;
+  std::optional<worker_core> core_;
+  std::shared_ptr<transport> link_;
+  peer_id averager_ = 0;
+  std::shared_ptr<trainer> trainer_;
+  bool busy_ = false;
+  std::optional<train_task> queued_;
+  std::shared_ptr<std::atomic<bool>> cancel_;
+  std::optional<timer_id> timer_;
+  bool finished_ = false;
+};
+
+/// Spawns a worker_actor, makes its transport with `make_link`, connects to `averager_endpoint` and
+/// starts joining.
+[[nodiscard]] expected<actor_ref<worker_actor>> start_worker(actor_system& system, worker_actor_config config,
+                                                             const transport_factory& make_link,
+                                                             const std::string& averager_endpoint,
+                                                             std::shared_ptr<transport>* link_out = nullptr);
+
+}  // namespace prsgd::actors

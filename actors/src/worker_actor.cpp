@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/worker_actor.hpp"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "prsgd/algorithms/model.hpp"
+#include "prsgd/common/log.hpp"
+
+namespace prsgd::actors {
+
+struct worker_actor::trainer {
+  std::unique_ptr<algorithms::model> model;
+  std::optional<algorithms::sgd> optimiser;
+  std::optional<algorithms::shard_sampler> sampler;
+};
+
+namespace {
+
+// Runs one train_task on the compute pool. Touches only `t` (owned by this job) and read-only data.
+train_result run_task(worker_actor::trainer& t, const algorithms::dataset& data, const train_task& task,
+                      bool keep_momentum, std::chrono::microseconds slowdown, const std::atomic<bool>& cancel) {
+  train_result r;
+  r.round = task.round;
+  auto ok = t.model->set_params(*task.model);
+  if (!ok) {
+    throw std::runtime_error("restart model does not fit: " + ok.error().message());
+  }
+  if (task.mode == training_mode::minibatch_sgd) {
+    auto batch = t.sampler->next_batch();
+    const float loss = t.model->forward_backward(data, batch);
+    auto g = t.model->grads();
+    auto grad = std::make_shared<std::vector<float>>(t.model->num_params(), 0.0f);
+    std::copy(g.begin(), g.end(), grad->begin());
+    r.steps = 1;
+    r.samples = batch.size();
+    r.loss_sum = static_cast<double>(loss) * static_cast<double>(batch.size());
+    r.loss_count = batch.size();
+    r.params = std::move(grad);
+    if (slowdown.count() > 0) {
+      std::this_thread::sleep_for(slowdown);
+    }
+    return r;
+  }
+  if (!keep_momentum) {
+    t.optimiser->reset_momentum();
+  }
+  t.optimiser->set_learning_rate(static_cast<float>(task.step_size));
+  for (std::uint64_t s = 0; s < task.interval; ++s) {
+    if (cancel.load(std::memory_order_relaxed)) {
+      break;
+    }
+    auto batch = t.sampler->next_batch();
+    const float loss = t.model->train_step(data, batch, *t.optimiser);
+    r.steps += 1;
+    r.samples += batch.size();
+    r.loss_sum += static_cast<double>(loss) * static_cast<double>(batch.size());
+    r.loss_count += batch.size();
+    if (slowdown.count() > 0) {
+      // Heterogeneity experiments: an artificially slow worker (documented in docs/cli.md).
+      std::this_thread::sleep_for(slowdown);
+    }
+  }
+  auto p = t.model->params();
+  r.params = std::make_shared<const std::vector<float>>(p.begin(), p.end());
+  return r;
+}
+
+}  // namespace
+
+worker_actor::worker_actor(worker_actor_config config)
+    : config_(std::move(config)), cancel_(std::make_shared<std::atomic<bool>>(false)) {
+  core_.emplace(config_.core, system().core()->time());
+}
+
+worker_actor::~worker_actor() = default;
+
+void worker_actor::on_start() {
+  auto t = std::make_shared<trainer>();
+  auto m = algorithms::model_registry::instance().make(config_.model_name, config_.model);
+  if (!m) {
+    PRSGD_LOG(error, "worker") << "cannot build model '" << config_.model_name << "': " << m.error().message();
+    quit(m.error());
+    return;
+  }
+  t->model = std::move(*m);
+  auto opt = algorithms::sgd::make(config_.sgd);
+  if (!opt) {
+    quit(opt.error());
+    return;
+  }
+  t->optimiser.emplace(std::move(*opt));
+  if (!config_.train_set) {
+    quit(error{errc::invalid_argument, "worker has no training set"});
+    return;
+  }
+  auto s = algorithms::shard_sampler::make(config_.train_set->labels, config_.shard_index, config_.num_shards,
+                                           config_.shard, config_.batch_size);
+  if (!s) {
+    PRSGD_LOG(error, "worker") << "cannot shard data: " << s.error().message();
+    quit(s.error());
+    return;
+  }
+  t->sampler.emplace(std::move(*s));
+  trainer_ = std::move(t);
+}
+
+void worker_actor::attach(std::shared_ptr<transport> link, peer_id averager) {
+  link_ = std::move(link);
+  averager_ = averager;
+  handle(core_->start());
+}
+
+void worker_actor::on_wire(peer_id peer, multipart msg) {
+  if (finished_ || peer != averager_) {
+    return;
+  }
+  auto decoded = decode_to_worker(msg, config_.limits);
+  if (!decoded) {
+    PRSGD_LOG(warn, "worker") << "dropped malformed message from the averager: " << decoded.error().message();
+    return;
+  }
+  if (const auto* r = std::get_if<restart_msg>(&*decoded)) {
+    PRSGD_LOG(debug, "worker") << "RESTART round " << r->round << " I=" << r->interval;
+  }
+  handle(core_->on_message(*decoded));
+}
+
+void worker_actor::leave() {
+  if (finished_) {
+    return;
+  }
+  handle(core_->leave());
+}
+
+std::uint64_t worker_actor::models_sent() const { return core_->models_sent(); }
+
+worker_state worker_actor::state() const { return core_->state(); }
+
+void worker_actor::handle(worker_actions a) {
+  if (link_) {
+    for (auto& m : a.send) {
+      auto sent = link_->send(averager_, encode(m));
+      if (!sent) {
+        PRSGD_LOG(debug, "worker") << "send to averager failed: " << sent.error().message();
+      }
+    }
+  }
+  if (a.cancel_task && busy_) {
+    cancel_->store(true);
+  }
+  if (a.task) {
+    start_task(std::move(*a.task));
+  }
+  if (a.stopped && !finished_) {
+    finished_ = true;
+    if (timer_) {
+      cancel_timer(*timer_);
+      timer_.reset();
+    }
+    queued_.reset();
+    cancel_->store(true);
+    PRSGD_LOG(info, "worker") << "finished (" << to_string(core_->state()) << ") after " << core_->models_sent()
+                              << " models";
+    if (config_.on_finished) {
+      config_.on_finished(core_->state() == worker_state::stopped);
+    }
+    return;
+  }
+  rearm();
+}
+
+void worker_actor::start_task(train_task task) {
+  if (!trainer_) {
+    return;
+  }
+  if (busy_) {
+    // The running job is obsolete or still finishing; start this one when it hands the trainer back.
+    queued_ = std::move(task);
+    cancel_->store(true);
+    return;
+  }
+  busy_ = true;
+  cancel_ = std::make_shared<std::atomic<bool>>(false);
+  auto t = trainer_;
+  auto data = config_.train_set;
+  auto cancel = cancel_;
+  const bool keep = config_.keep_momentum;
+  const auto slow = config_.slowdown;
+  run_compute([t, data, task = std::move(task), keep, slow, cancel]() { return run_task(*t, *data, task, keep, slow, *cancel); },
+              [this, cancel](expected<train_result> r) {
+                busy_ = false;
+                if (finished_) {
+                  return;
+                }
+                if (!r) {
+                  PRSGD_LOG(error, "worker") << "training failed: " << r.error().message();
+                } else if (!cancel->load()) {
+                  handle(core_->on_trained(*r));
+                }
+                if (queued_ && !busy_) {
+                  auto next = std::move(*queued_);
+                  queued_.reset();
+                  start_task(std::move(next));
+                }
+              });
+}
+
+void worker_actor::rearm() {
+  if (timer_) {
+    cancel_timer(*timer_);
+    timer_.reset();
+  }
+  if (finished_) {
+    return;
+  }
+  auto wake = core_->next_wakeup();
+  if (!wake) {
+    return;
+  }
+  auto delay = std::max(clock::duration::zero(), *wake - now());
+  timer_ = schedule_once(delay, [this] {
+    timer_.reset();
+    if (!finished_) {
+      handle(core_->tick());
+    }
+  });
+}
+
+expected<actor_ref<worker_actor>> start_worker(actor_system& system, worker_actor_config config,
+                                               const transport_factory& make_link,
+                                               const std::string& averager_endpoint,
+                                               std::shared_ptr<transport>* link_out) {
+  auto ref = system.spawn<worker_actor>(std::move(config));
+  if (!ref) {
+    return std::move(ref).error();
+  }
+  auto handle = *ref;
+  transport_handlers handlers;
+  handlers.on_message = [handle](peer_id peer, multipart msg) {
+    handle.tell(&worker_actor::on_wire, peer, std::move(msg));
+  };
+  handlers.on_peer = [](const peer_event&) {};
+  auto link = make_link(std::move(handlers));
+  if (!link) {
+    return std::move(link).error();
+  }
+  std::shared_ptr<transport> shared{std::move(*link)};
+  auto peer = shared->connect(averager_endpoint, {});
+  if (!peer) {
+    return std::move(peer).error();
+  }
+  handle.tell(&worker_actor::attach, shared, *peer);
+  if (link_out) {
+    *link_out = shared;
+  }
+  return handle;
+}
+
+}  // namespace prsgd::actors
