@@ -14,8 +14,10 @@ endif()
 # GCC 12 reports false -Wmaybe-uninitialized on moves inside std::variant under ASan, and
 # atomic_thread_fence (Boost.Asio) under TSan: keep them visible but not fatal in sanitizer builds.
 if(PRSGD_SANITIZERS)
-  target_compile_options(prsgd_warnings INTERFACE -Wno-error=maybe-uninitialized
-                         $<$<STREQUAL:${PRSGD_SANITIZERS},thread>:-Wno-error=tsan>)
+  target_compile_options(prsgd_warnings INTERFACE -Wno-error=maybe-uninitialized)
+  if(PRSGD_SANITIZERS STREQUAL "thread")
+    target_compile_options(prsgd_warnings INTERFACE -Wno-error=tsan)
+  endif()
 endif()
 
 # Sanitizers apply to our targets only (CAF_SANITIZERS style).
