@@ -104,6 +104,32 @@ void averager_actor::finish() {
   after_event();
 }
 
+void averager_actor::suspend() {
+  if (!core_ || done_) {
+    return;
+  }
+  if (auto ok = core_->checkpoint_now(); !ok) {
+    PRSGD_LOG(error, "averager") << "cannot checkpoint before exiting (" << ok.error().message()
+                                 << "); stopping the job instead";
+    finish();
+    return;
+  }
+  PRSGD_LOG(info, "averager") << "checkpointed round " << core_->round()
+                              << "; exiting without stopping the workers (a restarted averager resumes)";
+  done_ = true;
+  if (timer_) {
+    cancel_timer(*timer_);
+    timer_.reset();
+  }
+  summary_.rounds = std::max(summary_.rounds, core_->round());
+  summary_.test_acc = last_acc_;
+  summary_.counters = core_->counters();
+  summary_.wall_s = std::chrono::duration<double>(now() - started_).count();
+  if (config_.on_done) {
+    config_.on_done(summary_);
+  }
+}
+
 round_t averager_actor::round() const { return core_ ? core_->round() : 0; }
 
 submission_counters averager_actor::counters() const { return core_ ? core_->counters() : submission_counters{}; }
@@ -165,6 +191,10 @@ void averager_actor::collect_metrics() {
     const round_t closed = m.round + 1;
     const bool last = core_->state() == averager_state::stopped;
     const bool epoch_end = config_.rounds_per_epoch > 0 && closed % config_.rounds_per_epoch == 0;
+    m.rounds_total = config_.core.max_rounds;
+    if (config_.rounds_per_epoch > 0) {
+      m.epoch = static_cast<double>(closed) / static_cast<double>(config_.rounds_per_epoch);
+    }
     const bool every = config_.eval_every > 0 && closed % config_.eval_every == 0;
     pending_line line{std::move(m), false};
     if (config_.test_set && (epoch_end || every || last)) {

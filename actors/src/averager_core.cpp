@@ -107,6 +107,7 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
     }
   }
   config.quorum = std::max<std::size_t>(config.quorum, 1);
+  config.min_workers = std::max<std::size_t>(config.min_workers, 1);
   config.adaptive_min_samples = std::max<std::size_t>(config.adaptive_min_samples, 1);
   config.adaptive_window = std::max(config.adaptive_window, config.adaptive_min_samples);
 
@@ -233,7 +234,9 @@ std::vector<outbound> averager_core::on_join(const join_msg& m) {
                                    << ") joins; admitted at the next barrier";
   }
   restored_.erase(m.member);
-  const bool starts_now = state_ == averager_state::idle ||
+  // (3) waits for min_workers joiners only before the first round of a fresh job.
+  const bool enough = round_ > 0 || resumed_from_.has_value() || pending_.size() >= config_.min_workers;
+  const bool starts_now = (state_ == averager_state::idle && enough) ||
                           (state_ == averager_state::rejoin_wait && restored_.empty());
   const round_t admitted = state_ == averager_state::collecting ? round_ + 1 : round_;
   out.push_back({m.member, make_welcome(m.member, m.incarnation, admitted)});
@@ -522,6 +525,7 @@ void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) 
       inputs.push_back({std::span<const float>(*s.msg.params), static_cast<double>(s.msg.samples),
                         static_cast<double>(s.msg.steps)});
       steps_differ = steps_differ || s.msg.steps != submissions_.begin()->second.msg.steps;
+      rm.samples += s.msg.samples;
       if (s.msg.loss_count > 0) {
         loss_sum += s.msg.loss_sum;
         loss_count += s.msg.loss_count;
@@ -778,6 +782,13 @@ void averager_core::maybe_checkpoint() {
   if (auto ok = store_->save(snapshot()); !ok) {
     PRSGD_LOG(error, log_component) << "checkpoint at round " << round_ << " failed: " << ok.error().message();
   }
+}
+
+expected<void> averager_core::checkpoint_now() {
+  if (!store_) {
+    return fail(errc::unsupported, "averager: no checkpoint directory configured");
+  }
+  return store_->save(snapshot());
 }
 
 checkpoint_state averager_core::snapshot() const {

@@ -75,6 +75,9 @@ std::string to_json_line(const round_metrics& m) {
   key(out, "round"); put_number(out, m.round);
   key(out, "members"); put_number(out, static_cast<std::uint64_t>(m.members));
   key(out, "submissions"); put_number(out, static_cast<std::uint64_t>(m.submissions));
+  key(out, "samples"); put_number(out, m.samples);
+  key(out, "epoch"); put_optional(out, m.epoch);
+  key(out, "rounds_total"); put_number(out, m.rounds_total);
   key(out, "wall_s"); put_number(out, m.wall_s);
   key(out, "round_s"); put_number(out, m.round_s);
   key(out, "barrier_wait_s"); put_number(out, m.barrier_wait_s);

@@ -231,7 +231,8 @@ void worker_actor::rearm() {
 expected<actor_ref<worker_actor>> start_worker(actor_system& system, worker_actor_config config,
                                                const transport_factory& make_link,
                                                const std::string& averager_endpoint,
-                                               std::shared_ptr<transport>* link_out) {
+                                               std::shared_ptr<transport>* link_out,
+                                               const connect_options& connect) {
   auto ref = system.spawn<worker_actor>(std::move(config));
   if (!ref) {
     return std::move(ref).error();
@@ -247,7 +248,7 @@ expected<actor_ref<worker_actor>> start_worker(actor_system& system, worker_acto
     return std::move(link).error();
   }
   std::shared_ptr<transport> shared{std::move(*link)};
-  auto peer = shared->connect(averager_endpoint, {});
+  auto peer = shared->connect(averager_endpoint, connect);
   if (!peer) {
     return std::move(peer).error();
   }

@@ -43,9 +43,7 @@ expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, co
   return plugins;
 }
 
-namespace {
-
-std::optional<progress_reporter> make_reporter(const std::string& mode) {
+std::optional<progress_reporter> make_progress_reporter(const std::string& mode) {
   if (mode == "off") {
     return std::nullopt;
   }
@@ -54,8 +52,6 @@ std::optional<progress_reporter> make_reporter(const std::string& mode) {
   }
   return std::optional<progress_reporter>{progress_reporter::for_stream(stderr)};
 }
-
-}  // namespace
 
 int run_local(const local_options& o) {
   // Load the plugins here too, so a bad one is refused before any process starts.
@@ -95,7 +91,7 @@ int run_local(const local_options& o) {
   std::filesystem::remove(metrics, ec);  // so the progress line never shows an older run
   const auto children = build_local_cluster(o, exe.string(), ep, metrics);
 
-  auto reporter = make_reporter(o.output.progress);
+  auto reporter = make_progress_reporter(o.output.progress);
   metrics_follower follower{metrics};
   progress_snapshot snapshot;
   snapshot.total_rounds = o.schedule.rounds;

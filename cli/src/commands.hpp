@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "prsgd/cli/options.hpp"
 #include "prsgd/cli/plugin_loader.hpp"
+#include "prsgd/cli/progress.hpp"
 #include "prsgd/common/expected.hpp"
 
 /// The `prsgd` subcommands. main() parses and validates, then calls exactly one of these; each returns the
@@ -22,6 +24,9 @@ inline constexpr int exit_failure = 1;
 /// knows it. Returns the plugin's error, or invalid_argument "unknown model 'x' (registered: ...)".
 [[nodiscard]] expected<std::vector<loaded_plugin>> prepare_process(const output_options& o,
                                                                    const std::string& model = {});
+
+/// Returns a progress reporter on stderr for --progress `mode` (auto | plain | off; off = none).
+[[nodiscard]] std::optional<progress_reporter> make_progress_reporter(const std::string& mode);
 
 /// Runs the head node. (Wired to the runtime by the lead: cli/src/roles.cpp.)
 int run_head(const head_options& o);

@@ -389,6 +389,7 @@ void add_common(std::vector<std::string>& a, const local_options& o) {
 
 void add_model(std::vector<std::string>& a, const model_options& m) {
   add(a, "--model", m.model);
+  add(a, "--dataset", m.dataset);
   if (!m.data_dir.empty()) {
     add(a, "--data-dir", std::filesystem::absolute(m.data_dir).string());
   }
@@ -429,6 +430,7 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   }
   add_model(avg.argv, o.model);
   const auto& s = o.schedule;
+  add(avg.argv, "--mode", s.mode);
   add(avg.argv, "--epochs", text(s.epochs));
   add(avg.argv, "--rounds", text(s.rounds));
   add(avg.argv, "--interval", text(s.interval));
@@ -436,14 +438,13 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
     add(avg.argv, "--intervals", join(s.intervals));
   }
   add(avg.argv, "--interval-policy", s.interval_policy);
-  add(avg.argv, "--round-ms", text(s.round_ms));
   add(avg.argv, "--averaging", s.averaging);
   add(avg.argv, "--eval-every", text(s.eval_every));
   add(avg.argv, "--checkpoint-every", text(s.checkpoint_every));
   if (!s.checkpoint_dir.empty()) {
     add(avg.argv, "--checkpoint-dir", std::filesystem::absolute(s.checkpoint_dir).string());
   }
-  add(avg.argv, "--min-workers", text(s.min_workers));
+  add(avg.argv, "--min-workers", text(s.min_workers == 0 ? o.workers : s.min_workers));
   if (!metrics_jsonl.empty()) {
     add(avg.argv, "--metrics-jsonl", std::filesystem::absolute(metrics_jsonl).string());
   }

@@ -139,7 +139,7 @@ std::optional<metrics_line> parse_metrics_line(std::string_view line) {
     } else if (num) {
       if (*key == "round") {
         out.round = static_cast<long>(*num);
-      } else if (*key == "rounds") {
+      } else if (*key == "rounds" || (*key == "rounds_total" && *num > 0)) {
         out.rounds = static_cast<long>(*num);
       } else if (*key == "members") {
         out.members = static_cast<int>(*num);

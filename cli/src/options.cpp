@@ -79,12 +79,18 @@ void add_security(CLI::App& app, security_options& o) {
       ->group("Security");
   app.add_option("--curve-secret-key", o.curve_secret_key, "This process's CURVE secret key file")
       ->group("Security");
+  app.add_option("--curve-allow", o.curve_allow,
+                 "Client public key file allowed to connect (repeatable; servers only; default: any client)")
+      ->group("Security");
   app.add_option("--curve-server-key", o.curve_server_key, "The server's CURVE public key file (clients only)")
       ->group("Security");
 }
 
 void add_model(CLI::App& app, model_options& o) {
   app.add_option("--model", o.model, "Registered model name, e.g. fmnist-mlp, fmnist-cnn, kws")
+      ->capture_default_str()
+      ->group("Model and data");
+  app.add_option("--dataset", o.dataset, "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws")
       ->capture_default_str()
       ->group("Model and data");
   app.add_option("--data-dir", o.data_dir, "Data set directory (default: the data set's standard location)")
@@ -105,7 +111,10 @@ void add_model(CLI::App& app, model_options& o) {
 }
 
 void add_schedule(CLI::App& app, schedule_options& o) {
-  app.add_option("--epochs", o.epochs, "Passes over each worker's shard (0 = use --rounds)")
+  app.add_option("--mode", o.mode, "restarted (PR-SGD) | minibatch (gradient averaged every step)")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--epochs", o.epochs, "Passes over the training set (0 = use --rounds)")
       ->capture_default_str()
       ->group("Rounds");
   app.add_option("--rounds", o.rounds, "Stop after this many rounds (0 = from --epochs)")
@@ -119,13 +128,10 @@ void add_schedule(CLI::App& app, schedule_options& o) {
   app.add_option("--interval-policy", o.interval_policy, "fixed | per-worker | paper | time-balanced")
       ->capture_default_str()
       ->group("Rounds");
-  app.add_option("--round-ms", o.round_ms, "Target round wall time in ms (time-balanced)")
-      ->capture_default_str()
-      ->group("Rounds");
   app.add_option("--averaging", o.averaging, "auto | uniform | samples | step-normalised")
       ->capture_default_str()
       ->group("Rounds");
-  app.add_option("--eval-every", o.eval_every, "Evaluate on the test set every K rounds (0 = at the end)")
+  app.add_option("--eval-every", o.eval_every, "Evaluate x̄ on the test set every K rounds (0 = at every epoch end and at the end)")
       ->capture_default_str()
       ->group("Rounds");
   app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every K rounds (0 = never)")
@@ -133,7 +139,8 @@ void add_schedule(CLI::App& app, schedule_options& o) {
       ->group("Rounds");
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "Checkpoint directory; a checkpoint there is resumed")
       ->group("Rounds");
-  app.add_option("--min-workers", o.min_workers, "Workers that must join before round 0")
+  app.add_option("--min-workers", o.min_workers,
+                 "Workers that must join before round 0; N in the epoch length (0 = 1; local: --workers)")
       ->capture_default_str()
       ->group("Rounds");
 }
@@ -413,7 +420,15 @@ expected<void> validate(const security_options& o) {
   if (any && (o.curve_public_key.empty() || o.curve_secret_key.empty())) {
     return bad("--curve-public-key and --curve-secret-key must be given together");
   }
-  for (const auto* f : {&o.curve_public_key, &o.curve_secret_key, &o.curve_server_key}) {
+  if (!any && (!o.curve_server_key.empty() || !o.curve_allow.empty())) {
+    return bad("--curve-server-key and --curve-allow need this process's own --curve-public-key and "
+               "--curve-secret-key");
+  }
+  std::vector<const std::string*> files{&o.curve_public_key, &o.curve_secret_key, &o.curve_server_key};
+  for (const auto& f : o.curve_allow) {
+    files.push_back(&f);
+  }
+  for (const auto* f : files) {
     std::error_code ec;
     if (!f->empty() && !std::filesystem::is_regular_file(*f, ec)) {
       return fail(errc::not_found, "key file '" + *f + "' does not exist");
@@ -440,6 +455,7 @@ expected<void> validate(const model_options& o) {
     return bad("--momentum must be in [0, 1) (got " + str(o.momentum) + ")");
   }
   PRSGD_TRY(one_of(o.momentum_on_restart, {"keep", "reset"}, "--momentum-on-restart"));
+  PRSGD_TRY(one_of(o.dataset, {"auto", "fashion-mnist", "kws"}, "--dataset"));
   if (!(o.dirichlet_alpha > 0)) {
     return bad("--dirichlet-alpha must be > 0 (got " + str(o.dirichlet_alpha) + ")");
   }
@@ -460,14 +476,14 @@ expected<void> validate(const schedule_options& o) {
   if (o.interval_policy == "per-worker" && o.intervals.empty()) {
     return bad("--interval-policy per-worker needs --intervals, e.g. --intervals 4,8,16");
   }
-  PRSGD_TRY(at_least(o.round_ms, 1, "--round-ms"));
   PRSGD_TRY(one_of(o.averaging, {"auto", "uniform", "samples", "step-normalised"}, "--averaging"));
   PRSGD_TRY(at_least(o.eval_every, 0, "--eval-every"));
   PRSGD_TRY(at_least(o.checkpoint_every, 0, "--checkpoint-every"));
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) {
     return bad("--checkpoint-every needs --checkpoint-dir");
   }
-  PRSGD_TRY(at_least(o.min_workers, 1, "--min-workers"));
+  PRSGD_TRY(at_least(o.min_workers, 0, "--min-workers"));
+  PRSGD_TRY(one_of(o.mode, {"restarted", "minibatch"}, "--mode"));
   return {};
 }
 
@@ -510,6 +526,9 @@ expected<void> validate(const worker_options& o) {
   }
   if (!o.head.empty()) {
     PRSGD_TRY(validate_endpoint(o.head, "--head"));
+  }
+  if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
+    return bad("a worker with CURVE keys needs --curve-server-key (the averager's public key file)");
   }
   PRSGD_TRY(at_least(o.worker_id, -1, "--worker-id"));
   PRSGD_TRY(at_least(o.num_workers, 1, "--num-workers"));

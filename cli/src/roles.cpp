@@ -1,44 +1,422 @@
 // SPDX-License-Identifier: Apache-2.0
-// The long-running roles: head, averager, worker. Each starts with prepare_process() (log level, plugins, model
-// name check) and then builds its actor system. Until the actors are wired here they refuse to run, honestly,
-// with status 1. WIRING: replace each `return not_wired(...)` with the role's actor code.
+// The long-running roles: averager and worker (the head is in head_role.cpp). Each starts with
+// prepare_process() (log level, plugins, model name check), loads its data, builds an actor system and a
+// ZeroMQ transport, starts its actor and waits for the job to end or for SIGINT/SIGTERM.
+//
+// Signals: SIGINT and SIGTERM are blocked in every thread (before any thread starts) and taken with
+// sigtimedwait() by the main thread, so no handler runs in async-signal context.
+//  - worker: LEAVE, then exit 0 (the averager stops waiting for it at once).
+//  - averager with --checkpoint-dir: checkpoint the open round and exit without stopping the workers; a
+//    restarted averager resumes the round and the workers rejoin it by themselves.
+//  - averager without --checkpoint-dir: end the job (STOP to every worker, final evaluation, done line).
+//  A second signal exits at once.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
 
 #include "commands.hpp"
+#include "head_role.hpp"
+#include "prsgd/cli/job_data.hpp"
+#include "prsgd/actors/averager_actor.hpp"
+#include "prsgd/actors/worker_actor.hpp"
+#include "prsgd/cli/key_files.hpp"
+#include "prsgd/cli/progress.hpp"
+#include "prsgd/common/log.hpp"
+#include "prsgd/runtime/actor_system.hpp"
+#include "prsgd/transport/zmq_transport.hpp"
 
 namespace prsgd::cli {
 namespace {
 
-int not_wired(const char* role) {
-  std::fprintf(stderr, "prsgd %s: not available yet in this build (the %s actor is not wired into the CLI)\n", role,
-               role);
-  return exit_failure;
+using namespace std::chrono_literals;
+
+/// Blocks SIGINT and SIGTERM in this thread and every thread it starts later; returns the set.
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+/// Waits up to `wait` for SIGINT/SIGTERM; returns the signal or 0.
+int take_signal(const sigset_t& set, std::chrono::milliseconds wait) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(wait.count() / 1000);
+  ts.tv_nsec = static_cast<long>((wait.count() % 1000) * 1'000'000);
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
+}
+
+/// A one-shot flag the actors' callbacks set and main waits on.
+struct done_flag {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+
+  void set() {
+    std::lock_guard lock(mu);
+    done = true;
+    cv.notify_all();
+  }
+  bool wait_for(std::chrono::milliseconds d) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, d, [&] { return done; });
+  }
+};
+
+expected<transport_config> make_transport_config(const std::string& node_name, const liveness_options& live,
+                                                 const security_options& sec) {
+  transport_config cfg;
+  cfg.node_name = node_name;
+  // The transport's own liveness only feeds logs and reconnects; membership uses the protocol heartbeats.
+  cfg.heartbeat_interval = std::chrono::milliseconds{live.heartbeat_ms};
+  cfg.heartbeat_timeout = std::chrono::milliseconds{live.heartbeat_timeout_ms};
+  if (!sec.curve_public_key.empty()) {
+    auto pub = read_key_file(sec.curve_public_key);
+    if (!pub) {
+      return std::move(pub).error();
+    }
+    auto secret = read_key_file(sec.curve_secret_key);
+    if (!secret) {
+      return std::move(secret).error();
+    }
+    curve_options curve;
+    curve.public_key = *pub;
+    curve.secret_key = *secret;
+    for (const auto& file : sec.curve_allow) {
+      auto key = read_key_file(file);
+      if (!key) {
+        return std::move(key).error();
+      }
+      curve.allowed_client_keys.push_back(*key);
+    }
+    cfg.curve = std::move(curve);
+  }
+  return cfg;
+}
+
+actors::transport_factory zmq_factory(transport_config cfg) {
+  return [cfg](transport_handlers h) { return make_transport("zmq", cfg, std::move(h)); };
+}
+
+std::optional<algorithms::averaging_rule> parse_rule(const std::string& s) {
+  if (s == "uniform") {
+    return algorithms::averaging_rule::uniform;
+  }
+  if (s == "samples") {
+    return algorithms::averaging_rule::by_samples;
+  }
+  if (s == "step-normalised") {
+    return algorithms::averaging_rule::step_normalised;
+  }
+  return std::nullopt;  // auto: by samples while the I_i agree, step-normalised once they differ
+}
+
+actors::interval_policy parse_interval_policy(const std::string& s) {
+  if (s == "per-worker") {
+    return actors::interval_policy::per_worker;
+  }
+  if (s == "paper") {
+    return actors::interval_policy::paper;
+  }
+  if (s == "time-balanced") {
+    return actors::interval_policy::time_balanced;
+  }
+  return actors::interval_policy::fixed;
 }
 
 }  // namespace
 
-int run_head(const head_options& o) {
-  if (auto p = prepare_process(o.output); !p) {
-    std::fprintf(stderr, "prsgd head: %s\n", p.error().message().c_str());
-    return exit_usage;
-  }
-  return not_wired("head");
-}
-
 int run_averager(const averager_options& o) {
+  const sigset_t signals = block_stop_signals();
   if (auto p = prepare_process(o.output, o.model.model); !p) {
     std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
     return exit_usage;
   }
-  return not_wired("averager");
+  auto data = load_job_data(o.model, data_need::train_size_and_test);
+  if (!data) {
+    std::fprintf(stderr, "prsgd averager: %s\n", data.error().message().c_str());
+    return exit_failure;
+  }
+  auto plan = plan_job(o.schedule, static_cast<std::size_t>(o.model.batch), data->train_size);
+  if (!plan) {
+    std::fprintf(stderr, "prsgd averager: %s\n", plan.error().message().c_str());
+    return exit_usage;
+  }
+  PRSGD_LOG(info, "averager") << "model " << o.model.model << " on " << data->name << ": " << data->train_size
+                              << " training samples; " << plan->steps_per_epoch << " steps per worker and epoch, I="
+                              << plan->interval << ", " << plan->rounds_per_epoch << " rounds per epoch, "
+                              << plan->rounds << " rounds";
+
+  actors::averager_actor_config cfg;
+  auto& core = cfg.core;
+  core.mode = o.schedule.mode == "minibatch" ? actors::training_mode::minibatch_sgd
+                                             : actors::training_mode::restarted_sgd;
+  core.rule = parse_rule(o.schedule.averaging);
+  core.intervals = parse_interval_policy(o.schedule.interval_policy);
+  // fixed / paper: the planned I (the core derives the paper's I from total_steps itself, identically);
+  // per-worker: the default for workers without an --intervals entry; time-balanced: the target mean.
+  const bool planned = o.schedule.interval_policy == "fixed" || o.schedule.interval_policy == "paper" ||
+                       o.schedule.mode == "minibatch";
+  core.interval = planned ? plan->interval : static_cast<std::uint64_t>(o.schedule.interval);
+  for (std::size_t i = 0; i < o.schedule.intervals.size(); ++i) {
+    core.per_worker_intervals[static_cast<actors::member_id>(i)] =
+        static_cast<std::uint64_t>(o.schedule.intervals[i]);
+  }
+  core.total_steps = plan->total_steps;
+  core.step_size = o.model.lr;
+  core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
+  core.heartbeat_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
+  core.rejoin_grace = std::max<std::chrono::nanoseconds>(2s, 2 * core.heartbeat_timeout);
+  core.checkpoint_dir = o.schedule.checkpoint_dir;
+  core.checkpoint_every = static_cast<std::uint64_t>(o.schedule.checkpoint_every);
+  core.incarnation = static_cast<actors::incarnation_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  core.max_rounds = plan->rounds;
+  core.min_workers = static_cast<std::size_t>(std::max(o.schedule.min_workers, 1));
+  cfg.model_name = o.model.model;
+  cfg.model = data->model;
+  cfg.test_set = data->test;
+  cfg.eval_every = static_cast<std::uint64_t>(o.schedule.eval_every);
+  cfg.rounds_per_epoch = plan->rounds_per_epoch;
+  cfg.metrics_jsonl = o.output.metrics_jsonl;
+
+  done_flag finished;
+  std::optional<actors::job_summary> summary;
+  std::mutex summary_mu;
+  // The reporter is used by the actor's strand while the job runs and by this thread after shutdown.
+  std::optional<progress_reporter> reporter = make_progress_reporter(o.output.progress);
+  progress_snapshot snapshot;
+  snapshot.total_rounds = static_cast<long>(plan->rounds);
+  std::uint64_t samples_seen = 0;
+  cfg.on_round = [&](const actors::round_metrics& m) {
+    samples_seen += m.samples;
+    snapshot.round = static_cast<long>(m.round) + 1;
+    snapshot.epoch = m.epoch.value_or(0);
+    snapshot.members = static_cast<int>(m.members);
+    snapshot.train_loss = m.train_loss;
+    if (m.test_acc) {
+      snapshot.test_acc = m.test_acc;
+    }
+    snapshot.elapsed_s = m.wall_s;
+    snapshot.samples_per_s = m.wall_s > 0 ? static_cast<double>(samples_seen) / m.wall_s : 0;
+    if (reporter) {
+      reporter->update(snapshot);
+    }
+  };
+  cfg.on_done = [&](const actors::job_summary& s) {
+    {
+      std::lock_guard lock(summary_mu);
+      summary = s;
+    }
+    finished.set();
+  };
+
+  auto tcfg = make_transport_config("averager", o.liveness, o.security);
+  if (!tcfg) {
+    std::fprintf(stderr, "prsgd averager: %s\n", tcfg.error().message().c_str());
+    return exit_usage;
+  }
+  config sc;
+  sc.threads = 1;
+  sc.compute_threads = 1;  // the evaluator; the barrier itself stays on the actor thread
+  actor_system system{sc};
+  std::shared_ptr<transport> link;
+  auto started = actors::start_averager(system, std::move(cfg), zmq_factory(*tcfg), o.listen, &link);
+  if (!started) {
+    std::fprintf(stderr, "prsgd averager: cannot start on %s: %s\n", o.listen.c_str(),
+                 started.error().message().c_str());
+    return exit_failure;
+  }
+  auto ref = started->first;
+  PRSGD_LOG(info, "averager") << "listening on " << started->second;
+  std::optional<head_registration> registration;
+  if (!o.head.empty()) {
+    auto reg = register_averager(o.head, started->second, o.liveness);
+    if (!reg) {
+      std::fprintf(stderr, "prsgd averager: %s\n", reg.error().message().c_str());
+      link->stop();
+      return exit_failure;
+    }
+    registration.emplace(std::move(*reg));
+  }
+
+  int signals_seen = 0;
+  int status = 0;
+  while (!finished.wait_for(0ms)) {
+    if (!ref.alive()) {
+      std::fprintf(stderr, "prsgd averager: the averager actor stopped unexpectedly (see the log)\n");
+      status = exit_failure;
+      break;
+    }
+    if (const int sig = take_signal(signals, 200ms); sig != 0) {
+      ++signals_seen;
+      if (signals_seen > 1) {
+        std::fprintf(stderr, "prsgd averager: second signal, exiting now\n");
+        status = 128 + sig;
+        break;
+      }
+      PRSGD_LOG(info, "averager") << "signal " << sig << ": "
+                                  << (o.schedule.checkpoint_dir.empty() ? "ending the job"
+                                                                        : "checkpointing and exiting");
+      if (o.schedule.checkpoint_dir.empty()) {
+        ref.tell(&actors::averager_actor::finish);
+      } else {
+        ref.tell(&actors::averager_actor::suspend);
+      }
+    }
+  }
+  if (status == 0) {
+    std::this_thread::sleep_for(300ms);  // let the STOPs leave before the sockets close
+  }
+  registration.reset();
+  link->stop();
+  system.shutdown(5s);
+  if (reporter) {
+    reporter->finish();
+  }
+  if (status == 0) {
+    std::lock_guard lock(summary_mu);
+    if (summary) {
+      std::fprintf(stderr, "prsgd averager: done: %llu rounds, test accuracy %s, %.1f s, late %llu, duplicate %llu, "
+                           "rejected %llu\n",
+                   static_cast<unsigned long long>(summary->rounds),
+                   summary->test_acc ? std::to_string(*summary->test_acc).c_str() : "n/a", summary->wall_s,
+                   static_cast<unsigned long long>(summary->counters.late),
+                   static_cast<unsigned long long>(summary->counters.duplicate),
+                   static_cast<unsigned long long>(summary->counters.rejected));
+    }
+  }
+  return status;
 }
 
 int run_worker(const worker_options& o) {
+  const sigset_t signals = block_stop_signals();
   if (auto p = prepare_process(o.output, o.model.model); !p) {
     std::fprintf(stderr, "prsgd worker: %s\n", p.error().message().c_str());
     return exit_usage;
   }
-  return not_wired("worker");
+  std::string averager = o.averager;
+  if (averager.empty()) {
+    auto found = lookup_averager(o.head, o.liveness);
+    if (!found) {
+      std::fprintf(stderr, "prsgd worker: %s\n", found.error().message().c_str());
+      return exit_failure;
+    }
+    averager = *found;
+    PRSGD_LOG(info, "worker") << "head " << o.head << " says the averager is at " << averager;
+  }
+  auto data = load_job_data(o.model, data_need::train);
+  if (!data) {
+    std::fprintf(stderr, "prsgd worker: %s\n", data.error().message().c_str());
+    return exit_failure;
+  }
+  const auto incarnation = static_cast<actors::incarnation_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  actors::member_id member = 0;
+  if (o.worker_id >= 0) {
+    member = static_cast<actors::member_id>(o.worker_id);
+  } else {
+    std::random_device rd;
+    member = (static_cast<actors::member_id>(rd()) << 20U | (rd() & 0xFFFFFU)) & ((actors::member_id{1} << 52U) - 1);
+  }
+  actors::worker_actor_config cfg;
+  cfg.core.member = member;
+  cfg.core.incarnation = incarnation;
+  cfg.core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
+  cfg.core.averager_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
+  cfg.core.join_retry = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds{o.liveness.heartbeat_ms}, 200ms);
+  cfg.model_name = o.model.model;
+  cfg.model = data->model;
+  cfg.sgd.learning_rate = static_cast<float>(o.model.lr);
+  cfg.sgd.momentum = static_cast<float>(o.model.momentum);
+  cfg.keep_momentum = o.model.momentum_on_restart == "keep";
+  cfg.train_set = data->train;
+  cfg.num_shards = std::max(o.num_workers, 1);
+  cfg.shard_index = static_cast<int>(member % static_cast<actors::member_id>(cfg.num_shards));
+  cfg.shard.seed = o.model.seed;
+  if (o.model.non_iid) {
+    cfg.shard.scheme = algorithms::shard_scheme::dirichlet;
+    cfg.shard.alpha = o.model.dirichlet_alpha;
+  }
+  cfg.batch_size = static_cast<std::size_t>(o.model.batch);
+  cfg.slowdown = std::chrono::milliseconds{o.slowdown_ms};
+  done_flag finished;
+  std::atomic<bool> stopped_by_averager{false};
+  cfg.on_finished = [&](bool by_averager) {
+    stopped_by_averager = by_averager;
+    finished.set();
+  };
+
+  auto tcfg = make_transport_config("worker-" + std::to_string(member), o.liveness, o.security);
+  if (!tcfg) {
+    std::fprintf(stderr, "prsgd worker: %s\n", tcfg.error().message().c_str());
+    return exit_usage;
+  }
+  connect_options connect;
+  if (!o.security.curve_server_key.empty()) {
+    auto key = read_key_file(o.security.curve_server_key);
+    if (!key) {
+      std::fprintf(stderr, "prsgd worker: %s\n", key.error().message().c_str());
+      return exit_usage;
+    }
+    connect.server_public_key = *key;
+  }
+  config sc;
+  sc.threads = 1;
+  sc.compute_threads = 1;  // one training thread per worker process
+  actor_system system{sc};
+  std::shared_ptr<transport> link;
+  auto ref = actors::start_worker(system, std::move(cfg), zmq_factory(*tcfg), averager, &link, connect);
+  if (!ref) {
+    std::fprintf(stderr, "prsgd worker: cannot connect to %s: %s\n", averager.c_str(), ref.error().message().c_str());
+    return exit_failure;
+  }
+  PRSGD_LOG(info, "worker") << "worker " << member << " (incarnation " << incarnation << ", shard "
+                            << member % static_cast<actors::member_id>(std::max(o.num_workers, 1)) << " of "
+                            << std::max(o.num_workers, 1) << ") joining " << averager;
+  int signals_seen = 0;
+  int status = 0;
+  while (!finished.wait_for(0ms)) {
+    if (!ref->alive()) {
+      std::fprintf(stderr, "prsgd worker: the worker actor stopped unexpectedly (see the log)\n");
+      status = exit_failure;
+      break;
+    }
+    if (const int sig = take_signal(signals, 200ms); sig != 0) {
+      if (++signals_seen > 1) {
+        status = 128 + sig;
+        break;
+      }
+      PRSGD_LOG(info, "worker") << "signal " << sig << ": leaving the job";
+      ref->tell(&actors::worker_actor::leave);
+    }
+  }
+  if (status == 0) {
+    std::this_thread::sleep_for(200ms);  // let LEAVE leave before the socket closes
+  }
+  link->stop();
+  system.shutdown(5s);
+  if (status == 0) {
+    PRSGD_LOG(info, "worker") << (stopped_by_averager ? "job finished" : "left the job");
+  }
+  return status;
 }
 
 }  // namespace prsgd::cli

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/algorithms/kws_data.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -268,7 +270,7 @@ void write_cache(const kws_options& o, std::uint64_t fingerprint, int frames, co
   put(header, u64s, sizeof u64s);
   // Write beside the target and rename, so a crash never leaves a half-written cache behind.
   fs::path tmp = o.cache_file;
-  tmp += ".tmp";
+  tmp += ".tmp." + std::to_string(::getpid());  // processes sharing a cache never write one temp file
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));

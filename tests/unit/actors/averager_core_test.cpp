@@ -109,6 +109,47 @@ TEST_F(AveragerCoreTest, FirstJoinerGetsWelcomeThenStartsRoundAtOnce) {
   EXPECT_EQ(core->members(), std::vector<member_id>{7});
 }
 
+TEST_F(AveragerCoreTest, FirstRoundWaitsForMinWorkersThenStartsWithAllOfThem) {
+  cfg.min_workers = 3;
+  make(filled(1.0F));
+  auto out = join(1);
+  ASSERT_EQ(out.size(), 1U) << "WELCOME only: round 0 waits for 3 workers";
+  EXPECT_EQ(std::get<welcome_msg>(out[0].msg).admitted_round, 0U);
+  EXPECT_EQ(core->state(), averager_state::idle);
+  out = join(2);
+  EXPECT_TRUE(of<restart_msg>(out).empty());
+  out = join(3);
+  EXPECT_EQ(restart_targets(out, 0), (std::set<member_id>{1, 2, 3}));
+  EXPECT_EQ(core->state(), averager_state::collecting);
+  EXPECT_EQ(core->members(), (std::vector<member_id>{1, 2, 3}));
+}
+
+TEST_F(AveragerCoreTest, MinWorkersAppliesOnlyToTheFirstRound) {
+  cfg.min_workers = 2;
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 1.0F);
+  (void)submit(2, 0, 1.0F);
+  EXPECT_EQ(core->round(), 1U);
+  (void)core->on_leave(leave_msg{1, 1});
+  (void)core->on_leave(leave_msg{2, 1});
+  EXPECT_EQ(core->state(), averager_state::idle);
+  auto out = join(3);
+  EXPECT_EQ(restart_targets(out, core->round()), (std::set<member_id>{3})) << "a lone joiner resumes the job";
+}
+
+TEST_F(AveragerCoreTest, MinWorkersWaitingJoinerThatLeavesIsForgotten) {
+  cfg.min_workers = 2;
+  make();
+  (void)join(1);
+  (void)core->on_leave(leave_msg{1, 1});
+  auto out = join(2);
+  EXPECT_TRUE(of<restart_msg>(out).empty()) << "worker 1 left, so only one worker is waiting";
+  out = join(3);
+  EXPECT_EQ(restart_targets(out, 0), (std::set<member_id>{2, 3}));
+}
+
 TEST_F(AveragerCoreTest, JoinMidRoundIsWelcomedAtOnceAndAdmittedAtTheNextBarrier) {
   make();
   (void)join(1);

@@ -83,6 +83,11 @@ class averager_actor : public actor {
   void on_peer(const peer_event& event);
   /// Stops the job: STOP to every worker, final evaluation, done line.
   void finish();
+  /// Ends this incarnation without ending the job (SIGTERM with a checkpoint directory): writes a
+  /// checkpoint of the open round, sends nothing to the workers (they wait for the averager and rejoin
+  /// the next incarnation, which resumes the round), writes no done line, then reports on_done.
+  /// Falls back to finish() when the checkpoint cannot be written.
+  void suspend();
   /// Returns the current round (for tests and status).
   [[nodiscard]] round_t round() const;
   /// Returns the cumulative counters (for tests and status).

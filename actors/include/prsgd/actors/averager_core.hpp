@@ -105,6 +105,9 @@ struct averager_config {
   /// Averager incarnation when there is no checkpoint_dir (with one, it is derived from the directory).
   incarnation_t incarnation = 1;
 
+  /// Workers that must have joined before the first round of a fresh job starts (later rounds, and a job
+  /// resumed from a checkpoint, start with whoever is there). At least 1.
+  std::size_t min_workers = 1;
   /// Stop after this many rounds (0 = run until told otherwise).
   std::uint64_t max_rounds = 0;
   /// Compute the consensus distance every this many rounds (0 = never; it costs one pass per model).
@@ -199,6 +202,11 @@ class averager_core {
   [[nodiscard]] std::vector<outbound> tick();
   /// Stops the job: STOP to every known worker; later events are ignored.
   [[nodiscard]] std::vector<outbound> stop();
+
+  /// Writes a checkpoint of this moment (round r with x̄_r, members, schedule state) at once, whatever
+  /// `checkpoint_every` says; a new incarnation resumes round r from it. Returns unsupported
+  /// without a checkpoint_dir, io_error when the write fails.
+  [[nodiscard]] expected<void> checkpoint_now();
 
   /// Returns when `tick()` should run next (empty when stopped).
   [[nodiscard]] std::optional<clock::time_point> next_wakeup() const;

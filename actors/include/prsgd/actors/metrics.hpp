@@ -23,6 +23,12 @@ struct round_metrics {
   std::size_t members = 0;
   /// Submissions that entered the average.
   std::size_t submissions = 0;
+  /// Training samples behind those submissions (Σ samples_i).
+  std::uint64_t samples = 0;
+  /// Epochs completed once x̄_{round+1} exists: (round + 1) / rounds_per_epoch (empty when unknown).
+  std::optional<double> epoch;
+  /// Rounds the job is planned to run (0 = open-ended).
+  std::uint64_t rounds_total = 0;
   /// Seconds from the round's start (RESTART sent) to each accepted submission, per worker.
   std::vector<std::pair<member_id, double>> arrival_offsets_s;
   /// Seconds from the round's start to the barrier closing.

@@ -92,10 +92,11 @@ class worker_actor : public actor {
 };
 
 /// Spawns a worker_actor, makes its transport with `make_link`, connects to `averager_endpoint` and
-/// starts joining.
+/// starts joining. `connect` carries the averager's CURVE server key when the transport is secured.
 [[nodiscard]] expected<actor_ref<worker_actor>> start_worker(actor_system& system, worker_actor_config config,
                                                              const transport_factory& make_link,
                                                              const std::string& averager_endpoint,
-                                                             std::shared_ptr<transport>* link_out = nullptr);
+                                                             std::shared_ptr<transport>* link_out = nullptr,
+                                                             const connect_options& connect = {});
 
 }  // namespace prsgd::actors

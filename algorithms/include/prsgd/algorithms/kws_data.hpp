@@ -55,7 +55,8 @@ struct kws_data {
 /// hash of the speaker. Samples are ordered by label, then path. Returns not_found for a missing root or
 /// a root without any keyword WAV, decode_failed naming the file for a bad WAV or manifest, io_error for
 /// unreadable files. A cache that cannot be written is logged, not returned as an error.
-/// Thread-compatible: concurrent calls must use different cache files.
+/// Thread-compatible: concurrent calls in one process must use different cache files; processes may share one
+/// (each writes its own temp file and renames it into place).
 [[nodiscard]] expected<kws_data> load_kws(const kws_options& options);
 
 }  // namespace prsgd::algorithms

@@ -48,13 +48,18 @@ struct security_options {
   std::string curve_secret_key;
   /// Z85 public key file of the server this process connects to (worker -> averager/head).
   std::string curve_server_key;
+  /// Client public key files allowed to connect (servers only; empty = any client that knows our key).
+  std::vector<std::string> curve_allow;
 };
 
 /// Holds what defines the learning problem: model, data, batch, optimiser.
 struct model_options {
   /// Name in the model registry (built-in or from a plugin), e.g. fmnist-mlp, fmnist-cnn, kws.
   std::string model = "fmnist-mlp";
-  /// Directory with the data set files ("" = the data set's default location).
+  /// Data set: auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws.
+  std::string dataset = "auto";
+  /// Directory with the data set files ("" = the data set's default location: Debian's Fashion-MNIST,
+  /// or data/kws for the keyword set made by ops/make-kws-data).
   std::string data_dir;
   /// Mini-batch size per worker and step.
   int batch = 64;
@@ -74,7 +79,11 @@ struct model_options {
 
 /// Holds how the averager runs the rounds.
 struct schedule_options {
-  /// Passes over the training set (per worker shard) before the job ends; 0 = use `rounds`.
+  /// restarted (PR-SGD: I_i local steps, then average models) | minibatch (the paper's baseline:
+  /// every round one mini-batch gradient per worker, averaged; I = 1).
+  std::string mode = "restarted";
+  /// Passes over the training set before the job ends; 0 = use `rounds`. One epoch is
+  /// ceil(train_size / (N · batch)) local steps per worker, N = --min-workers (local: --workers).
   int epochs = 1;
   /// Stop after this many rounds (0 = derived from epochs).
   int rounds = 0;
@@ -84,18 +93,17 @@ struct schedule_options {
   std::vector<int> intervals;
   /// fixed | per-worker | paper (I = ceil(T^1/4 / N^3/4)) | time-balanced.
   std::string interval_policy = "fixed";
-  /// Target wall time of a round for the time-balanced policy, in milliseconds.
-  int round_ms = 1000;
   /// auto (step-normalised when intervals differ, else samples) | uniform | samples | step-normalised.
   std::string averaging = "auto";
-  /// Evaluate on the test set every K rounds (0 = only at the end).
-  int eval_every = 1;
+  /// Evaluate on the test set every K rounds (0 = only at every epoch end and at the end).
+  int eval_every = 0;
   /// Write a checkpoint every K rounds (0 = never). @pre K == 0 or checkpoint_dir set
   int checkpoint_every = 0;
   /// Directory for averager checkpoints; an existing checkpoint there is resumed.
   std::string checkpoint_dir;
-  /// Workers that must have joined before round 0 starts.
-  int min_workers = 1;
+  /// Workers that must have joined before round 0 starts; also N in the epoch length (0 = 1, or
+  /// --workers for `prsgd local`).
+  int min_workers = 0;
 };
 
 /// Holds `prsgd head`: the membership/name service other nodes join.

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "prsgd/algorithms/dataset.hpp"
+#include "prsgd/algorithms/model_registry.hpp"
+#include "prsgd/cli/options.hpp"
+#include "prsgd/common/expected.hpp"
+
+/// What a role loads before it starts: the data set named by --dataset/--model, and the job's length.
+namespace prsgd::cli {
+
+/// Says which parts of the data a role needs.
+enum class data_need {
+  /// The training set (workers).
+  train,
+  /// The training set's size and the test set (the averager evaluates x̄ and counts epochs).
+  train_size_and_test,
+};
+
+/// Holds a role's data.
+struct job_data {
+  /// "fashion-mnist" or "kws".
+  std::string name;
+  /// Input shape and classes for the model registry (seeded with --seed).
+  algorithms::model_config model;
+  /// Null unless asked for.
+  std::shared_ptr<const algorithms::dataset> train;
+  std::shared_ptr<const algorithms::dataset> test;
+  std::size_t train_size = 0;
+};
+
+/// Returns the data set --dataset names ("auto": kws for models whose name starts with "kws", else
+/// fashion-mnist).
+[[nodiscard]] std::string resolve_dataset(const model_options& o);
+
+/// Loads what `need` asks for. Fashion-MNIST comes from --data-dir or Debian's location; the keyword
+/// set from --data-dir or data/kws (ops/make-kws-data), with a feature cache `features.cache` beside
+/// the clips. Errors name the file or directory and say how to get the data.
+[[nodiscard]] expected<job_data> load_job_data(const model_options& o, data_need need);
+
+/// Holds the job's length as the averager plans it.
+struct job_length {
+  /// Local steps per worker that make one pass over the training set: ceil(train / (N · batch)).
+  std::uint64_t steps_per_epoch = 0;
+  /// I (the mean I_i for per-worker intervals; 1 in minibatch mode; the paper's I for --interval-policy paper).
+  std::uint64_t interval = 1;
+  /// ceil(steps_per_epoch / I).
+  std::uint64_t rounds_per_epoch = 0;
+  /// --rounds, or epochs · rounds_per_epoch.
+  std::uint64_t rounds = 0;
+  /// T: local steps per worker over the job (the paper's rules).
+  std::uint64_t total_steps = 0;
+};
+
+/// Plans the job: N = max(--min-workers, 1). Returns invalid_argument when it would have no rounds.
+[[nodiscard]] expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std::size_t train_size);
+
+}  // namespace prsgd::cli

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+// How a role picks its data set and how the averager plans the job's length.
+#include "prsgd/cli/job_data.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace prsgd::cli {
+namespace {
+
+TEST(ResolveDatasetTest, AutoPicksKeywordsForKwsModelsAndFashionMnistOtherwise) {
+  model_options o;
+  o.model = "kws-cnn";
+  EXPECT_EQ(resolve_dataset(o), "kws");
+  o.model = "fmnist-cnn";
+  EXPECT_EQ(resolve_dataset(o), "fashion-mnist");
+  o.model = "my-plugin-model";
+  EXPECT_EQ(resolve_dataset(o), "fashion-mnist");
+  o.dataset = "kws";
+  EXPECT_EQ(resolve_dataset(o), "kws") << "an explicit --dataset wins";
+}
+
+TEST(PlanJobTest, EpochIsOnePassOverTheTrainingSetAcrossAllWorkers) {
+  schedule_options s;
+  s.min_workers = 4;
+  s.interval = 8;
+  s.epochs = 3;
+  auto j = plan_job(s, 64, 60000);
+  ASSERT_TRUE(j) << j.error().message();
+  EXPECT_EQ(j->steps_per_epoch, 235U);  // ceil(60000 / 256)
+  EXPECT_EQ(j->interval, 8U);
+  EXPECT_EQ(j->rounds_per_epoch, 30U);  // ceil(235 / 8)
+  EXPECT_EQ(j->rounds, 90U);
+  EXPECT_EQ(j->total_steps, 705U);
+}
+
+TEST(PlanJobTest, ExplicitRoundsWinAndZeroMinWorkersMeansOne) {
+  schedule_options s;
+  s.min_workers = 0;
+  s.interval = 4;
+  s.epochs = 2;
+  s.rounds = 7;
+  auto j = plan_job(s, 10, 100);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->steps_per_epoch, 10U);
+  EXPECT_EQ(j->rounds, 7U);
+}
+
+TEST(PlanJobTest, MinibatchModeHasIntervalOne) {
+  schedule_options s;
+  s.mode = "minibatch";
+  s.min_workers = 2;
+  s.interval = 16;
+  s.epochs = 1;
+  auto j = plan_job(s, 50, 1000);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->interval, 1U);
+  EXPECT_EQ(j->rounds, 10U);
+}
+
+TEST(PlanJobTest, PerWorkerIntervalsUseTheirMeanAndPaperUsesTheRule) {
+  schedule_options s;
+  s.min_workers = 2;
+  s.epochs = 1;
+  s.interval_policy = "per-worker";
+  s.intervals = {4, 12};
+  auto j = plan_job(s, 10, 2000);  // 100 steps per epoch
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->interval, 8U);
+  EXPECT_EQ(j->rounds, 13U);  // ceil(100 / 8)
+  s.interval_policy = "paper";
+  s.epochs = 16;  // T = 1600 steps: I = ceil(1600^(1/4) / 2^(3/4)) = ceil(6.32 / 1.68) = 4
+  j = plan_job(s, 10, 2000);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->interval, 4U);
+  EXPECT_EQ(j->total_steps, 1600U);
+}
+
+TEST(PlanJobTest, AJobWithoutRoundsIsRefused) {
+  schedule_options s;
+  s.epochs = 0;
+  s.rounds = 0;
+  EXPECT_FALSE(plan_job(s, 64, 60000));
+}
+
+TEST(LoadJobDataTest, MissingDataDirectoryNamesItAndSaysHowToGetTheData) {
+  model_options o;
+  o.model = "kws-cnn";
+  o.data_dir = (std::filesystem::temp_directory_path() / "prsgd-no-such-kws-dir").string();
+  auto d = load_job_data(o, data_need::train);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().context.find("prsgd-no-such-kws-dir"), std::string::npos) << d.error().message();
+  EXPECT_NE(d.error().context.find("ops/make-kws-data"), std::string::npos) << d.error().message();
+  o.model = "fmnist-mlp";
+  d = load_job_data(o, data_need::train);
+  ASSERT_FALSE(d);
+  EXPECT_NE(d.error().context.find("dataset-fashion-mnist"), std::string::npos) << d.error().message();
+}
+
+}  // namespace
+}  // namespace prsgd::cli
