@@ -33,13 +33,18 @@ void averager_actor::on_start() {
   }
   core_.emplace(std::move(*core));
   if (!config_.metrics_jsonl.empty()) {
-    auto w = metrics_writer::open(config_.metrics_jsonl);
+    auto w = metrics_writer::open(config_.metrics_jsonl, core_->resumed_from().has_value());
     if (!w) {
       PRSGD_LOG(error, "averager") << "cannot open metrics file: " << w.error().message();
       quit(w.error());
       return;
     }
     writer_.emplace(std::move(*w));
+    if (core_->resumed_from()) {
+      if (auto ok = writer_->write_resumed(*core_->resumed_from(), core_->incarnation()); !ok) {
+        PRSGD_LOG(error, "averager") << "metrics write failed: " << ok.error().message();
+      }
+    }
   }
   if (core_->resumed_from()) {
     PRSGD_LOG(info, "averager") << "incarnation " << core_->incarnation() << " resumed from checkpoint at round "
@@ -116,6 +121,11 @@ void averager_actor::suspend() {
   }
   PRSGD_LOG(info, "averager") << "checkpointed round " << core_->round()
                               << "; exiting without stopping the workers (a restarted averager resumes)";
+  // Every closed round gets its line now; an evaluation still running is not waited for (test_acc null).
+  for (auto& l : lines_) {
+    l.awaiting_eval = false;
+  }
+  flush_lines();
   done_ = true;
   if (timer_) {
     cancel_timer(*timer_);

@@ -114,8 +114,8 @@ std::string to_json_line(const round_metrics& m) {
 
 void metrics_writer::file_closer::operator()(std::FILE* f) const noexcept { std::fclose(f); }
 
-expected<metrics_writer> metrics_writer::open(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
+expected<metrics_writer> metrics_writer::open(const std::string& path, bool append) {
+  std::FILE* f = std::fopen(path.c_str(), append ? "a" : "w");
   if (f == nullptr) {
     return fail(errc::io_error, "cannot open metrics file " + path + ": " + std::strerror(errno));
   }
@@ -134,6 +134,15 @@ expected<void> metrics_writer::put_line(const std::string& line) {
 }
 
 expected<void> metrics_writer::write(const round_metrics& m) { return put_line(to_json_line(m)); }
+
+expected<void> metrics_writer::write_resumed(round_t round, std::uint64_t incarnation) {
+  std::string out = "{";
+  key(out, "event"); out += json_quote("resumed");
+  key(out, "round"); put_number(out, round);
+  key(out, "incarnation"); put_number(out, incarnation);
+  out += '}';
+  return put_line(out);
+}
 
 expected<void> metrics_writer::write_done(std::optional<double> final_test_acc, round_t rounds, double wall_s) {
   std::string out = "{";

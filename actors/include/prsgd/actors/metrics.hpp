@@ -73,8 +73,9 @@ struct round_metrics {
 /// Not thread-safe; owned by one actor. Flushes after every line so a crash loses at most one line.
 class metrics_writer {
  public:
-  /// Opens (truncates) `path` for writing. Returns io_error when it cannot be opened.
-  [[nodiscard]] static expected<metrics_writer> open(const std::string& path);
+  /// Opens `path` for writing: truncates it, or appends to it when `append` (a resumed averager keeps
+  /// the lines of its earlier incarnations). Returns io_error when it cannot be opened.
+  [[nodiscard]] static expected<metrics_writer> open(const std::string& path, bool append = false);
 
   metrics_writer(metrics_writer&&) noexcept = default;
   metrics_writer& operator=(metrics_writer&&) noexcept = default;
@@ -82,6 +83,9 @@ class metrics_writer {
 
   /// Writes one round's line. Returns io_error on a failed write.
   [[nodiscard]] expected<void> write(const round_metrics& m);
+  /// Writes {"event":"resumed","round":r,"incarnation":i}: a new averager incarnation resumed round r
+  /// from a checkpoint, so round lines >= r written before this one are superseded by the ones after it.
+  [[nodiscard]] expected<void> write_resumed(round_t round, std::uint64_t incarnation);
   /// Writes the final line {"event":"done","test_acc":...,"rounds":...,"wall_s":...}.
   [[nodiscard]] expected<void> write_done(std::optional<double> final_test_acc, round_t rounds, double wall_s);
 

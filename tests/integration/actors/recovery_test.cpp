@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: Apache-2.0
+// Failures of real `prsgd averager` / `prsgd worker` processes talking ZeroMQ on 127.0.0.1, training
+// Fashion-MNIST: a worker killed with SIGKILL is dropped after the heartbeat timeout and a restarted one
+// rejoins; a worker given SIGTERM leaves at once; an averager killed with SIGKILL, or stopped with
+// SIGTERM, resumes from its checkpoint and no round is applied twice or lost.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "prsgd/cli/launcher.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+/// One parsed metrics line: flat numeric fields plus the event name ("" for a round line).
+struct line {
+  std::string event;
+  std::map<std::string, double> num;
+
+  [[nodiscard]] double get(const std::string& k) const {
+    auto it = num.find(k);
+    return it == num.end() ? -1 : it->second;
+  }
+  [[nodiscard]] bool has(const std::string& k) const { return num.contains(k); }
+};
+
+// Parses the top-level "key":number and "event":"x" pairs of a metrics line (nested objects skipped).
+line parse(const std::string& text) {
+  line out;
+  int depth = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '{') {
+      ++depth;
+    } else if (c == '}') {
+      --depth;
+    } else if (c == '"' && depth == 1) {
+      const auto end = text.find('"', i + 1);
+      if (end == std::string::npos || end + 1 >= text.size() || text[end + 1] != ':') {
+        i = end == std::string::npos ? text.size() : end;
+        continue;
+      }
+      const std::string key = text.substr(i + 1, end - i - 1);
+      std::size_t v = end + 2;
+      if (v < text.size() && text[v] == '"') {
+        const auto vend = text.find('"', v + 1);
+        if (key == "event") {
+          out.event = text.substr(v + 1, vend - v - 1);
+        }
+        i = vend;
+      } else if (v < text.size() && (text[v] == '-' || (text[v] >= '0' && text[v] <= '9'))) {
+        char* stop = nullptr;
+        out.num[key] = std::strtod(text.c_str() + v, &stop);
+        i = static_cast<std::size_t>(stop - text.c_str()) - 1;
+      } else {
+        i = end + 1;
+      }
+    }
+  }
+  return out;
+}
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("prsgd-recovery-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto port = prsgd::cli::pick_free_tcp_port();
+    ASSERT_TRUE(port) << port.error().message();
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(*port);
+    metrics_ = (dir_ / "metrics.jsonl").string();
+  }
+
+  void TearDown() override {
+    for (pid_t pid : children_) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (!HasFailure()) {
+      fs::remove_all(dir_);
+    } else {
+      std::fprintf(stderr, "logs kept in %s\n", dir_.c_str());
+    }
+  }
+
+  pid_t start(const std::string& log_name, std::vector<std::string> args) {
+    const auto log = (dir_ / (log_name + ".log")).string();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(PRSGD_BINARY));  // NOLINT
+      for (auto& a : args) {
+        argv.push_back(a.data());
+      }
+      argv.push_back(nullptr);
+      ::execv(PRSGD_BINARY, argv.data());
+      ::_exit(127);
+    }
+    children_.push_back(pid);
+    return pid;
+  }
+
+  std::vector<std::string> averager_args(int rounds, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> a{"averager", "--listen", endpoint_, "--model", "fmnist-mlp", "--rounds",
+                               std::to_string(rounds), "--interval", "4", "--batch", "32", "--lr", "0.05",
+                               "--heartbeat-ms", "100", "--heartbeat-timeout-ms", std::to_string(timeout_ms_),
+                               "--metrics-jsonl", metrics_, "--progress", "off", "--eval-every", "0"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+
+  pid_t start_worker(int id, int shards) {
+    return start("worker-" + std::to_string(id),
+                 {"worker", "--averager", endpoint_, "--worker-id", std::to_string(id), "--num-workers",
+                  std::to_string(shards), "--model", "fmnist-mlp", "--batch", "32", "--lr", "0.05", "--heartbeat-ms",
+                  "100", "--heartbeat-timeout-ms", std::to_string(timeout_ms_), "--slowdown-ms", "15",
+                  "--progress", "off"});
+  }
+
+  /// Waits for `pid` to exit within `timeout`; returns its status (128+signal), or nullopt.
+  std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid, &status, WNOHANG);
+      if (r == pid) {
+        std::erase(children_, pid);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return std::nullopt;
+  }
+
+  std::vector<line> lines() const {
+    std::vector<line> out;
+    std::ifstream in{metrics_};
+    std::string text;
+    while (std::getline(in, text)) {
+      if (!text.empty() && text.back() == '}') {
+        out.push_back(parse(text));
+      }
+    }
+    return out;
+  }
+
+  /// Waits until a metrics line satisfies `pred`; returns it.
+  std::optional<line> wait_line(const std::function<bool(const line&)>& pred, std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      for (const auto& l : lines()) {
+        if (pred(l)) {
+          return l;
+        }
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return std::nullopt;
+  }
+
+  std::string log(const std::string& name) const {
+    std::ifstream in{dir_ / (name + ".log")};
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  static bool round_line(const line& l) { return l.event.empty() && l.has("round"); }
+
+  fs::path dir_;
+  std::string endpoint_;
+  std::string metrics_;
+  int timeout_ms_ = 1000;
+  std::vector<pid_t> children_;
+};
+
+TEST_F(RecoveryTest, KilledWorkerIsDroppedAfterTheTimeoutAndARestartedOneRejoins) {
+  const pid_t avg = start("averager", averager_args(70, {"--min-workers", "3"}));
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(start_worker(i, 3));
+  }
+  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 5; }, 60s))
+      << log("averager");
+  const auto killed_at = std::chrono::steady_clock::now();
+  ::kill(workers[2], SIGKILL);
+  ASSERT_TRUE(wait_exit(workers[2], 5s));
+  auto removed = wait_line([](const line& l) { return round_line(l) && l.get("removed") >= 1; }, 20s);
+  ASSERT_TRUE(removed) << "the killed worker was never removed\n" << log("averager");
+  const auto removal_latency = std::chrono::steady_clock::now() - killed_at;
+  EXPECT_LT(removal_latency, 10s) << "removal must follow the heartbeat timeout (1 s), not hang the barrier";
+  ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") &&
+                                                      l.get("members") == 2; }, 20s))
+      << "the barrier must go on with the two survivors\n" << log("averager");
+
+  start_worker(2, 3);  // a new incarnation of the same worker id
+  ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") &&
+                                                      l.get("members") == 3; }, 30s))
+      << "the restarted worker never rejoined\n" << log("averager") << log("worker-2");
+  auto status = wait_exit(avg, 120s);
+  ASSERT_TRUE(status) << log("averager");
+  EXPECT_EQ(*status, 0) << log("averager");
+
+  const auto all = lines();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().event, "done");
+  EXPECT_EQ(all.back().get("rounds"), 70);
+  EXPECT_GT(all.back().get("test_acc"), 0.6);
+  double expected_round = 0;
+  for (const auto& l : all) {
+    if (!round_line(l)) {
+      continue;
+    }
+    EXPECT_EQ(l.get("round"), expected_round++) << "rounds are consecutive and each is written once";
+    EXPECT_LE(l.get("submissions"), l.get("members"));
+    EXPECT_EQ(l.get("duplicate"), 0);
+  }
+  for (pid_t w : workers) {
+    if (w != workers[2]) {
+      EXPECT_EQ(wait_exit(w, 15s), 0) << "a worker exits 0 after STOP";
+    }
+  }
+}
+
+TEST_F(RecoveryTest, WorkerGivenSigtermLeavesAtOnceInsteadOfTimingOut) {
+  timeout_ms_ = 60'000;  // only LEAVE can explain a fast removal
+  const pid_t avg = start("averager", averager_args(1000, {"--min-workers", "2"}));
+  const pid_t w0 = start_worker(0, 2);
+  const pid_t w1 = start_worker(1, 2);
+  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 3; }, 60s)) << log("averager");
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(w1, SIGTERM);
+  auto status = wait_exit(w1, 10s);
+  ASSERT_TRUE(status) << log("worker-1");
+  EXPECT_EQ(*status, 0) << log("worker-1");
+  EXPECT_NE(log("worker-1").find("left the job"), std::string::npos) << log("worker-1");
+  auto removed = wait_line([](const line& l) { return round_line(l) && l.get("removed") >= 1; }, 10s);
+  ASSERT_TRUE(removed) << log("averager");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") &&
+                                                      l.get("members") == 1; }, 10s))
+      << log("averager");
+  // Without a checkpoint directory, SIGTERM on the averager ends the job: STOP, final evaluation, done line.
+  ::kill(avg, SIGTERM);
+  status = wait_exit(avg, 30s);
+  ASSERT_TRUE(status) << log("averager");
+  EXPECT_EQ(*status, 0) << log("averager");
+  EXPECT_EQ(lines().back().event, "done");
+  EXPECT_EQ(wait_exit(w0, 15s), 0) << "the remaining worker gets STOP and exits 0\n" << log("worker-0");
+}
+
+TEST_F(RecoveryTest, KilledAveragerResumesFromItsCheckpointAndNoRoundCountsTwice) {
+  const auto ckpt = (dir_ / "ckpt").string();
+  const std::vector<std::string> extra{"--min-workers", "2", "--checkpoint-dir", ckpt, "--checkpoint-every", "5"};
+  const pid_t avg = start("averager", averager_args(40, extra));
+  const pid_t w0 = start_worker(0, 2);
+  const pid_t w1 = start_worker(1, 2);
+  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 12; }, 60s)) << log("averager");
+  ::kill(avg, SIGKILL);
+  ASSERT_TRUE(wait_exit(avg, 5s));
+  double last_before = -1;
+  for (const auto& l : lines()) {
+    if (round_line(l)) {
+      last_before = l.get("round");
+    }
+  }
+  const pid_t avg2 = start("averager-2", averager_args(40, extra));
+  auto status = wait_exit(avg2, 120s);
+  ASSERT_TRUE(status) << log("averager-2");
+  EXPECT_EQ(*status, 0) << log("averager-2");
+
+  const auto all = lines();
+  std::size_t resumed_at = all.size();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (all[i].event == "resumed") {
+      resumed_at = i;
+    }
+  }
+  ASSERT_LT(resumed_at, all.size()) << "no resumed line";
+  const double resumed_round = all[resumed_at].get("round");
+  EXPECT_EQ(static_cast<long>(resumed_round) % 5, 0) << "it resumes a checkpointed round";
+  EXPECT_GE(resumed_round, 10);
+  // The checkpoint of round r is written as round r-1 closes, just before r-1's line: a kill in between
+  // loses that line, so the resumed round is at most two past the last line seen.
+  EXPECT_LE(resumed_round, last_before + 2) << "it cannot resume a round it never reached";
+  double expected_round = resumed_round;
+  for (std::size_t i = resumed_at + 1; i < all.size(); ++i) {
+    if (round_line(all[i])) {
+      EXPECT_EQ(all[i].get("round"), expected_round++) << "after resuming, each round is closed exactly once";
+      EXPECT_EQ(all[i].get("duplicate"), 0);
+    }
+  }
+  EXPECT_EQ(expected_round, 40);
+  EXPECT_EQ(all.back().event, "done");
+  EXPECT_EQ(all.back().get("rounds"), 40);
+  EXPECT_GT(all.back().get("test_acc"), 0.6);
+  EXPECT_EQ(wait_exit(w0, 15s), 0) << log("worker-0");
+  EXPECT_EQ(wait_exit(w1, 15s), 0) << log("worker-1");
+}
+
+TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothing) {
+  const auto ckpt = (dir_ / "ckpt").string();
+  const std::vector<std::string> extra{"--min-workers", "2", "--checkpoint-dir", ckpt, "--checkpoint-every", "1000"};
+  const pid_t avg = start("averager", averager_args(30, extra));
+  const pid_t w0 = start_worker(0, 2);
+  const pid_t w1 = start_worker(1, 2);
+  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 7; }, 60s)) << log("averager");
+  ::kill(avg, SIGTERM);
+  auto status = wait_exit(avg, 15s);
+  ASSERT_TRUE(status) << log("averager");
+  EXPECT_EQ(*status, 0) << log("averager");
+  double last_before = -1;
+  for (const auto& l : lines()) {
+    EXPECT_NE(l.event, "done") << "a suspended averager does not end the job";
+    if (round_line(l)) {
+      last_before = l.get("round");
+    }
+  }
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(::waitpid(w0, nullptr, WNOHANG), 0) << "workers wait for the averager to come back";
+  EXPECT_EQ(::waitpid(w1, nullptr, WNOHANG), 0);
+
+  const pid_t avg2 = start("averager-2", averager_args(30, extra));
+  status = wait_exit(avg2, 120s);
+  ASSERT_TRUE(status) << log("averager-2");
+  EXPECT_EQ(*status, 0) << log("averager-2");
+  const auto all = lines();
+  const line* resumed = nullptr;
+  for (const auto& l : all) {
+    if (l.event == "resumed") {
+      resumed = &l;
+    }
+  }
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_EQ(resumed->get("round"), last_before + 1) << "the checkpoint holds the open round: no closed round is lost";
+  EXPECT_EQ(all.back().event, "done");
+  EXPECT_EQ(all.back().get("rounds"), 30);
+  EXPECT_EQ(wait_exit(w0, 15s), 0) << log("worker-0");
+  EXPECT_EQ(wait_exit(w1, 15s), 0) << log("worker-1");
+}
+
+}  // namespace
