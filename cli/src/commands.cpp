@@ -95,6 +95,9 @@ int run_local(const local_options& o) {
   metrics_follower follower{metrics};
   progress_snapshot snapshot;
   snapshot.total_rounds = o.schedule.rounds;
+  double bytes_in = 0;
+  double bytes_out = 0;
+  std::optional<metrics_line> done_line;
   launch_options lo;
   lo.log_dir = o.log_dir;
   lo.grace = std::chrono::seconds{o.grace_s};
@@ -107,6 +110,11 @@ int run_local(const local_options& o) {
     for (const auto& line : follower.poll()) {
       if (auto m = parse_metrics_line(line)) {
         apply_metrics_line(snapshot, *m);
+        bytes_in += m->bytes_in.value_or(0);
+        bytes_out += m->bytes_out.value_or(0);
+        if (m->done) {
+          done_line = *m;
+        }
         changed = true;
       }
     }
@@ -129,6 +137,16 @@ int run_local(const local_options& o) {
   }
   if (report->exit_code != 0) {
     std::fprintf(stderr, "prsgd local: failed (status %d)\n", report->exit_code);
+  } else if (done_line) {
+    char acc[32] = "not evaluated";
+    if (done_line->test_acc) {
+      std::snprintf(acc, sizeof acc, "%.2f%%", 100.0 * *done_line->test_acc);
+    }
+    std::fprintf(stderr,
+                 "prsgd local: done: test accuracy %s after %ld rounds (%.2f epochs), %.1f MB to the averager, "
+                 "%.1f MB from it, %.1f s (metrics: %s)\n",
+                 acc, done_line->rounds.value_or(snapshot.round), snapshot.epoch, bytes_in / 1e6, bytes_out / 1e6,
+                 done_line->wall_s.value_or(snapshot.elapsed_s), metrics.c_str());
   }
   return report->exit_code;
 }

@@ -153,6 +153,10 @@ std::optional<metrics_line> parse_metrics_line(std::string_view line) {
         out.epoch = *num;
       } else if (*key == "samples") {
         out.samples = *num;
+      } else if (*key == "bytes_in") {
+        out.bytes_in = *num;
+      } else if (*key == "bytes_out") {
+        out.bytes_out = *num;
       }
     }
     if (s.eat(',')) {

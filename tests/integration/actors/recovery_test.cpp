@@ -32,6 +32,8 @@ namespace fs = std::filesystem;
 struct line {
   std::string event;
   std::map<std::string, double> num;
+  /// arrival_s: worker id -> seconds from the round's start to its counted submission.
+  std::map<int, double> arrival;
 
   [[nodiscard]] double get(const std::string& k) const {
     auto it = num.find(k);
@@ -64,6 +66,21 @@ line parse(const std::string& text) {
           out.event = text.substr(v + 1, vend - v - 1);
         }
         i = vend;
+      } else if (key == "arrival_s" && v < text.size() && text[v] == '{') {
+        const auto close = text.find('}', v);
+        std::size_t k = v + 1;
+        while (k < close) {
+          const auto q1 = text.find('"', k);
+          if (q1 == std::string::npos || q1 >= close) {
+            break;
+          }
+          const auto q2 = text.find('"', q1 + 1);
+          const int id = std::atoi(text.c_str() + q1 + 1);
+          char* stop = nullptr;
+          out.arrival[id] = std::strtod(text.c_str() + q2 + 2, &stop);
+          k = static_cast<std::size_t>(stop - text.c_str());
+        }
+        i = close;
       } else if (v < text.size() && (text[v] == '-' || (text[v] >= '0' && text[v] <= '9'))) {
         char* stop = nullptr;
         out.num[key] = std::strtod(text.c_str() + v, &stop);
@@ -130,11 +147,11 @@ class RecoveryTest : public ::testing::Test {
     return a;
   }
 
-  pid_t start_worker(int id, int shards) {
+  pid_t start_worker(int id, int shards, const std::string& batch = "32", const std::string& slowdown_ms = "15") {
     return start("worker-" + std::to_string(id),
                  {"worker", "--averager", endpoint_, "--worker-id", std::to_string(id), "--num-workers",
-                  std::to_string(shards), "--model", "fmnist-mlp", "--batch", "32", "--lr", "0.05", "--heartbeat-ms",
-                  "100", "--heartbeat-timeout-ms", std::to_string(timeout_ms_), "--slowdown-ms", "15",
+                  std::to_string(shards), "--model", "fmnist-mlp", "--batch", batch, "--lr", "0.05", "--heartbeat-ms",
+                  "100", "--heartbeat-timeout-ms", std::to_string(timeout_ms_), "--slowdown-ms", slowdown_ms,
                   "--progress", "off"});
   }
 
@@ -358,6 +375,117 @@ TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothi
   EXPECT_EQ(all.back().get("rounds"), 30);
   EXPECT_EQ(wait_exit(w0, 15s), 0) << log("worker-0");
   EXPECT_EQ(wait_exit(w1, 15s), 0) << log("worker-1");
+}
+
+// The scenario of the PR-SGD issue: 1 averager + 3 workers train fmnist-mlp with I = 8; one worker is
+// killed with SIGKILL, a fourth joins, the averager is killed with SIGKILL and restarted from its
+// checkpoint. The run completes above 85% and the metrics show every membership change and every
+// round's counted models exactly once.
+TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent) {
+  const auto ckpt = (dir_ / "ckpt").string();
+  auto args = [&] {
+    auto a = averager_args(120, {"--min-workers", "3", "--checkpoint-dir", ckpt, "--checkpoint-every", "10"});
+    for (std::size_t i = 0; i + 1 < a.size(); ++i) {
+      if (a[i] == "--interval") {
+        a[i + 1] = "8";
+      } else if (a[i] == "--batch") {
+        a[i + 1] = "64";
+      }
+    }
+    return a;
+  };
+  const pid_t avg = start("averager", args());
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 3; ++i) {
+    workers.push_back(start_worker(i, 4, "64", "4"));
+  }
+  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 15; }, 90s)) << log("averager");
+  ::kill(workers[2], SIGKILL);
+  ASSERT_TRUE(wait_exit(workers[2], 5s));
+  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("removed") >= 1; }, 20s)) << log("averager");
+  workers[2] = start_worker(3, 4, "64", "4");  // the fourth worker joins
+  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.arrival.contains(3); }, 30s))
+      << "the fourth worker never entered an average\n" << log("averager") << log("worker-3");
+  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 50; }, 90s)) << log("averager");
+  ::kill(avg, SIGKILL);
+  ASSERT_TRUE(wait_exit(avg, 5s));
+  const pid_t avg2 = start("averager-2", args());
+  auto status = wait_exit(avg2, 180s);
+  ASSERT_TRUE(status) << log("averager-2");
+  EXPECT_EQ(*status, 0) << log("averager-2");
+
+  // The effective history: a resumed line supersedes the lines of the rounds it resumes.
+  std::map<long, line> history;
+  bool resumed = false;
+  bool removal = false;
+  bool admission = false;
+  const auto all = lines();
+  for (const auto& l : all) {
+    if (l.event == "resumed") {
+      resumed = true;
+      std::erase_if(history, [&](const auto& kv) { return kv.first >= static_cast<long>(l.get("round")); });
+    } else if (round_line(l)) {
+      const auto r = static_cast<long>(l.get("round"));
+      EXPECT_FALSE(history.contains(r)) << "round " << r << " closed twice in one incarnation";
+      history[r] = l;
+      removal = removal || l.get("removed") >= 1;
+      admission = admission || l.get("admitted") >= 1;
+    }
+  }
+  EXPECT_TRUE(resumed);
+  EXPECT_TRUE(removal) << "the crash of worker 2 shows as a removal";
+  EXPECT_TRUE(admission) << "worker 3's join shows as an admission";
+  ASSERT_EQ(history.size(), 120U);
+  long r = 0;
+  for (const auto& [round, l] : history) {
+    EXPECT_EQ(round, r++);
+    EXPECT_EQ(l.arrival.size(), static_cast<std::size_t>(l.get("submissions")))
+        << "round " << round << ": every counted model is listed once";
+    EXPECT_LE(l.get("submissions"), l.get("members"));
+    EXPECT_EQ(l.get("duplicate"), 0);
+  }
+  EXPECT_TRUE(history.rbegin()->second.arrival.contains(3));
+  EXPECT_FALSE(history.rbegin()->second.arrival.contains(2));
+  ASSERT_EQ(all.back().event, "done");
+  EXPECT_EQ(all.back().get("rounds"), 120);
+  EXPECT_GE(all.back().get("test_acc"), 0.85);
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    EXPECT_EQ(wait_exit(workers[i], 15s), 0) << "worker slot " << i;
+  }
+}
+
+// Heterogeneous workers: one is slowed by 8 ms per step. With fixed equal intervals the fast workers idle
+// at the barrier for most of every round; time-balanced intervals (from measured speeds) must cut that
+// idle time at least in half.
+TEST_F(RecoveryTest, TimeBalancedIntervalsCutTheFastWorkersIdleTimeAtTheBarrierByHalf) {
+  auto idle_of_fast_workers = [&](const std::string& policy) -> double {
+    const auto m = (dir_ / ("metrics-" + policy + ".jsonl")).string();
+    start("local-" + policy,
+          {"local", "--workers", "3", "--slowdown-ms", "0,0,8", "--model", "fmnist-mlp", "--interval", "8",
+           "--batch", "32", "--rounds", "40", "--interval-policy", policy, "--averaging", "step-normalised",
+           "--metrics-jsonl", m, "--log-dir", (dir_ / ("logs-" + policy)).string(), "--progress", "off"});
+    const auto status = wait_exit(children_.back(), 180s);
+    EXPECT_EQ(status, 0) << log("local-" + policy);
+    metrics_ = m;
+    double idle = 0;
+    for (const auto& l : lines()) {
+      if (!round_line(l) || l.get("round") < 5) {
+        continue;  // the first rounds measure the speeds
+      }
+      for (int w : {0, 1}) {
+        if (l.arrival.contains(w)) {
+          idle += l.get("round_s") - l.arrival.at(w);
+        }
+      }
+    }
+    return idle;
+  };
+  const double fixed = idle_of_fast_workers("fixed");
+  const double balanced = idle_of_fast_workers("time-balanced");
+  std::printf("fast workers' idle time at the barrier, rounds 5-39: fixed %.3f s, time-balanced %.3f s (%.1fx)\n",
+              fixed, balanced, balanced > 0 ? fixed / balanced : 0.0);
+  EXPECT_GT(fixed, 0.5) << "the slowed worker must make the fast ones wait with fixed intervals";
+  EXPECT_LE(balanced * 2, fixed);
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ struct metrics_line {
   std::optional<double> epoch;
   /// Training samples consumed in the round (for samples/s).
   std::optional<double> samples;
+  /// Payload bytes the averager received and sent in the round.
+  std::optional<double> bytes_in;
+  std::optional<double> bytes_out;
 };
 
 /// Parses one line holding a flat JSON object; nested arrays/objects are skipped. Returns nothing for a line that
