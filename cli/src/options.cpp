@@ -208,6 +208,10 @@ struct parser {
     worker_cmd->add_option("--averager", worker.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
         ->group("Network");
     worker_cmd->add_option("--head", worker.head, "Head endpoint to find the averager through")->group("Network");
+    worker_cmd->add_option("--head-timeout-ms", worker.head_timeout_ms,
+                           "With --head: give up when no averager is registered within this many ms")
+        ->capture_default_str()
+        ->group("Network");
     worker_cmd->add_option("--worker-id", worker.worker_id, "Worker id and shard index (-1 = assigned)")
         ->capture_default_str()
         ->group("Network");
@@ -490,7 +494,12 @@ expected<void> validate(const schedule_options& o) {
 expected<void> validate(const head_options& o) {
   PRSGD_TRY(validate(o.output));
   PRSGD_TRY(validate(o.liveness));
-  PRSGD_TRY(validate(o.security));
+  const security_options& s = o.security;
+  if (!s.curve_public_key.empty() || !s.curve_secret_key.empty() || !s.curve_server_key.empty() ||
+      !s.curve_allow.empty()) {
+    return bad("--curve-* options are not supported by the head yet (its node layer cannot authenticate "
+               "clients); run it on a trusted network without them");
+  }
   if (o.listen.empty()) {
     return bad("needs --listen ENDPOINT, e.g. --listen tcp://0.0.0.0:7400");
   }
@@ -527,6 +536,7 @@ expected<void> validate(const worker_options& o) {
   if (!o.head.empty()) {
     PRSGD_TRY(validate_endpoint(o.head, "--head"));
   }
+  PRSGD_TRY(at_least(o.head_timeout_ms, 1, "--head-timeout-ms"));
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
     return bad("a worker with CURVE keys needs --curve-server-key (the averager's public key file)");
   }

@@ -313,7 +313,7 @@ int run_worker(const worker_options& o) {
   }
   std::string averager = o.averager;
   if (averager.empty()) {
-    auto found = lookup_averager(o.head, o.liveness);
+    auto found = lookup_averager(o.head, o.liveness, std::chrono::milliseconds{o.head_timeout_ms});
     if (!found) {
       std::fprintf(stderr, "prsgd worker: %s\n", found.error().message().c_str());
       return exit_failure;

@@ -110,6 +110,7 @@ struct schedule_options {
 struct head_options {
   output_options output;
   liveness_options liveness;
+  /// Refused when set: the node layer the head runs on cannot authenticate its clients yet.
   security_options security;
   /// Endpoint to bind, e.g. tcp://0.0.0.0:7400.
   std::string listen;
@@ -138,6 +139,8 @@ struct worker_options {
   std::string averager;
   /// Head endpoint to find the averager through ("" = use `averager`).
   std::string head;
+  /// With `head`: how long to keep looking the averager up before giving up, in milliseconds. @pre >= 1
+  int head_timeout_ms = 60000;
   /// This worker's id; also its shard index. -1 = assigned by the averager.
   int worker_id = -1;
   /// Number of data shards (the intended number of workers).

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// `prsgd head --listen ENDPOINT`: serves the head node (head_role.cpp) until SIGINT or SIGTERM, then exits 0.
+// Both signals are blocked before any thread starts and taken with sigtimedwait() by the main thread, as the
+// other roles do (roles.cpp), so no handler runs in async-signal context.
+#include <signal.h>
+
+#include <cstdio>
+#include <ctime>
+
+#include "commands.hpp"
+#include "head_role.hpp"
+#include "prsgd/common/log.hpp"
+
+namespace prsgd::cli {
+
+int run_head(const head_options& o) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (auto p = prepare_process(o.output); !p) {
+    std::fprintf(stderr, "prsgd head: %s\n", p.error().message().c_str());
+    return exit_usage;
+  }
+  auto server = head_server::start(o.listen, o.liveness);
+  if (!server) {
+    std::fprintf(stderr, "prsgd head: cannot serve on %s: %s\n", o.listen.c_str(), server.error().message().c_str());
+    return exit_failure;
+  }
+  PRSGD_LOG(info, "head") << "serving at " << server->endpoint();
+  int sig = 0;
+  while (sig <= 0) {
+    timespec wait{};
+    wait.tv_sec = 1;
+    sig = sigtimedwait(&signals, nullptr, &wait);
+  }
+  PRSGD_LOG(info, "head") << "signal " << sig << ": stopping";
+  server->stop();
+  return 0;
+}
+
+}  // namespace prsgd::cli
