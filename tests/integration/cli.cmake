@@ -16,3 +16,17 @@ if(TARGET prsgd)
     target_compile_definitions(cli_command_test PRIVATE PRSGD_TEST_HAVE_KEYGEN=1)
   endif()
 endif()
+
+# The head service: `prsgd head`, `--head` on the averager and workers (binary level), and its pieces in one
+# process (head_role.cpp compiled in, real ZeroMQ on 127.0.0.1).
+if(TARGET prsgd AND TARGET prsgd::transport_zmq AND TARGET prsgd::wire)
+  prsgd_add_test(cli_head_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/head_test.cpp
+                 LABELS integration TIMEOUT 120)
+  target_compile_definitions(cli_head_test PRIVATE PRSGD_BINARY="$<TARGET_FILE:prsgd>")
+  add_dependencies(cli_head_test prsgd)
+
+  prsgd_add_test(cli_head_role_test
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/head_role_test.cpp ${PROJECT_SOURCE_DIR}/cli/src/head_role.cpp
+                 DEPS prsgd::cli_support prsgd::wire prsgd::transport_zmq LABELS integration TIMEOUT 60)
+  target_include_directories(cli_head_role_test PRIVATE ${PROJECT_SOURCE_DIR}/cli/src)
+endif()

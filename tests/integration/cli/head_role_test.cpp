@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+// The head role's pieces in one process over real ZeroMQ on 127.0.0.1: a head_server, the averager's
+// registration and the workers' lookup (cli/src/head_role.cpp), plus the endpoint helpers.
+#include "head_role.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace prsgd::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+liveness_options fast() {
+  liveness_options l;
+  l.heartbeat_ms = 100;
+  l.heartbeat_timeout_ms = 1000;
+  return l;
+}
+
+TEST(HeadRoleTest, AdvertisedEndpointReplacesOnlyWildcardHosts) {
+  EXPECT_EQ(advertised_endpoint("tcp://0.0.0.0:7500", "10.77.0.1"), "tcp://10.77.0.1:7500");
+  EXPECT_EQ(advertised_endpoint("tcp://*:7500", "10.77.0.1"), "tcp://10.77.0.1:7500");
+  EXPECT_EQ(advertised_endpoint("tcp://127.0.0.1:7500", "10.77.0.1"), "tcp://127.0.0.1:7500");
+  EXPECT_EQ(advertised_endpoint("tcp://10.0.0.5:7500", "10.77.0.1"), "tcp://10.0.0.5:7500");
+  EXPECT_EQ(advertised_endpoint("ipc:///tmp/prsgd.sock", "10.77.0.1"), "ipc:///tmp/prsgd.sock");
+}
+
+TEST(HeadRoleTest, LocalAddressTowardsLoopbackHeadIsLoopback) {
+  auto a = local_address_towards("tcp://127.0.0.1:7400");
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(*a, "127.0.0.1");
+  auto ipc = local_address_towards("ipc:///tmp/head.sock");
+  ASSERT_TRUE(ipc);
+  EXPECT_EQ(*ipc, "127.0.0.1");
+}
+
+TEST(HeadRoleTest, LocalAddressTowardsRefusesBadEndpointsAndUnknownHosts) {
+  auto bad = local_address_towards("http://x");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, errc::invalid_argument);
+  auto unknown = local_address_towards("tcp://no-such-host.invalid:7400");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, errc::not_found);
+}
+
+TEST(HeadRoleTest, WorkerFindsTheRegisteredAveragerAndWildcardHostIsAdvertised) {
+  auto head = head_server::start("tcp://127.0.0.1:*", fast());
+  ASSERT_TRUE(head) << head.error().message();
+  auto reg = register_averager(head->endpoint(), "tcp://0.0.0.0:7517", fast());
+  ASSERT_TRUE(reg) << reg.error().message();
+  auto found = lookup_averager(head->endpoint(), fast(), 5s);
+  ASSERT_TRUE(found) << found.error().message();
+  EXPECT_EQ(*found, "tcp://127.0.0.1:7517");
+}
+
+TEST(HeadRoleTest, LookupWaitsForAnAveragerThatRegistersLater) {
+  auto head = head_server::start("tcp://127.0.0.1:*", fast());
+  ASSERT_TRUE(head) << head.error().message();
+  std::optional<head_registration> reg;
+  std::thread late([&] {
+    std::this_thread::sleep_for(700ms);
+    auto r = register_averager(head->endpoint(), "tcp://127.0.0.1:7518", fast());
+    ASSERT_TRUE(r) << r.error().message();
+    reg.emplace(std::move(*r));
+  });
+  auto found = lookup_averager(head->endpoint(), fast(), 10s);
+  late.join();
+  ASSERT_TRUE(found) << found.error().message();
+  EXPECT_EQ(*found, "tcp://127.0.0.1:7518");
+}
+
+TEST(HeadRoleTest, LookupTimesOutWithoutAnAverager) {
+  auto head = head_server::start("tcp://127.0.0.1:*", fast());
+  ASSERT_TRUE(head) << head.error().message();
+  const auto start = std::chrono::steady_clock::now();
+  auto found = lookup_averager(head->endpoint(), fast(), 800ms);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(found);
+  EXPECT_EQ(found.error().code, errc::timeout);
+  EXPECT_NE(found.error().context.find("no averager is registered at the head"), std::string::npos)
+      << found.error().context;
+  EXPECT_GE(took, 750ms);
+  EXPECT_LT(took, 5s);
+}
+
+TEST(HeadRoleTest, LookupTimesOutWhenTheHeadIsNotThere) {
+  auto found = lookup_averager("tcp://127.0.0.1:1", fast(), 600ms);
+  ASSERT_FALSE(found);
+  EXPECT_EQ(found.error().code, errc::timeout);
+  EXPECT_NE(found.error().context.find("the head does not answer"), std::string::npos) << found.error().context;
+}
+
+TEST(HeadRoleTest, RegistrationFailsWhenTheHeadDoesNotAnswer) {
+  auto reg = register_averager("tcp://127.0.0.1:1", "tcp://127.0.0.1:7519", fast());
+  ASSERT_FALSE(reg);
+  EXPECT_EQ(reg.error().code, errc::timeout) << reg.error().message();
+}
+
+TEST(HeadRoleTest, SecondLiveAveragerIsRefused) {
+  auto head = head_server::start("tcp://127.0.0.1:*", fast());
+  ASSERT_TRUE(head) << head.error().message();
+  auto first = register_averager(head->endpoint(), "tcp://127.0.0.1:7520", fast());
+  ASSERT_TRUE(first) << first.error().message();
+  auto second = register_averager(head->endpoint(), "tcp://127.0.0.1:7521", fast());
+  ASSERT_FALSE(second);
+  EXPECT_EQ(second.error().code, errc::already_exists);
+  EXPECT_NE(second.error().context.find("tcp://127.0.0.1:7520"), std::string::npos) << second.error().context;
+}
+
+TEST(HeadRoleTest, DestroyedRegistrationIsDroppedAndAReplacementRegisters) {
+  auto head = head_server::start("tcp://127.0.0.1:*", fast());
+  ASSERT_TRUE(head) << head.error().message();
+  {
+    auto first = register_averager(head->endpoint(), "tcp://127.0.0.1:7522", fast());
+    ASSERT_TRUE(first) << first.error().message();
+  }
+  // The old averager's node said goodbye: no worker is sent to it any more.
+  auto none = lookup_averager(head->endpoint(), fast(), 600ms);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().context.find("no averager is registered"), std::string::npos) << none.error().context;
+  auto second = register_averager(head->endpoint(), "tcp://127.0.0.1:7523", fast());
+  ASSERT_TRUE(second) << second.error().message();
+  auto found = lookup_averager(head->endpoint(), fast(), 5s);
+  ASSERT_TRUE(found) << found.error().message();
+  EXPECT_EQ(*found, "tcp://127.0.0.1:7523");
+}
+
+}  // namespace
+}  // namespace prsgd::cli
