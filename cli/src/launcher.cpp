@@ -439,6 +439,15 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   }
   add(avg.argv, "--interval-policy", s.interval_policy);
   add(avg.argv, "--averaging", s.averaging);
+  add(avg.argv, "--deadline", s.deadline);
+  add(avg.argv, "--deadline-ms", text(s.deadline_ms));
+  add(avg.argv, "--deadline-mad-k", text(s.deadline_mad_k));
+  add(avg.argv, "--quorum", text(s.quorum));
+  add(avg.argv, "--step-size", s.step_size);
+  add(avg.argv, "--warmup-rounds", text(s.warmup_rounds));
+  add(avg.argv, "--outer", s.outer);
+  add(avg.argv, "--outer-lr", text(s.outer_lr));
+  add(avg.argv, "--outer-momentum", text(s.outer_momentum));
   add(avg.argv, "--eval-every", text(s.eval_every));
   add(avg.argv, "--checkpoint-every", text(s.checkpoint_every));
   if (!s.checkpoint_dir.empty()) {

@@ -128,6 +128,31 @@ void add_schedule(CLI::App& app, schedule_options& o) {
   app.add_option("--interval-policy", o.interval_policy, "fixed | per-worker | paper | time-balanced")
       ->capture_default_str()
       ->group("Rounds");
+  app.add_option("--deadline", o.deadline, "none | fixed | adaptive (median + k*MAD of past arrivals)")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--deadline-ms", o.deadline_ms, "Fixed deadline after a round starts, in ms (--deadline fixed)")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--deadline-mad-k", o.deadline_mad_k, "k in median + k*MAD (--deadline adaptive)")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--quorum", o.quorum, "Submissions a deadline needs before it may close the barrier")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--step-size", o.step_size, "constant (--lr) | paper (gamma = --lr * sqrt(N/T))")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--warmup-rounds", o.warmup_rounds, "Linear warm-up of the step size over R rounds")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--outer", o.outer, "Outer optimiser on the averaged delta: none | sgd | momentum | nesterov")
+      ->capture_default_str()
+      ->group("Rounds");
+  app.add_option("--outer-lr", o.outer_lr, "Outer learning rate (> 0)")->capture_default_str()->group("Rounds");
+  app.add_option("--outer-momentum", o.outer_momentum, "Outer momentum in [0, 1)")
+      ->capture_default_str()
+      ->group("Rounds");
   app.add_option("--averaging", o.averaging, "auto | uniform | samples | step-normalised")
       ->capture_default_str()
       ->group("Rounds");
@@ -481,6 +506,21 @@ expected<void> validate(const schedule_options& o) {
     return bad("--interval-policy per-worker needs --intervals, e.g. --intervals 4,8,16");
   }
   PRSGD_TRY(one_of(o.averaging, {"auto", "uniform", "samples", "step-normalised"}, "--averaging"));
+  PRSGD_TRY(one_of(o.deadline, {"none", "fixed", "adaptive"}, "--deadline"));
+  PRSGD_TRY(at_least(o.deadline_ms, 1, "--deadline-ms"));
+  if (!(o.deadline_mad_k > 0)) {
+    return bad("--deadline-mad-k must be > 0 (got " + str(o.deadline_mad_k) + ")");
+  }
+  PRSGD_TRY(at_least(o.quorum, 1, "--quorum"));
+  PRSGD_TRY(one_of(o.step_size, {"constant", "paper"}, "--step-size"));
+  PRSGD_TRY(at_least(o.warmup_rounds, 0, "--warmup-rounds"));
+  PRSGD_TRY(one_of(o.outer, {"none", "sgd", "momentum", "nesterov"}, "--outer"));
+  if (!(o.outer_lr > 0)) {
+    return bad("--outer-lr must be > 0 (got " + str(o.outer_lr) + ")");
+  }
+  if (!(o.outer_momentum >= 0 && o.outer_momentum < 1)) {
+    return bad("--outer-momentum must be in [0, 1) (got " + str(o.outer_momentum) + ")");
+  }
   PRSGD_TRY(at_least(o.eval_every, 0, "--eval-every"));
   PRSGD_TRY(at_least(o.checkpoint_every, 0, "--checkpoint-every"));
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) {

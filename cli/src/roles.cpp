@@ -179,6 +179,27 @@ int run_averager(const averager_options& o) {
   }
   core.total_steps = plan->total_steps;
   core.step_size = o.model.lr;
+  core.step_size_c = o.model.lr;
+  core.step_sizes = o.schedule.step_size == "paper" ? actors::step_size_policy::paper
+                                                    : actors::step_size_policy::constant;
+  core.warmup_rounds = static_cast<std::uint64_t>(o.schedule.warmup_rounds);
+  if (o.schedule.deadline == "fixed") {
+    core.deadline = actors::deadline_policy::fixed;
+  } else if (o.schedule.deadline == "adaptive") {
+    core.deadline = actors::deadline_policy::adaptive;
+  }
+  core.fixed_deadline = std::chrono::milliseconds{o.schedule.deadline_ms};
+  core.mad_k = o.schedule.deadline_mad_k;
+  core.quorum = static_cast<std::size_t>(o.schedule.quorum);
+  if (o.schedule.outer != "none") {
+    algorithms::outer_config outer;
+    outer.kind = o.schedule.outer == "sgd"        ? algorithms::outer_kind::sgd
+                 : o.schedule.outer == "momentum" ? algorithms::outer_kind::momentum
+                                                  : algorithms::outer_kind::nesterov;
+    outer.lr = static_cast<float>(o.schedule.outer_lr);
+    outer.momentum = static_cast<float>(o.schedule.outer_momentum);
+    core.outer = outer;
+  }
   core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
   core.heartbeat_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
   core.rejoin_grace = std::max<std::chrono::nanoseconds>(2s, 2 * core.heartbeat_timeout);

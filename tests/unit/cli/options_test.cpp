@@ -72,6 +72,31 @@ TEST_F(OptionsTest, LocalContractOptionsParse) {
   EXPECT_EQ(o.schedule.checkpoint_every, 5);
 }
 
+TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
+  auto a = get<averager_options>(parse({"averager", "--listen", "tcp://127.0.0.1:7500", "--deadline", "adaptive",
+                                        "--deadline-mad-k", "2.5", "--quorum", "2", "--step-size", "paper",
+                                        "--warmup-rounds", "5", "--outer", "nesterov", "--outer-lr", "0.7",
+                                        "--outer-momentum", "0.8", "--mode", "minibatch", "--dataset", "kws"}));
+  EXPECT_EQ(a.schedule.deadline, "adaptive");
+  EXPECT_DOUBLE_EQ(a.schedule.deadline_mad_k, 2.5);
+  EXPECT_EQ(a.schedule.quorum, 2);
+  EXPECT_EQ(a.schedule.step_size, "paper");
+  EXPECT_EQ(a.schedule.warmup_rounds, 5);
+  EXPECT_EQ(a.schedule.outer, "nesterov");
+  EXPECT_DOUBLE_EQ(a.schedule.outer_momentum, 0.8);
+  EXPECT_EQ(a.schedule.mode, "minibatch");
+  EXPECT_EQ(a.model.dataset, "kws");
+  const std::string listen = "tcp://127.0.0.1:7500";
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--deadline", "soon"})).find("--deadline"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--quorum", "0"})).find("--quorum"), std::string::npos);
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--outer-momentum", "1"})).find("--outer-momentum"),
+            std::string::npos);
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--mode", "async"})).find("--mode"), std::string::npos);
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--dataset", "cifar"})).find("--dataset"),
+            std::string::npos);
+}
+
 TEST_F(OptionsTest, DefaultsAreValid) {
   auto o = get<local_options>(parse({"local"}));
   EXPECT_EQ(o.workers, 2);

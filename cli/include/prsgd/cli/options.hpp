@@ -95,6 +95,25 @@ struct schedule_options {
   std::string interval_policy = "fixed";
   /// auto (step-normalised when intervals differ, else samples) | uniform | samples | step-normalised.
   std::string averaging = "auto";
+  /// When the barrier may close before every member submitted: none | fixed | adaptive (median + k·MAD of
+  /// past arrival offsets).
+  std::string deadline = "none";
+  /// The fixed deadline in ms after a round starts (--deadline fixed).
+  int deadline_ms = 10000;
+  /// k in median + k·MAD (--deadline adaptive). @pre > 0
+  double deadline_mad_k = 3.0;
+  /// Submissions a deadline needs before it may close the barrier. @pre >= 1
+  int quorum = 1;
+  /// Step-size schedule sent with RESTART: constant (--lr) | paper (γ = --lr · sqrt(N / T)).
+  std::string step_size = "constant";
+  /// Linear warm-up of γ over this many rounds (0 = none).
+  int warmup_rounds = 0;
+  /// Outer optimiser on the averaged delta (DiLoCo): none | sgd | momentum | nesterov.
+  std::string outer = "none";
+  /// Outer learning rate. @pre > 0
+  double outer_lr = 0.7;
+  /// Outer momentum. @pre in [0, 1)
+  double outer_momentum = 0.9;
   /// Evaluate on the test set every K rounds (0 = only at every epoch end and at the end).
   int eval_every = 0;
   /// Write a checkpoint every K rounds (0 = never). @pre K == 0 or checkpoint_dir set
