@@ -7,3 +7,13 @@ target_compile_definitions(ops_netns_cluster_test PRIVATE PRSGD_SOURCE_DIR="${PR
 prsgd_add_test(ops_cluster_script_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/ops/cluster_script_test.cpp
                LABELS integration TIMEOUT 120)
 target_compile_definitions(ops_cluster_script_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
+# ops/paper-experiment --quick (issue 8): table with a row per configuration, and the plots. Runs the script
+# against the Release binary only: under sanitizers the same few rounds take several times longer, and prsgd
+# itself is covered there by the cli tests. Skipped (exit 77) when gnuplot is missing.
+if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
+  add_test(NAME ops_paper_experiment_quick
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/paper_experiment_quick_test.sh $<TARGET_FILE:prsgd>
+                   ${PROJECT_SOURCE_DIR})
+  set_tests_properties(ops_paper_experiment_quick PROPERTIES LABELS integration TIMEOUT 150 SKIP_RETURN_CODE 77)
+endif()
