@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// examples/plugin end to end: the stock `prsgd` binary trains the plugin's `fmnist-lenet` on
+// Fashion-MNIST with `--plugin`, and refuses the name without it.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "prsgd/algorithms/fashion_mnist.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct run_result {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+class ExamplePluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("prsgd-example-plugin-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  [[nodiscard]] std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::string read(const std::string& p) {
+    std::ifstream in{p};
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  // Runs the prsgd binary with `args` in the test directory, as a user would from a shell.
+  run_result run(const std::vector<std::string>& args) {
+    const auto out_path = path("stdout.txt");
+    const auto err_path = path("stderr.txt");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      if (::chdir(dir_.c_str()) != 0) {
+        ::_exit(126);
+      }
+      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(PRSGD_BINARY));  // NOLINT
+      for (const auto& a : args) {
+        argv.push_back(const_cast<char*>(a.c_str()));  // NOLINT
+      }
+      argv.push_back(nullptr);
+      ::execv(PRSGD_BINARY, argv.data());
+      ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    run_result r;
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = read(out_path);
+    r.err = read(err_path);
+    return r;
+  }
+
+  fs::path dir_;
+};
+
+// Returns the last non-empty line of `text`.
+std::string last_line(const std::string& text) {
+  std::istringstream in{text};
+  std::string line;
+  std::string last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) {
+      last = line;
+    }
+  }
+  return last;
+}
+
+TEST_F(ExamplePluginTest, TrainsFmnistLenetWithTheStockBinary) {
+  const std::string data = prsgd::algorithms::fashion_mnist_default_dir();
+  if (!fs::exists(data + "/t10k-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed in " << data << " (Debian: dataset-fashion-mnist)";
+  }
+  // The README's command line: a relative plugin path, which `local` makes absolute for its children.
+  fs::copy_file(PRSGD_EXAMPLE_PLUGIN, dir_ / "libprsgd_example_plugin.so");
+  auto r = run({"local", "--plugin", "./libprsgd_example_plugin.so", "--model", "fmnist-lenet", "--workers", "2",
+                "--rounds", "10", "--interval", "4", "--eval-every", "5", "--metrics-jsonl", "m.jsonl",
+                "--progress", "off", "--log-dir", "logs"});
+  ASSERT_EQ(r.status, 0) << r.err << "\naverager log:\n" << read(path("logs/averager.log"));
+
+  // Every process loaded the plugin and trained the plugin's model.
+  for (const char* name : {"averager", "worker-0", "worker-1"}) {
+    const auto log = read(path(std::string{"logs/"} + name + ".log"));
+    EXPECT_NE(log.find("provides model 'fmnist-lenet'"), std::string::npos) << name << " log:\n" << log;
+  }
+
+  const auto metrics = read(path("m.jsonl"));
+  const auto done = last_line(metrics);
+  EXPECT_NE(done.find("\"event\":\"done\""), std::string::npos) << "last metrics line: " << done;
+  EXPECT_NE(done.find("\"rounds\":10"), std::string::npos) << "last metrics line: " << done;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(done, m, std::regex{"\"test_acc\":([0-9.eE+-]+)"})) << "last metrics line: " << done;
+  const double acc = std::stod(m[1].str());
+  // Ten classes: chance is 0.1. Forty local steps of LeNet reach about 0.64 (deterministic for a seed).
+  EXPECT_GT(acc, 0.5) << "last metrics line: " << done;
+  EXPECT_LE(acc, 1.0);
+  // Ten rounds, one line each, then the done line.
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 11) << metrics;
+}
+
+TEST_F(ExamplePluginTest, ModelIsUnknownWithoutThePlugin) {
+  auto r = run({"local", "--model", "fmnist-lenet", "--workers", "2", "--rounds", "10", "--interval", "4",
+                "--eval-every", "5", "--metrics-jsonl", "m.jsonl", "--log-dir", "logs"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
+  EXPECT_NE(r.err.find("unknown model 'fmnist-lenet'"), std::string::npos) << "stderr: " << r.err;
+  EXPECT_FALSE(fs::exists(path("logs"))) << "nothing may start after a usage error";
+  EXPECT_FALSE(fs::exists(path("m.jsonl")));
+}
+
+TEST_F(ExamplePluginTest, RegistersOnlyOnce) {
+  // Loading the plugin twice in one process: the second init fails (already_exists) and says why; status 2.
+  auto r = run({"local", "--plugin", PRSGD_EXAMPLE_PLUGIN, "--plugin", PRSGD_EXAMPLE_PLUGIN, "--model",
+                "fmnist-lenet", "--log-dir", "logs"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("model 'fmnist-lenet' is already registered"), std::string::npos) << "stderr: " << r.err;
+  EXPECT_FALSE(fs::exists(path("logs")));
+}
+
+}  // namespace
