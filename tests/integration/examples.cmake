@@ -9,3 +9,11 @@ if(TARGET prsgd AND TARGET prsgd_example_plugin)
     PRSGD_EXAMPLE_PLUGIN="$<TARGET_FILE:prsgd_example_plugin>")
   add_dependencies(example_plugin_test prsgd prsgd_example_plugin)
 endif()
+
+# examples/embed: the runtime embedded in a program; it must exit 0 and print every expected answer.
+if(TARGET prsgd_embed_example)
+  add_test(NAME example_embed_output
+           COMMAND ${CMAKE_COMMAND} -DEXAMPLE=$<TARGET_FILE:prsgd_embed_example>
+                   -P ${CMAKE_CURRENT_LIST_DIR}/examples/embed_output.cmake)
+  set_tests_properties(example_embed_output PROPERTIES LABELS integration TIMEOUT 90)
+endif()
