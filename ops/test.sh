@@ -21,6 +21,7 @@ cmake --install build/ci-release >/dev/null
 cmake -S tests/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
 cmake --build build/consumer
 ./build/consumer/prsgd_consumer
+./build/consumer/prsgd_embed_training 20
 
 echo "=== ASan + UBSan build ==="
 cmake --preset ci >/dev/null
