@@ -49,4 +49,10 @@ for png in $(grep -o '([a-z]*-acc-vs-[a-z]*\.png)' "$table" | tr -d '()'); do
   [[ "$(head -c 4 "$tmp/out/$png" | tail -c 3)" == PNG ]] || fail "$png is missing or not a PNG"
   n=$((n + 1))
 done
+# --report-only rewrites the same table from raw/ without running anything.
+"$src/ops/paper-experiment" --report-only --no-install --out "$tmp/out" >"$tmp/report.txt" 2>&1 ||
+  { cat "$tmp/report.txt" >&2; fail "--report-only failed"; }
+grep -q 'rewritten from the runs' "$table" || fail "--report-only did not rewrite table.md"
+expect_rows mlp mb 1 4 8 16 32
+[[ -s "$tmp/out/mlp-acc-vs-rounds.png" ]] || fail "--report-only did not redraw the plots"
 echo "ok: $(rows mlp | wc -l) mlp rows, $(rows resnet | wc -l) resnet rows, $(rows netns | wc -l) netns rows, $n plots"
