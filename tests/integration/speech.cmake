@@ -8,3 +8,15 @@ if(TARGET prsgd::algorithms)
     TIMEOUT 120)
   target_compile_definitions(prsgd_speech_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
+
+# The speech job (issue 7): `prsgd local --model kws-cnn` with two worker processes on the tiny preset, run
+# twice on one data directory (feature cache written by the first job, reused by the second). Under 60 s.
+if(TARGET prsgd)
+  prsgd_add_test(prsgd_speech_job_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/speech/speech_job_test.cpp
+    LABELS integration
+    TIMEOUT 90)
+  target_compile_definitions(prsgd_speech_job_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+                             PRSGD_BINARY="$<TARGET_FILE:prsgd>")
+  add_dependencies(prsgd_speech_job_test prsgd)
+endif()

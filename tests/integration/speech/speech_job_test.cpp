@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// The speech job end to end (issue 7): ops/make-kws-data --preset tiny, then `prsgd local --model kws-cnn` with
+// two worker processes, twice on the same data directory. The first job writes <dir>/features.cache, the second
+// reads it in every process and leaves it untouched.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class temp_dir {
+ public:
+  temp_dir()
+      : path_(fs::temp_directory_path() /
+              ("speech-job-test-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()))) {
+    fs::create_directories(path_);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  [[nodiscard]] const fs::path& path() const noexcept { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) {
+      out.push_back(line);
+    }
+  }
+  return out;
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (auto pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// Returns the exit status of a shell command (-1 if it did not exit normally).
+int run(const std::string& cmd) {
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+struct job_result {
+  int status = -1;
+  std::string output;                 // the launcher's stdout + stderr (progress lines, child summary)
+  std::vector<std::string> metrics;   // metrics.jsonl lines
+  std::string averager_log;
+  std::string worker_logs;            // both workers' logs, concatenated
+};
+
+constexpr int kRounds = 3;
+
+job_result run_job(const fs::path& dir, const fs::path& data, const std::string& name) {
+  const fs::path logs = dir / name;
+  const fs::path out = dir / (name + ".out");
+  const std::string cmd = std::string{"'"} + PRSGD_BINARY + "' local --model kws-cnn --dataset kws --data-dir '" +
+                          data.string() + "' --workers 2 --rounds " + std::to_string(kRounds) +
+                          " --interval 4 --batch 16 --lr 0.1 --progress plain --log-dir '" + logs.string() +
+                          "' --metrics-jsonl '" + (logs / "metrics.jsonl").string() + "' > '" + out.string() +
+                          "' 2>&1";
+  job_result r;
+  r.status = run(cmd);
+  r.output = slurp(out);
+  r.metrics = lines_of(logs / "metrics.jsonl");
+  r.averager_log = slurp(logs / "averager.log");
+  r.worker_logs = slurp(logs / "worker-0.log") + slurp(logs / "worker-1.log");
+  return r;
+}
+
+void expect_finished(const job_result& r) {
+  EXPECT_EQ(r.status, 0) << r.output << r.averager_log;
+  // Progress reached the last round, and the averager wrote its done line to the log and the metrics.
+  EXPECT_NE(r.output.find("round " + std::to_string(kRounds) + "/" + std::to_string(kRounds)), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("prsgd local: done: test accuracy "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" after " + std::to_string(kRounds) + " rounds"), std::string::npos) << r.output;
+  EXPECT_NE(r.averager_log.find("prsgd averager: done: " + std::to_string(kRounds) + " rounds"), std::string::npos)
+      << r.averager_log;
+  ASSERT_EQ(r.metrics.size(), static_cast<std::size_t>(kRounds + 1));
+  const std::string& done = r.metrics.back();
+  EXPECT_NE(done.find("\"event\":\"done\""), std::string::npos) << done;
+  EXPECT_NE(done.find("\"rounds\":" + std::to_string(kRounds)), std::string::npos) << done;
+  EXPECT_EQ(done.find("\"test_acc\":null"), std::string::npos) << "no final evaluation: " << done;
+  for (int i = 0; i < kRounds; ++i) {
+    EXPECT_NE(r.metrics[static_cast<std::size_t>(i)].find("\"round\":" + std::to_string(i) + ","), std::string::npos)
+        << r.metrics[static_cast<std::size_t>(i)];
+    EXPECT_NE(r.metrics[static_cast<std::size_t>(i)].find("\"submissions\":2,"), std::string::npos)
+        << r.metrics[static_cast<std::size_t>(i)];
+  }
+  EXPECT_NE(r.output.find("worker-1   exited with status 0"), std::string::npos) << r.output;
+}
+
+TEST(SpeechJobTest, KwsCnnTrainsOnTwoWorkerProcessesAndReusesTheFeatureCache) {
+  temp_dir dir;
+  const fs::path data = dir.path() / "kws-tiny";
+  ASSERT_EQ(run("'" PRSGD_SOURCE_DIR "/ops/make-kws-data' --quiet --preset tiny --out '" + data.string() + "'"), 0);
+  const fs::path cache = data / "features.cache";
+  ASSERT_FALSE(fs::exists(cache));
+
+  // Job 1: no cache yet. Every process featurises the clips (there is no lock between them) and installs its
+  // copy by rename, so exactly one complete cache file remains and no temporary file.
+  const job_result first = run_job(dir.path(), data, "job1");
+  expect_finished(first);
+  ASSERT_TRUE(fs::exists(cache));
+  const std::string all_first = first.averager_log + first.worker_logs;
+  const int featurised = count(all_first, ": featurised 240 train + 48 test clips");
+  EXPECT_GE(featurised, 1) << all_first;
+  EXPECT_EQ(featurised + count(all_first, "240 train + 48 test clips from cache"), 3) << all_first;
+  for (const auto& e : fs::directory_iterator(data)) {
+    EXPECT_EQ(e.path().filename().string().find("features.cache.tmp"), std::string::npos) << e.path();
+  }
+  struct stat before {};
+  ASSERT_EQ(::stat(cache.c_str(), &before), 0);
+  const std::string cache_bytes = slurp(cache);
+
+  // Job 2 on the same directory: all three processes read the cache, none featurises, and the file is not
+  // rewritten (same inode, same modification time, same bytes).
+  const job_result second = run_job(dir.path(), data, "job2");
+  expect_finished(second);
+  const std::string all_second = second.averager_log + second.worker_logs;
+  EXPECT_EQ(count(all_second, "240 train + 48 test clips from cache"), 3) << all_second;
+  EXPECT_EQ(count(all_second, "featurised"), 0) << all_second;
+  struct stat after {};
+  ASSERT_EQ(::stat(cache.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  EXPECT_EQ(slurp(cache), cache_bytes);
+}
+
+}  // namespace
