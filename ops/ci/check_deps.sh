@@ -14,6 +14,7 @@ forbid() { # forbid <dir> <regex> <why>
 }
 for d in common runtime algorithms actors transport; do
   forbid "$d" '#include <zmq(\.hpp|_addon\.hpp|\.h)>' "ZeroMQ headers belong in transport/zmq/ only"
+  forbid "$d" '#include [<"](prometheus/|civetweb\.h|CivetServer\.h)' "prometheus-cpp / civetweb (prometheus-cpp-dev) belong in cli/ only"
 done
 forbid transport '#include [<"](Eigen|msgpack|boost/asio|prsgd/(runtime|actors|algorithms))' "transport/ knows nothing of Eigen, msgpack, Asio or actors"
 forbid algorithms '#include [<"](msgpack|boost/asio|prsgd/(runtime|actors|transport))' "algorithms/ knows nothing of messaging"
