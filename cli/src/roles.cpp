@@ -28,6 +28,7 @@
 
 #include "commands.hpp"
 #include "head_role.hpp"
+#include "prometheus_metrics.hpp"
 #include "prsgd/cli/job_data.hpp"
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
@@ -147,6 +148,15 @@ int run_averager(const averager_options& o) {
     std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
     return exit_usage;
   }
+  std::unique_ptr<prometheus_metrics> prom;  // --metrics-port: outlives the actor system declared below
+  if (o.output.metrics_port != 0) {
+    auto bound = prometheus_metrics::bind(o.output.metrics_port);
+    if (!bound) {
+      std::fprintf(stderr, "prsgd averager: %s\n", bound.error().message().c_str());
+      return exit_failure;
+    }
+    prom = std::move(*bound);
+  }
   auto data = load_job_data(o.model, data_need::train_size_and_test);
   if (!data) {
     std::fprintf(stderr, "prsgd averager: %s\n", data.error().message().c_str());
@@ -238,6 +248,9 @@ int run_averager(const averager_options& o) {
     snapshot.samples_per_s = m.wall_s > 0 ? static_cast<double>(samples_seen) / m.wall_s : 0;
     if (reporter) {
       reporter->update(snapshot);
+    }
+    if (prom) {
+      prom->record(m);
     }
   };
   cfg.on_done = [&](const actors::job_summary& s) {

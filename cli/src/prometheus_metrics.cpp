@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prometheus_metrics.hpp"
+
+#include <CivetServer.h>
+#include <civetweb.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
+#include <charconv>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace prsgd::cli {
+namespace {
+
+/// What the Exposer scrapes: the registry, read under the lock record() holds while it updates a round.
+class locked_registry final : public prometheus::Collectable {
+ public:
+  explicit locked_registry(std::mutex& mu) : mu_(mu) {}
+  [[nodiscard]] std::vector<prometheus::MetricFamily> Collect() const override {
+    std::lock_guard lock(mu_);
+    return registry_.Collect();
+  }
+  [[nodiscard]] prometheus::Registry& registry() noexcept { return registry_; }
+
+ private:
+  std::mutex& mu_;
+  prometheus::Registry registry_;
+};
+
+/// A gauge whose sample appears only once it has a value (test_acc before the first evaluation has none,
+/// rather than a misleading 0).
+class optional_gauge {
+ public:
+  optional_gauge(prometheus::Registry& r, const std::string& name, const std::string& help)
+      : family_(&prometheus::BuildGauge().Name(name).Help(help).Register(r)) {}
+  void set(double v) {
+    if (gauge_ == nullptr) {
+      gauge_ = &family_->Add({});
+    }
+    gauge_->Set(v);
+  }
+
+ private:
+  prometheus::Family<prometheus::Gauge>* family_;
+  prometheus::Gauge* gauge_ = nullptr;
+};
+
+prometheus::Counter& counter(prometheus::Registry& r, const std::string& name, const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+}
+
+prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name, const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
+double num(std::uint64_t v) { return static_cast<double>(v); }
+
+/// Answers every HTTP error (404 for a path other than /metrics, 400, 405, ...) with a tiny fixed response.
+/// Why: Debian's civetweb runs its workers on 100 KiB stacks that also hold the process's static TLS, and
+/// libopenblas alone takes 60 KiB of that here; civetweb's own error page (mg_printf into 8 KiB stack
+/// buffers) then overflows the stack and kills the averager on `curl 127.0.0.1:PORT/`. This callback
+/// uses no stack buffer beyond 96 bytes and only mg_write.
+int small_error_response(mg_connection* conn, int status, const char* /*errmsg*/) {
+  static constexpr std::string_view head = "HTTP/1.1 ";
+  static constexpr std::string_view rest =
+      " Error\r\nContent-Type: text/plain\r\nContent-Length: 6\r\nConnection: close\r\n\r\nerror\n";
+  char code[16];
+  const auto [end, ec] = std::to_chars(code, code + sizeof code, status);
+  const std::size_t code_len = ec == std::errc{} ? static_cast<std::size_t>(end - code) : 0;
+  mg_write(conn, head.data(), head.size());
+  mg_write(conn, code, code_len);
+  mg_write(conn, rest.data(), rest.size());
+  return 0;  // handled: civetweb sends nothing more
+}
+
+/// Callbacks for the Exposer's civetweb server; built once, read by civetweb for the server's lifetime.
+const CivetCallbacks& exposer_callbacks() {
+  static const CivetCallbacks callbacks = [] {
+    CivetCallbacks c;
+    c.http_error = &small_error_response;
+    return c;
+  }();
+  return callbacks;
+}
+
+}  // namespace
+
+struct prometheus_metrics::impl {
+  explicit impl(int p) : port(p) {}
+
+  int port;
+  std::mutex mu;
+  std::shared_ptr<locked_registry> collectable = std::make_shared<locked_registry>(mu);
+  prometheus::Registry& r = collectable->registry();
+
+  prometheus::Counter& rounds = counter(r, "prsgd_rounds_total", "Rounds closed by this averager incarnation.");
+  prometheus::Gauge& round = gauge(r, "prsgd_round", "The last round r that closed (its submissions produced x_bar_{r+1}).");
+  prometheus::Gauge& rounds_planned =
+      gauge(r, "prsgd_rounds_planned", "Rounds the job is planned to run (0 = open-ended); JSON field rounds_total.");
+  optional_gauge epoch{r, "prsgd_epoch", "Epochs done once x_bar_{r+1} exists: (r+1) / rounds_per_epoch."};
+  prometheus::Gauge& members = gauge(r, "prsgd_members", "Members of the last closed round when it started (|M_r|).");
+  prometheus::Counter& submissions =
+      counter(r, "prsgd_submissions_total", "Submissions that entered the average, over all closed rounds.");
+  prometheus::Counter& samples =
+      counter(r, "prsgd_samples_total", "Training samples behind the averaged submissions, over all closed rounds.");
+  optional_gauge train_loss{r, "prsgd_train_loss",
+                            "Sample-weighted mean training loss of the last round that carried loss stats."};
+  optional_gauge test_acc{r, "prsgd_test_acc", "Test accuracy of x_bar at the last evaluated round."};
+  prometheus::Gauge& consensus_distance = gauge(
+      r, "prsgd_consensus_distance", "(1/N) sum_i ||x_i - x_bar||^2 over the last round's accepted submissions.");
+  prometheus::Counter& bytes_in =
+      counter(r, "prsgd_bytes_in_total", "Payload bytes of every MODEL received, accepted or not.");
+  prometheus::Counter& bytes_out = counter(r, "prsgd_bytes_out_total", "Payload bytes of the RESTARTs sent.");
+  prometheus::Counter& late =
+      counter(r, "prsgd_late_total", "MODELs dropped because their round was closed or their averager incarnation gone.");
+  prometheus::Counter& duplicate =
+      counter(r, "prsgd_duplicate_total", "MODELs dropped because the same (worker, round, incarnation) was counted.");
+  prometheus::Counter& rejected =
+      counter(r, "prsgd_rejected_total", "MODELs dropped for any other reason (not a member, bad size, NaN, ...).");
+  prometheus::Counter& removed =
+      counter(r, "prsgd_removed_total", "Members removed before submitting (LEAVE, heartbeat timeout, restart).");
+  prometheus::Counter& admitted = counter(r, "prsgd_admitted_total", "Joiners admitted at a round close.");
+  prometheus::Counter& closed_by_deadline = counter(
+      r, "prsgd_closed_by_deadline_total", "Rounds closed by the deadline + quorum policy before every member submitted.");
+  prometheus::Gauge& round_seconds = gauge(
+      r, "prsgd_round_seconds", "Seconds from the last closed round's start (RESTARTs sent) to its barrier close.");
+  prometheus::Gauge& barrier_wait_seconds = gauge(
+      r, "prsgd_barrier_wait_seconds", "Seconds from the last closed round's first accepted submission to its close.");
+  prometheus::Gauge& wall_seconds =
+      gauge(r, "prsgd_wall_seconds", "Seconds since this averager incarnation started, at the last barrier close.");
+  prometheus::Gauge& step_size = gauge(r, "prsgd_step_size", "Step size gamma sent in the last round's RESTARTs.");
+  prometheus::Gauge& interval_min =
+      gauge(r, "prsgd_interval_min", "Smallest local step count tau_i among the last round's submissions.");
+  prometheus::Gauge& interval_max =
+      gauge(r, "prsgd_interval_max", "Largest local step count tau_i among the last round's submissions.");
+
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+
+prometheus_metrics::prometheus_metrics(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+prometheus_metrics::~prometheus_metrics() {
+  // The Exposer (its HTTP threads) goes first: no scrape can then reach the registry being destroyed.
+  if (impl_) {
+    impl_->exposer.reset();
+  }
+}
+
+expected<std::unique_ptr<prometheus_metrics>> prometheus_metrics::bind(int port) {
+  if (port < 1 || port > 65535) {
+    return fail(errc::invalid_argument, "--metrics-port must be 1..65535 (got " + std::to_string(port) + ")");
+  }
+  auto p = std::make_unique<impl>(port);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  try {
+    p->exposer = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", address, "num_threads", "2"}, &exposer_callbacks());
+    p->exposer->RegisterCollectable(p->collectable);
+  } catch (const std::exception& e) {
+    return fail(errc::io_error, "cannot serve metrics on " + address + " (--metrics-port " + std::to_string(port) +
+                                    "): port in use or not allowed (" + e.what() + ")");
+  }
+  return std::unique_ptr<prometheus_metrics>{new prometheus_metrics(std::move(p))};
+}
+
+void prometheus_metrics::record(const actors::round_metrics& m) {
+  std::lock_guard lock(impl_->mu);
+  auto& s = *impl_;
+  s.rounds.Increment();
+  s.round.Set(num(m.round));
+  s.rounds_planned.Set(num(m.rounds_total));
+  if (m.epoch) {
+    s.epoch.set(*m.epoch);
+  }
+  s.members.Set(static_cast<double>(m.members));
+  s.submissions.Increment(static_cast<double>(m.submissions));
+  s.samples.Increment(num(m.samples));
+  if (m.train_loss) {
+    s.train_loss.set(*m.train_loss);
+  }
+  if (m.test_acc) {
+    s.test_acc.set(*m.test_acc);
+  }
+  s.consensus_distance.Set(m.consensus_distance);
+  s.bytes_in.Increment(num(m.bytes_in));
+  s.bytes_out.Increment(num(m.bytes_out));
+  s.late.Increment(num(m.late));
+  s.duplicate.Increment(num(m.duplicate));
+  s.rejected.Increment(num(m.rejected));
+  s.removed.Increment(static_cast<double>(m.removed));
+  s.admitted.Increment(static_cast<double>(m.admitted));
+  if (m.closed_by_deadline) {
+    s.closed_by_deadline.Increment();
+  }
+  s.round_seconds.Set(m.round_s);
+  s.barrier_wait_seconds.Set(m.barrier_wait_s);
+  s.wall_seconds.Set(m.wall_s);
+  s.step_size.Set(m.step_size);
+  s.interval_min.Set(num(m.interval_min));
+  s.interval_max.Set(num(m.interval_max));
+}
+
+int prometheus_metrics::port() const noexcept { return impl_->port; }
+
+}  // namespace prsgd::cli

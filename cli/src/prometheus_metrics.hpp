@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <memory>
+
+#include "prsgd/actors/metrics.hpp"
+#include "prsgd/common/expected.hpp"
+
+namespace prsgd::cli {
+
+/// Serves the averager's per-round metrics as Prometheus text on http://127.0.0.1:PORT/metrics
+/// (`prsgd averager --metrics-port PORT`): the same counters as the metrics JSON lines, names prefixed
+/// `prsgd_` (list and meanings: docs/cli.md, "Prometheus"). The HTTP server is prometheus-cpp's Exposer
+/// (civetweb), which runs on its own threads from bind() until destruction.
+///
+/// Thread-safe: record() (the averager's actor thread) and a scrape (an HTTP thread) take the same lock,
+/// so a scrape sees every metric of a round or none of them.
+class prometheus_metrics {
+ public:
+  /// Starts serving on 127.0.0.1:`port`. Returns io_error naming the port when it cannot be bound (in
+  /// use, no permission), invalid_argument when `port` is not in 1..65535.
+  [[nodiscard]] static expected<std::unique_ptr<prometheus_metrics>> bind(int port);
+
+  prometheus_metrics(const prometheus_metrics&) = delete;
+  prometheus_metrics& operator=(const prometheus_metrics&) = delete;
+  /// Stops the HTTP server (joins its threads).
+  ~prometheus_metrics();
+
+  /// Adds one closed round: counters grow by its values, gauges take them.
+  void record(const actors::round_metrics& m);
+
+  /// Returns the port the server listens on.
+  [[nodiscard]] int port() const noexcept;
+
+ private:
+  struct impl;
+  explicit prometheus_metrics(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace prsgd::cli
