@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: Apache-2.0
+// `prsgd averager --metrics-port P` as a real process with two real `prsgd worker` processes (ZeroMQ on
+// 127.0.0.1, Fashion-MNIST): http://127.0.0.1:P/metrics, read through a plain TCP socket, serves the
+// round counters in Prometheus text while the job runs; a port already taken is a one-line error, exit 1.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "prsgd/cli/launcher.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+/// An HTTP response: status code (0 when the connection failed) and body.
+struct response {
+  int status = 0;
+  std::string body;
+};
+
+/// Sends `request` as it is to 127.0.0.1:`port` and reads until the server closes.
+response http_raw(int port, const std::string& request) {
+  response out;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return out;
+  }
+  timeval tv{};
+  tv.tv_sec = 5;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {  // NOLINT
+    ::close(fd);
+    return out;
+  }
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return out;
+  }
+  std::string raw;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      break;
+    }
+    raw.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  // "HTTP/1.x 200 OK\r\n...\r\n\r\nbody"
+  const auto sp = raw.find(' ');
+  const auto head_end = raw.find("\r\n\r\n");
+  if (raw.rfind("HTTP/1.", 0) != 0 || sp == std::string::npos || head_end == std::string::npos) {
+    return out;
+  }
+  out.status = std::atoi(raw.c_str() + sp + 1);
+  out.body = raw.substr(head_end + 4);
+  return out;
+}
+
+/// GETs `path` with HTTP/1.0 (the server closes after answering).
+response http_get(int port, const std::string& path) {
+  return http_raw(port, "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+}
+
+/// Parses Prometheus text samples without labels ("name value"); comments and labelled samples skipped.
+std::map<std::string, double> samples(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream in{text};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.find('{') != std::string::npos) {
+      continue;
+    }
+    const auto sp = line.find(' ');
+    if (sp == std::string::npos) {
+      continue;
+    }
+    out[line.substr(0, sp)] = std::strtod(line.c_str() + sp + 1, nullptr);
+  }
+  return out;
+}
+
+class PrometheusMetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("prsgd-prometheus-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto port = prsgd::cli::pick_free_tcp_port();
+    ASSERT_TRUE(port) << port.error().message();
+    endpoint_ = "tcp://127.0.0.1:" + std::to_string(*port);
+    auto mport = prsgd::cli::pick_free_tcp_port();
+    ASSERT_TRUE(mport) << mport.error().message();
+    metrics_port_ = *mport;
+    ASSERT_NE(metrics_port_, *port);
+  }
+
+  void TearDown() override {
+    for (pid_t pid : children_) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (!HasFailure()) {
+      fs::remove_all(dir_);
+    } else {
+      std::fprintf(stderr, "logs kept in %s\n", dir_.c_str());
+    }
+  }
+
+  pid_t start(const std::string& log_name, std::vector<std::string> args) {
+    const auto log = (dir_ / (log_name + ".log")).string();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(PRSGD_BINARY));  // NOLINT
+      for (auto& a : args) {
+        argv.push_back(a.data());
+      }
+      argv.push_back(nullptr);
+      ::execv(PRSGD_BINARY, argv.data());
+      ::_exit(127);
+    }
+    children_.push_back(pid);
+    return pid;
+  }
+
+  std::vector<std::string> averager_args(int rounds) const {
+    return {"averager", "--listen", endpoint_, "--metrics-port", std::to_string(metrics_port_), "--model",
+            "fmnist-mlp", "--rounds", std::to_string(rounds), "--interval", "4", "--batch", "32", "--min-workers",
+            "2", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "3000", "--progress", "off", "--eval-every",
+            "0"};
+  }
+
+  pid_t start_worker(int id) {
+    return start("worker-" + std::to_string(id),
+                 {"worker", "--averager", endpoint_, "--worker-id", std::to_string(id), "--num-workers", "2", "--model",
+                  "fmnist-mlp", "--batch", "32", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "3000",
+                  "--slowdown-ms", "15", "--progress", "off"});
+  }
+
+  /// Waits for `pid` to exit within `timeout`; returns its status (128+signal), or nullopt.
+  std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        std::erase(children_, pid);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return std::nullopt;
+  }
+
+  /// Scrapes /metrics until `pred` holds on the samples; returns the first scrape that satisfies it.
+  template <class Pred>
+  std::optional<std::map<std::string, double>> scrape_until(Pred pred, std::chrono::milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < until) {
+      const auto r = http_get(metrics_port_, "/metrics");
+      if (r.status == 200) {
+        auto s = samples(r.body);
+        if (pred(s)) {
+          return s;
+        }
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return std::nullopt;
+  }
+
+  std::string log(const std::string& name) const {
+    std::ifstream in{dir_ / (name + ".log")};
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  fs::path dir_;
+  std::string endpoint_;
+  int metrics_port_ = 0;
+  std::vector<pid_t> children_;
+};
+
+TEST_F(PrometheusMetricsTest, ScrapesShowRoundsGrowingWithTwoMembersWhileTheJobRuns) {
+  const pid_t avg = start("averager", averager_args(400));
+  // The endpoint is up before any worker joined: the counters exist and are 0.
+  const auto before = scrape_until([](const auto& s) { return s.contains("prsgd_rounds_total"); }, 30s);
+  ASSERT_TRUE(before) << "no scrape answered on port " << metrics_port_ << "\n" << log("averager");
+  EXPECT_EQ(before->at("prsgd_rounds_total"), 0);
+  const auto raw = http_get(metrics_port_, "/metrics");
+  EXPECT_NE(raw.body.find("# HELP prsgd_rounds_total "), std::string::npos) << raw.body;
+  EXPECT_NE(raw.body.find("# TYPE prsgd_rounds_total counter"), std::string::npos) << raw.body;
+  EXPECT_NE(raw.body.find("# TYPE prsgd_members gauge"), std::string::npos) << raw.body;
+  // Requests that are not a scrape get an error status and leave the averager running (civetweb's own
+  // error page used to overflow its worker stack and kill the process on `curl 127.0.0.1:PORT/`).
+  EXPECT_EQ(http_get(metrics_port_, "/").status, 404);
+  EXPECT_EQ(http_get(metrics_port_, "/nothing-here").status, 404);
+  EXPECT_EQ(http_raw(metrics_port_, "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nx=1").status / 100, 4);
+  EXPECT_EQ(http_get(metrics_port_, "/" + std::string(6000, 'a')).status / 100, 4);
+  http_raw(metrics_port_, "GARBAGE\r\n\r\n");
+  EXPECT_EQ(http_raw(metrics_port_, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n").status,
+            200);
+  int status = 0;
+  ASSERT_EQ(::waitpid(avg, &status, WNOHANG), 0) << "the averager died on a bad request, status " << status;
+  EXPECT_EQ(http_get(metrics_port_, "/metrics").status, 200);
+
+  start_worker(0);
+  start_worker(1);
+  const auto first = scrape_until([](const auto& s) { return s.contains("prsgd_rounds_total") && s.at("prsgd_rounds_total") >= 3; }, 120s);
+  ASSERT_TRUE(first) << log("averager");
+  EXPECT_EQ(first->at("prsgd_members"), 2);
+  // One scrape is one consistent round: both members submitted every round, each 4 steps of 32 samples.
+  const double rounds = first->at("prsgd_rounds_total");
+  EXPECT_EQ(first->at("prsgd_submissions_total"), 2 * rounds);
+  EXPECT_EQ(first->at("prsgd_samples_total"), 2 * rounds * 4 * 32);
+  EXPECT_EQ(first->at("prsgd_round"), rounds - 1);
+  EXPECT_EQ(first->at("prsgd_rounds_planned"), 400);
+  EXPECT_EQ(first->at("prsgd_interval_min"), 4);
+  EXPECT_EQ(first->at("prsgd_interval_max"), 4);
+  EXPECT_DOUBLE_EQ(first->at("prsgd_step_size"), 0.05);
+  EXPECT_GT(first->at("prsgd_bytes_in_total"), 0);
+  EXPECT_GT(first->at("prsgd_bytes_out_total"), 0);
+  EXPECT_TRUE(first->contains("prsgd_train_loss"));
+  EXPECT_GT(first->at("prsgd_consensus_distance"), 0);
+  EXPECT_GE(first->at("prsgd_round_seconds"), first->at("prsgd_barrier_wait_seconds"));
+  EXPECT_EQ(first->at("prsgd_rejected_total"), 0);
+
+  const auto later = scrape_until(
+      [&](const auto& s) { return s.at("prsgd_rounds_total") >= rounds + 3; }, 120s);
+  ASSERT_TRUE(later) << log("averager");
+  EXPECT_EQ(later->at("prsgd_members"), 2);
+  EXPECT_GT(later->at("prsgd_samples_total"), first->at("prsgd_samples_total"));
+
+  // SIGTERM without --checkpoint-dir ends the job: the workers get STOP, everyone exits 0.
+  ::kill(avg, SIGTERM);
+  EXPECT_EQ(wait_exit(avg, 60s), std::optional<int>{0}) << log("averager");
+}
+
+TEST_F(PrometheusMetricsTest, APortAlreadyInUseIsAOneLineErrorAndExitOne) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(metrics_port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0)  // NOLINT
+      << "port " << metrics_port_;
+  ASSERT_EQ(::listen(fd, 4), 0);
+
+  const pid_t avg = start("averager", averager_args(3));
+  const auto status = wait_exit(avg, 60s);
+  ::close(fd);
+  ASSERT_TRUE(status) << log("averager");
+  EXPECT_EQ(*status, 1) << log("averager");
+  const std::string out = log("averager");
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << "not one line:\n" << out;
+  EXPECT_EQ(out.rfind("prsgd averager: ", 0), 0u) << out;
+  EXPECT_NE(out.find(std::to_string(metrics_port_)), std::string::npos) << out;
+}
+
+}  // namespace
