@@ -84,8 +84,13 @@ double raw_throughput(std::size_t bytes, int messages, const std::vector<char>& 
   return static_cast<double>(bytes) * messages / secs / 1e9;
 }
 
-std::vector<double> raw_latency(int iterations) {
+// `shared_context`: both ends in one zmq context, so one libzmq I/O thread serves both TCP ends (it sees
+// the other side's bytes in the same epoll_wait). Otherwise each end has its own context and I/O thread,
+// as two processes (and two prsgd transports) do.
+std::vector<double> raw_latency(int iterations, bool shared_context) {
   zmq::context_t ctx(1);
+  zmq::context_t client_ctx_own(1);
+  zmq::context_t& client_ctx = shared_context ? ctx : client_ctx_own;
   zmq::socket_t router(ctx, zmq::socket_type::router);
   router.bind("tcp://127.0.0.1:*");
   const std::string ep = router.get(zmq::sockopt::last_endpoint);
@@ -99,7 +104,7 @@ std::vector<double> raw_latency(int iterations) {
       (void)router.send(body, zmq::send_flags::none);
     }
   });
-  zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
+  zmq::socket_t dealer(client_ctx, zmq::socket_type::dealer);
   dealer.connect(ep);
   std::vector<double> rtts;
   const std::string small(64, 'p');
@@ -210,7 +215,11 @@ std::vector<double> prsgd_latency(int iterations, bool inline_reply) {
            if (done > 10) {
              rtts.push_back(std::chrono::duration<double, std::micro>(now - t0).count());
            }
-           pongs.cv.notify_all();
+           // In handler mode the main thread only waits for the last pong; waking it on every pong
+           // would add a futex wake-up and a context switch per round trip that raw ping-pong does not pay.
+           if (!inline_reply || done >= iterations + 10) {
+             pongs.cv.notify_all();
+           }
          }
          if (inline_reply && done < iterations + 10) {
            t0 = steady::now();
@@ -242,6 +251,8 @@ int main(int argc, char** argv) {
   bool reuse = true;
   int rounds = 5;
   int messages = 16;
+  std::string only = "all";  // all | throughput | latency
+  int iterations = 2000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -251,6 +262,10 @@ int main(int argc, char** argv) {
       rounds = std::stoi(value);
     } else if (flag == "--messages") {
       messages = std::stoi(value);
+    } else if (flag == "--only") {
+      only = value;
+    } else if (flag == "--iterations") {
+      iterations = std::stoi(value);
     }
   }
   if (reuse) {
@@ -259,6 +274,9 @@ int main(int argc, char** argv) {
   std::printf("memory mode: %s, rounds %d, messages per round %d, window %d\n", reuse ? "reuse" : "fresh", rounds,
               messages, window);
   for (const std::size_t mib : {16, 64}) {
+    if (only.starts_with("latency")) {
+      break;
+    }
     const std::size_t bytes = mib << 20;
     auto payload = std::make_shared<const std::vector<char>>(bytes, 'm');
     std::vector<double> raw;
@@ -271,29 +289,50 @@ int main(int argc, char** argv) {
     const double mo = median(ours);
     std::printf("throughput %3zu MiB: raw cppzmq %.2f GB/s, prsgd %.2f GB/s, ratio %.2f\n", mib, mr, mo, mo / mr);
   }
-  const int iterations = 2000;
+  if (only == "throughput") {
+    return 0;
+  }
   std::vector<double> raw_p50;
+  std::vector<double> raw2_p50;
   std::vector<double> inline_p50;
   std::vector<double> cross_p50;
   std::vector<double> raw_p99;
+  std::vector<double> raw2_p99;
   std::vector<double> inline_p99;
   std::vector<double> cross_p99;
+  std::vector<double> inline_ratio;  // per round, vs raw with one context per end
+  std::vector<double> cross_ratio;
   for (int r = 0; r < rounds; ++r) {
-    auto a = raw_latency(iterations);
-    auto b = prsgd_latency(iterations, true);
-    auto c = prsgd_latency(iterations, false);
+    // `--only latency-raw|latency-raw2|latency-handler|latency-thread` runs one variant (for strace/perf).
+    const auto want = [&](const char* v) { return only == "all" || only == "latency" || only == v; };
+    auto a = want("latency-raw") ? raw_latency(iterations, true) : std::vector<double>{};
+    auto a2 = want("latency-raw2") ? raw_latency(iterations, false) : std::vector<double>{};
+    auto b = want("latency-handler") ? prsgd_latency(iterations, true) : std::vector<double>{};
+    auto c = want("latency-thread") ? prsgd_latency(iterations, false) : std::vector<double>{};
     raw_p50.push_back(percentile(a, 0.5));
+    raw2_p50.push_back(percentile(a2, 0.5));
     inline_p50.push_back(percentile(b, 0.5));
     cross_p50.push_back(percentile(c, 0.5));
     raw_p99.push_back(percentile(a, 0.99));
+    raw2_p99.push_back(percentile(a2, 0.99));
     inline_p99.push_back(percentile(b, 0.99));
     cross_p99.push_back(percentile(c, 0.99));
+    if (!a2.empty()) {
+      inline_ratio.push_back(percentile(b, 0.5) / percentile(a2, 0.5));
+      cross_ratio.push_back(percentile(c, 0.5) / percentile(a2, 0.5));
+    }
   }
-  std::printf("latency 64 B RTT p50: raw %.1f us, prsgd (reply from handler) %.1f us (ratio %.2f), "
-              "prsgd (send from another thread) %.1f us (ratio %.2f)\n",
-              median(raw_p50), median(inline_p50), median(inline_p50) / median(raw_p50), median(cross_p50),
-              median(cross_p50) / median(raw_p50));
-  std::printf("latency 64 B RTT p99: raw %.1f us, prsgd (handler) %.1f us, prsgd (thread) %.1f us\n",
-              median(raw_p99), median(inline_p99), median(cross_p99));
+  const double raw1 = median(raw_p50);
+  const double raw2 = median(raw2_p50);
+  std::printf("latency 64 B RTT p50: raw shared ctx %.1f us, raw ctx per end %.1f us, "
+              "prsgd (reply from handler) %.1f us, prsgd (send from another thread) %.1f us\n",
+              raw1, raw2, median(inline_p50), median(cross_p50));
+  std::printf("latency ratio p50 vs raw shared ctx: handler %.2f, thread %.2f; vs raw ctx per end: handler %.2f, "
+              "thread %.2f (median of per-round ratios: %.2f, %.2f)\n",
+              median(inline_p50) / raw1, median(cross_p50) / raw1, median(inline_p50) / raw2,
+              median(cross_p50) / raw2, median(inline_ratio), median(cross_ratio));
+  std::printf("latency 64 B RTT p99: raw shared %.1f us, raw per end %.1f us, prsgd (handler) %.1f us, "
+              "prsgd (thread) %.1f us\n",
+              median(raw_p99), median(raw2_p99), median(inline_p99), median(cross_p99));
   return 0;
 }

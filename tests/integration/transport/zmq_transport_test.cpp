@@ -2,12 +2,16 @@
 // Real ZeroMQ over tcp://127.0.0.1 (OS-chosen ports read back), ipc:// and inproc://.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "child_process.hpp"
@@ -372,5 +376,167 @@ TEST(ZmqTransportTest, RefusesSendsWhenPeerQueueIsFull) {
   EXPECT_GE(client->stats().sends_refused, 1U);
 }
 
+// The I/O loop polls each socket's ZMQ_FD itself and only checks ZMQ_EVENTS of sockets it touched, so a
+// missed edge would leave a message waiting until the next heartbeat tick. With a 2 s heartbeat the tick
+// is 100 ms: 300 round trips that each lost a wake-up would take 30 s; healthy ones take milliseconds.
+transport_config slow_tick_config(std::string name) {
+  transport_config cfg;
+  cfg.node_name = std::move(name);
+  cfg.heartbeat_interval = 2s;
+  cfg.heartbeat_timeout = 10s;
+  return cfg;
+}
+
+TEST(ZmqTransportTest, HandlerPingPongNeverWaitsForThePollTimeout) {
+  constexpr int rounds = 300;
+  transport* server_ptr = nullptr;
+  auto server = zmq_transport::make(slow_tick_config("server"),
+                                    {[&](peer_id peer, multipart msg) { (void)server_ptr->send(peer, std::move(msg)); },
+                                     {}});
+  ASSERT_TRUE(server);
+  server_ptr = server->get();
+  auto ep = (*server)->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  std::mutex mu;
+  std::condition_variable cv;
+  int pongs = 0;
+  transport* client_ptr = nullptr;
+  peer_id to_server = 0;
+  auto client = zmq_transport::make(slow_tick_config("client"),
+                                    {[&](peer_id, multipart msg) {
+                                       int n = 0;
+                                       {
+                                         std::lock_guard lock(mu);
+                                         n = ++pongs;
+                                       }
+                                       cv.notify_all();
+                                       if (n < rounds) {
+                                         (void)client_ptr->send(to_server, std::move(msg));  // from the handler
+                                       }
+                                     },
+                                     {}});
+  ASSERT_TRUE(client);
+  client_ptr = client->get();
+  auto peer = (*client)->connect(*ep, {});
+  ASSERT_TRUE(peer);
+  to_server = *peer;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*client)->send(*peer, text_message({"ping"})));
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return pongs >= rounds; }));
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(elapsed, 5s) << "round trips waited for the poll timeout";
+}
+
+// A handler that sends on another socket than the one it reads (the server relays each message through
+// its own DEALER to a third node and the answer back through its ROUTER), with the first hop sent from
+// a test thread (the command queue + eventfd path), and a burst larger than one receive batch.
+TEST(ZmqTransportTest, RelayAcrossSocketsAndBurstsNeverWaitForThePollTimeout) {
+  // Echo node.
+  transport* echo_ptr = nullptr;
+  auto echo = zmq_transport::make(slow_tick_config("echo"),
+                                  {[&](peer_id peer, multipart msg) { (void)echo_ptr->send(peer, std::move(msg)); }, {}});
+  ASSERT_TRUE(echo);
+  echo_ptr = echo->get();
+  auto echo_ep = (*echo)->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(echo_ep);
+  // Relay: messages from its client go to the echo node through its DEALER; answers go back through the ROUTER.
+  transport* relay_ptr = nullptr;
+  std::atomic<peer_id> relay_to_echo{0};
+  std::atomic<peer_id> relay_client{0};
+  auto relay = zmq_transport::make(slow_tick_config("relay"),
+                                   {[&](peer_id peer, multipart msg) {
+                                      if (peer == relay_to_echo.load()) {
+                                        (void)relay_ptr->send(relay_client.load(), std::move(msg));
+                                      } else {
+                                        relay_client = peer;
+                                        (void)relay_ptr->send(relay_to_echo.load(), std::move(msg));
+                                      }
+                                    },
+                                    {}});
+  ASSERT_TRUE(relay);
+  relay_ptr = relay->get();
+  auto relay_ep = (*relay)->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(relay_ep);
+  auto to_echo = (*relay)->connect(*echo_ep, {});
+  ASSERT_TRUE(to_echo);
+  relay_to_echo = *to_echo;
+  recorder crec;
+  auto client = make_or_die(slow_tick_config("client"), crec);
+  auto peer = client->connect(*relay_ep, {});
+  ASSERT_TRUE(peer);
+
+  constexpr int rounds = 200;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < rounds; ++i) {
+    ASSERT_TRUE(client->send(*peer, text_message({std::to_string(i)})));
+    ASSERT_TRUE(crec.wait_messages(static_cast<std::size_t>(i) + 1, 30s)) << "round " << i;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "relayed round trips waited for the poll timeout";
+
+  // A burst of 3000 (more than one receive batch of 256 per socket) arrives whole and in order.
+  crec.clear();
+  constexpr int burst = 3000;
+  const auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < burst; ++i) {
+    ASSERT_TRUE(client->send(*peer, text_message({std::to_string(i)})));
+  }
+  ASSERT_TRUE(crec.wait_messages(burst, 60s));
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 10s);
+  auto got = crec.messages();
+  for (int i = 0; i < burst; ++i) {
+    ASSERT_EQ(got.at(static_cast<std::size_t>(i)).msg.at(0).view(), std::to_string(i));
+  }
+}
+
+// libzmq processes a socket's pending commands inside send() (at most about once per millisecond); when
+// it does, it consumes the "message arrived" signal on that socket's ZMQ_FD. Here a relay's handler for
+// messages from its client takes 1.2 ms and then sends on its DEALER, while the answer to the previous
+// message is arriving on that same DEALER: the loop must re-check a socket it sent on before it blocks,
+// or that answer stays unread.
+TEST(ZmqTransportTest, AnswerArrivingDuringASendOnTheSameSocketIsNotMissed) {
+  transport* echo_ptr = nullptr;
+  auto echo = zmq_transport::make(slow_tick_config("echo"),
+                                  {[&](peer_id peer, multipart msg) { (void)echo_ptr->send(peer, std::move(msg)); }, {}});
+  ASSERT_TRUE(echo);
+  echo_ptr = echo->get();
+  auto echo_ep = (*echo)->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(echo_ep);
+  transport* relay_ptr = nullptr;
+  std::atomic<peer_id> relay_to_echo{0};
+  std::atomic<peer_id> relay_client{0};
+  auto relay = zmq_transport::make(slow_tick_config("relay"),
+                                   {[&](peer_id peer, multipart msg) {
+                                      if (peer == relay_to_echo.load()) {
+                                        (void)relay_ptr->send(relay_client.load(), std::move(msg));
+                                      } else {
+                                        relay_client = peer;
+                                        std::this_thread::sleep_for(std::chrono::microseconds(1200));
+                                        (void)relay_ptr->send(relay_to_echo.load(), std::move(msg));
+                                      }
+                                    },
+                                    {}});
+  ASSERT_TRUE(relay);
+  relay_ptr = relay->get();
+  auto relay_ep = (*relay)->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(relay_ep);
+  auto to_echo = (*relay)->connect(*echo_ep, {});
+  ASSERT_TRUE(to_echo);
+  relay_to_echo = *to_echo;
+  recorder crec;
+  auto client = make_or_die(slow_tick_config("client"), crec);
+  auto peer = client->connect(*relay_ep, {});
+  ASSERT_TRUE(peer);
+  constexpr int count = 400;
+  constexpr int in_flight = 3;
+  for (int i = 0; i < count; ++i) {
+    if (i >= in_flight) {
+      ASSERT_TRUE(crec.wait_messages(static_cast<std::size_t>(i - in_flight + 1), 30s))
+          << crec.messages().size() << " answers after " << i << " sends";
+    }
+    ASSERT_TRUE(client->send(*peer, text_message({std::to_string(i)})));
+  }
+  ASSERT_TRUE(crec.wait_messages(count, 30s)) << crec.messages().size() << " of " << count << " answers arrived";
+}
 }  // namespace
 }  // namespace prsgd

@@ -2,6 +2,7 @@
 #include "prsgd/transport/zmq_transport.hpp"
 
 #include <malloc.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -168,6 +169,10 @@ class zmq_transport::impl {
         router_->set(zmq::sockopt::curve_secretkey, cfg_.curve->secret_key);
         router_->set(zmq::sockopt::zap_domain, "prsgd");
       }
+      router_fd_ = router_->get(zmq::sockopt::fd);
+      if (zap_) {
+        zap_fd_ = zap_->get(zmq::sockopt::fd);
+      }
     } catch (const zmq::error_t& e) {
       return fail(errc::io_error, std::string("zmq setup: ") + e.what());
     }
@@ -227,6 +232,7 @@ class zmq_transport::impl {
           p.sock.set(zmq::sockopt::curve_secretkey, cfg_.curve->secret_key);
         }
         p.sock.connect(spec);
+        p.fd = p.sock.get(zmq::sockopt::fd);
         p.endpoint = spec;
         p.counters = counters;
         p.last_rx = clock_.now();
@@ -271,8 +277,11 @@ class zmq_transport::impl {
       }
       bytes += f.size();
     }
-    std::shared_ptr<peer_counters> counters;
+    const bool on_io_thread = std::this_thread::get_id() == io_thread_id_;
+    bool wake_needed = false;
+    std::shared_ptr<peer_counters> inline_counters;  // for a send from a handler (on the I/O thread)
     {
+      // One lock for the lookup and the enqueue (the I/O thread takes it once per turn to swap the queue).
       std::lock_guard lock(mutex_);
       if (stopping_) {
         return fail(errc::shutting_down, "transport stopped");
@@ -281,24 +290,32 @@ class zmq_transport::impl {
       if (it == directory_.end()) {
         return fail(errc::not_found, "unknown peer " + std::to_string(peer));
       }
-      counters = it->second;
+      const std::shared_ptr<peer_counters>& counters = it->second;
+      const std::size_t queued = counters->queued_bytes.load(std::memory_order_relaxed);
+      if (queued > 0 && queued + bytes > cfg_.max_queued_bytes_per_peer) {
+        sends_refused_.fetch_add(1, std::memory_order_relaxed);
+        return fail(errc::overloaded, std::to_string(queued) + " bytes already queued for peer " +
+                                          std::to_string(peer));
+      }
+      counters->queued_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      messages_sent_.fetch_add(1, std::memory_order_relaxed);
+      bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+      if (!on_io_thread) {
+        wake_needed = commands_.empty();
+        commands_.emplace_back(send_command{peer, pending_message{std::move(msg), counters, bytes}});
+        commands_waiting_.store(true, std::memory_order_relaxed);
+      } else {
+        inline_counters = counters;
+      }
     }
-    const std::size_t queued = counters->queued_bytes.load(std::memory_order_relaxed);
-    if (queued > 0 && queued + bytes > cfg_.max_queued_bytes_per_peer) {
-      sends_refused_.fetch_add(1, std::memory_order_relaxed);
-      return fail(errc::overloaded, std::to_string(queued) + " bytes already queued for peer " +
-                                        std::to_string(peer));
-    }
-    counters->queued_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    messages_sent_.fetch_add(1, std::memory_order_relaxed);
-    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-    pending_message pm{std::move(msg), std::move(counters), bytes};
-    if (std::this_thread::get_id() == io_thread_id_) {
+    if (on_io_thread) {
       // Inline on the I/O thread (a handler replying): saves the queue hop, keeps per-thread order.
-      enqueue_or_send(peer, std::move(pm));
+      enqueue_or_send(peer, pending_message{std::move(msg), std::move(inline_counters), bytes});
       return {};
     }
-    push_command(send_command{peer, std::move(pm)});
+    if (wake_needed) {
+      wake_if_sleeping();
+    }
     return {};
   }
 
@@ -307,6 +324,7 @@ class zmq_transport::impl {
       std::lock_guard lock(mutex_);
       stopping_ = true;
     }
+    stop_requested_.store(true, std::memory_order_release);
     if (!thread_.joinable()) {
       return;
     }
@@ -349,6 +367,9 @@ class zmq_transport::impl {
 
   struct out_peer {
     zmq::socket_t sock;
+    int fd = -1;          // ZMQ_FD
+    bool dirty = true;    // called since its last EAGAIN: check ZMQ_EVENTS before blocking
+    bool ready = true;    // may have messages waiting: receive without waiting for the fd
     std::string routing_id;
     std::string endpoint;
     std::string remote_node;
@@ -384,19 +405,17 @@ class zmq_transport::impl {
         return fail(errc::shutting_down, "transport stopped");
       }
       commands_.emplace_back(std::function<void()>([promise, f = std::move(fn)] { promise->set_value(f()); }));
+      commands_waiting_.store(true, std::memory_order_relaxed);
     }
     wake();
     return future.get();
   }
 
-  void push_command(command c) {
-    bool was_empty = false;
-    {
-      std::lock_guard lock(mutex_);
-      was_empty = commands_.empty();
-      commands_.push_back(std::move(c));
-    }
-    if (was_empty) {
+  // Wakes the I/O thread if it is (about to be) blocked in poll. Pairs with the fence in run(): either
+  // the I/O thread sees commands_waiting_ before it blocks, or we see io_sleeping_ and write the eventfd.
+  void wake_if_sleeping() const {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (io_sleeping_.load(std::memory_order_relaxed)) {
       wake();
     }
   }
@@ -424,60 +443,104 @@ class zmq_transport::impl {
 
   void run() {
     io_thread_id_ = std::this_thread::get_id();
-    std::vector<zmq_pollitem_t> items;
-    std::vector<peer_id> item_peers;
-    while (true) {
-      bool stop_now = false;
-      {
-        std::lock_guard lock(mutex_);
-        stop_now = stopping_;
+    // The loop polls the eventfd and each socket's ZMQ_FD directly. ZMQ_FD only signals *changes*: it
+    // is readable while the socket has unprocessed commands, and any call on the socket (send, recv,
+    // ZMQ_EVENTS) may process them. So a socket is "clean" once a recv returned EAGAIN (all commands
+    // processed, nothing to read) with no call on it since; any send on it makes it "dirty", and a dirty
+    // socket's ZMQ_EVENTS is checked before blocking. That keeps the turn at one blocking poll() plus
+    // libzmq's own per-recv work, instead of zmq_poll's two passes with a ZMQ_EVENTS query per socket.
+    std::vector<pollfd> fds;
+    std::vector<peer_id> fd_peers;
+    const auto tick_period = std::chrono::milliseconds(poll_timeout_ms());
+    next_tick_ = clock_.now();
+    while (!stop_requested_.load(std::memory_order_acquire)) {
+      bool any_ready = router_ready_ || (zap_ && zap_ready_);
+      if (router_dirty_) {
+        router_dirty_ = false;
+        if ((socket_events(*router_) & ZMQ_POLLIN) != 0) {
+          router_ready_ = any_ready = true;
+        }
       }
-      if (stop_now) {
-        break;
-      }
-      items.clear();
-      item_peers.clear();
-      items.push_back(zmq_pollitem_t{nullptr, wake_fd_, ZMQ_POLLIN, 0});
-      items.push_back(zmq_pollitem_t{router_->handle(), 0, ZMQ_POLLIN, 0});
-      if (zap_) {
-        items.push_back(zmq_pollitem_t{zap_->handle(), 0, ZMQ_POLLIN, 0});
-      }
-      const std::size_t first_out = items.size();
       bool router_pending = false;
+      fds.clear();
+      fd_peers.clear();
+      fds.push_back(pollfd{wake_fd_, POLLIN, 0});
+      fds.push_back(pollfd{router_fd_, POLLIN, 0});
+      if (zap_) {
+        fds.push_back(pollfd{zap_fd_, POLLIN, 0});
+      }
+      const std::size_t first_out = fds.size();
       for (auto& [id, p] : outs_) {
-        const short ev = static_cast<short>(ZMQ_POLLIN | (p.pending.empty() ? 0 : ZMQ_POLLOUT));
-        items.push_back(zmq_pollitem_t{p.sock.handle(), 0, ev, 0});
-        item_peers.push_back(id);
+        if (p.dirty) {
+          p.dirty = false;
+          const int ev = socket_events(p.sock);
+          if ((ev & ZMQ_POLLIN) != 0 || (!p.pending.empty() && (ev & ZMQ_POLLOUT) != 0)) {
+            p.ready = true;
+          }
+        }
+        any_ready = any_ready || p.ready;
+        fds.push_back(pollfd{p.fd, POLLIN, 0});
+        fd_peers.push_back(id);
       }
       for (auto& [id, p] : ins_) {
         router_pending = router_pending || !p.pending.empty();
       }
-      const long timeout_ms = router_pending ? 1 : poll_timeout_ms();
-      const int rc = zmq_poll(items.data(), static_cast<int>(items.size()), timeout_ms);
-      if (rc < 0 && zmq_errno() != EINTR) {
-        PRSGD_LOG(error, log_component) << "zmq_poll failed: " << zmq_strerror(zmq_errno());
+      int timeout_ms = 0;
+      if (!any_ready) {
+        const auto until_tick = std::chrono::ceil<std::chrono::milliseconds>(next_tick_ - clock_.now());
+        timeout_ms = static_cast<int>(std::clamp<std::int64_t>(until_tick.count(), 0, tick_period.count()));
+        if (router_pending) {
+          timeout_ms = std::min(timeout_ms, 1);  // a ROUTER has no per-peer POLLOUT; retry soon
+        }
       }
-      if ((items[0].revents & ZMQ_POLLIN) != 0) {
+      io_sleeping_.store(true, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (commands_waiting_.load(std::memory_order_relaxed)) {
+        timeout_ms = 0;
+      }
+      const int rc = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), timeout_ms);
+      io_sleeping_.store(false, std::memory_order_relaxed);
+      if (rc < 0 && errno != EINTR) {
+        PRSGD_LOG(error, log_component) << "poll failed: " << std::strerror(errno);
+      }
+      if (fds[0].revents != 0) {
         std::uint64_t count = 0;
         [[maybe_unused]] const auto n = ::read(wake_fd_, &count, sizeof(count));
       }
-      drain_commands();
-      if ((items[1].revents & ZMQ_POLLIN) != 0) {
+      if (commands_waiting_.load(std::memory_order_relaxed)) {
+        drain_commands();
+      }
+      if (router_ready_ || fds[1].revents != 0) {
+        router_ready_ = false;
         receive_router();
       }
-      if (zap_ && (items[2].revents & ZMQ_POLLIN) != 0) {
+      if (zap_ && (zap_ready_ || fds[2].revents != 0)) {
+        zap_ready_ = false;
         answer_zap();
       }
-      for (std::size_t i = 0; i < item_peers.size(); ++i) {
-        const auto& item = items[first_out + i];
-        if ((item.revents & ZMQ_POLLIN) != 0) {
-          receive_dealer(item_peers[i]);
+      for (std::size_t i = 0; i < fd_peers.size(); ++i) {
+        auto it = outs_.find(fd_peers[i]);
+        if (it != outs_.end() && (it->second.ready || fds[first_out + i].revents != 0)) {
+          it->second.ready = false;
+          receive_dealer(fd_peers[i]);
         }
       }
       flush_all_pending();
-      tick();
+      if (const auto now = clock_.now(); now >= next_tick_) {
+        tick();
+        next_tick_ = now + tick_period;
+      }
     }
     shutdown_sockets();
+  }
+
+  // ZMQ_EVENTS of `sock` (processes its pending commands); 0 on error.
+  static int socket_events(zmq::socket_t& sock) {
+    try {
+      return sock.get(zmq::sockopt::events);
+    } catch (const zmq::error_t&) {
+      return 0;
+    }
   }
 
   long poll_timeout_ms() const {
@@ -486,18 +549,19 @@ class zmq_transport::impl {
   }
 
   void drain_commands() {
-    std::deque<command> batch;
     {
       std::lock_guard lock(mutex_);
-      batch.swap(commands_);
+      batch_.swap(commands_);
+      commands_waiting_.store(false, std::memory_order_relaxed);
     }
-    for (auto& c : batch) {
+    for (auto& c : batch_) {
       if (auto* s = std::get_if<send_command>(&c)) {
         enqueue_or_send(s->peer, std::move(s->msg));
       } else {
         std::get<std::function<void()>>(c)();
       }
     }
+    batch_.clear();  // keeps the capacity: no allocation per turn
   }
 
   // Builds and sends one message. Returns false (and sends nothing) when the first part would block.
@@ -564,6 +628,7 @@ class zmq_transport::impl {
   void enqueue_or_send(peer_id peer, pending_message pm) {
     if (auto it = outs_.find(peer); it != outs_.end()) {
       auto& p = it->second;
+      p.dirty = true;
       if (p.pending.empty() && try_send(p.sock, nullptr, kind_data, pm)) {
         p.last_tx = clock_.now();
         return;
@@ -577,6 +642,7 @@ class zmq_transport::impl {
         drop(pm);
         return;
       }
+      router_dirty_ = true;
       if (p.pending.empty() && try_send(*router_, &p.routing_id, kind_data, pm)) {
         p.last_tx = clock_.now();
         return;
@@ -589,12 +655,14 @@ class zmq_transport::impl {
 
   void flush_all_pending() {
     for (auto& [id, p] : outs_) {
+      p.dirty = p.dirty || !p.pending.empty();
       while (!p.pending.empty() && try_send(p.sock, nullptr, kind_data, p.pending.front())) {
         p.pending.pop_front();
         p.last_tx = clock_.now();
       }
     }
     for (auto& [id, p] : ins_) {
+      router_dirty_ = router_dirty_ || !p.pending.empty();
       while (!p.pending.empty() && try_send(*router_, &p.routing_id, kind_data, p.pending.front())) {
         p.pending.pop_front();
         p.last_tx = clock_.now();
@@ -649,22 +717,26 @@ class zmq_transport::impl {
     }
   }
 
+  // Receives up to recv_batch messages; leaves router_ready_ set when more may be waiting.
   void receive_router() {
-    std::vector<zmq::message_t> parts;
+    auto& parts = rx_parts_;
     for (int n = 0; n < recv_batch; ++n) {
       try {
         if (!receive_parts(*router_, parts)) {
+          router_dirty_ = false;  // EAGAIN after any sends from handlers: every command processed
           return;
         }
       } catch (const zmq::error_t& e) {
         PRSGD_LOG(warn, log_component) << "router receive: " << e.what();
+        router_dirty_ = true;
         return;
       }
       if (parts.size() < 2 || parts[1].size() < 1) {
         malformed_received_.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      std::string rid(static_cast<const char*>(parts[0].data()), parts[0].size());
+      std::string& rid = rid_scratch_;
+      rid.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
       const char kind = *static_cast<const char*>(parts[1].data());
       auto found = by_routing_id_.find(rid);
       if (kind == kind_bye) {
@@ -689,7 +761,7 @@ class zmq_transport::impl {
           directory_.emplace(id, p.counters);
         }
         ins_.emplace(id, std::move(p));
-        by_routing_id_.emplace(std::move(rid), id);
+        by_routing_id_.emplace(rid, id);
       } else {
         id = found->second;
       }
@@ -704,10 +776,12 @@ class zmq_transport::impl {
         deliver(id, to_frames(parts, 2));
       }
     }
+    router_ready_ = true;  // batch used up: continue next turn without waiting
   }
 
+  // Receives up to recv_batch messages; leaves the peer's `ready` set when more may be waiting.
   void receive_dealer(peer_id id) {
-    std::vector<zmq::message_t> parts;
+    auto& parts = rx_parts_;
     for (int n = 0; n < recv_batch; ++n) {
       auto it = outs_.find(id);
       if (it == outs_.end()) {
@@ -716,10 +790,12 @@ class zmq_transport::impl {
       auto& p = it->second;
       try {
         if (!receive_parts(p.sock, parts)) {
+          p.dirty = false;  // EAGAIN after any sends from handlers: every command processed
           return;
         }
       } catch (const zmq::error_t& e) {
         PRSGD_LOG(warn, log_component) << "dealer receive: " << e.what();
+        p.dirty = true;
         return;
       }
       if (parts.empty() || parts[0].size() < 1) {
@@ -751,9 +827,13 @@ class zmq_transport::impl {
         deliver(id, to_frames(parts, 1));
       }
     }
+    if (auto it = outs_.find(id); it != outs_.end()) {
+      it->second.ready = true;  // batch used up
+    }
   }
 
   void send_heartbeat_in(in_peer& p) {
+    router_dirty_ = true;
     std::string head(1, kind_heartbeat);
     head += cfg_.node_name;
     try {
@@ -771,6 +851,7 @@ class zmq_transport::impl {
   }
 
   void send_heartbeat_out(out_peer& p) {
+    p.dirty = true;
     try {
       zmq::message_t h(&kind_heartbeat, 1);
       if (p.sock.send(h, zmq::send_flags::dontwait)) {
@@ -860,6 +941,7 @@ class zmq_transport::impl {
     }
     if (auto it = ins_.find(id); it != ins_.end()) {
       if (say_bye) {
+        router_dirty_ = true;
         try {
           zmq::message_t rid(it->second.routing_id.data(), it->second.routing_id.size());
           if (router_->send(rid, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
@@ -904,6 +986,7 @@ class zmq_transport::impl {
         return;
       }
     }
+    zap_ready_ = true;  // batch used up
   }
 
   void shutdown_sockets() {
@@ -919,10 +1002,11 @@ class zmq_transport::impl {
       close_peer(id, true);
     }
     // Drop anything still queued so no command (and no promise) is left behind.
-    std::deque<command> rest;
+    std::vector<command> rest;
     {
       std::lock_guard lock(mutex_);
       rest.swap(commands_);
+      commands_waiting_.store(false, std::memory_order_relaxed);
     }
     for (auto& c : rest) {
       if (auto* s = std::get_if<send_command>(&c)) {
@@ -949,7 +1033,10 @@ class zmq_transport::impl {
   std::atomic<peer_id> next_id_{1};
 
   std::mutex mutex_;  // guards commands_, directory_ and stopping_
-  std::deque<command> commands_;
+  std::vector<command> commands_;
+  std::atomic<bool> commands_waiting_{false};  // commands_ is not empty (set under mutex_)
+  std::atomic<bool> io_sleeping_{false};       // the I/O thread is about to block or is blocked in poll
+  std::atomic<bool> stop_requested_{false};
   std::unordered_map<peer_id, std::shared_ptr<peer_counters>> directory_;
   bool stopping_ = false;
 
@@ -960,6 +1047,15 @@ class zmq_transport::impl {
   std::map<peer_id, out_peer> outs_;
   std::map<peer_id, in_peer> ins_;
   std::unordered_map<std::string, peer_id> by_routing_id_;
+  std::vector<command> batch_;               // drained commands (reused)
+  std::vector<zmq::message_t> rx_parts_;     // received parts (reused)
+  std::string rid_scratch_;                  // received routing id (reused)
+  int router_fd_ = -1;
+  int zap_fd_ = -1;
+  bool router_dirty_ = true;
+  bool router_ready_ = true;
+  bool zap_ready_ = true;
+  clock::time_point next_tick_{};
 
   std::atomic<std::uint64_t> messages_sent_{0};
   std::atomic<std::uint64_t> bytes_sent_{0};
