@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -196,27 +197,75 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
 
   void send_request_to(peer_id peer, const std::string& target_node, envelope env, reply_fn done) {
     std::uint64_t cid = 0;
+    std::optional<clock::time_point> arm_at;
     {
       std::lock_guard lock{mu_};
       cid = next_cid_++;
       pending_.emplace(cid, pending{std::move(done), target_node});
+      // Request deadlines: one FIFO (the timeout is the same for all, so it is ordered) and at most one
+      // runtime timer armed at its head, instead of a timer (and a timer-thread wake-up) per request.
+      // Answered requests are dropped from the head here, so the queue holds about the requests in flight.
+      while (!deadlines_.empty() && !pending_.contains(deadlines_.front().second)) {
+        deadlines_.pop_front();
+      }
+      deadlines_.emplace_back(system_.core()->time().now() + cfg_.request_timeout, cid);
+      if (!deadline_timer_armed_) {
+        deadline_timer_armed_ = true;
+        arm_at = deadlines_.front().first;
+      }
     }
     env.hdr.correlation_id = cid;
     if (!is_set(env.hdr.from)) {
       env.hdr.from = actor_address{cfg_.name, 0};
     }
     ++requests_sent_;
-    std::weak_ptr<impl> weak = weak_from_this();
-    auto& core = *system_.core();
-    core.add_timer(core.time().now() + cfg_.request_timeout, [weak, cid] {
-      if (auto self = weak.lock()) {
-        if (self->complete(cid, fail(errc::timeout, "no answer within the request timeout"))) {
-          ++self->timeouts_;
-        }
-      }
-    });
+    if (arm_at) {
+      arm_deadline_timer(*arm_at);
+    }
     if (auto sent = send_to_peer(peer, env); !sent) {
       complete(cid, std::move(sent).error());
+    }
+  }
+
+  void arm_deadline_timer(clock::time_point when) {
+    std::weak_ptr<impl> weak = weak_from_this();
+    system_.core()->add_timer(when, [weak] {
+      if (auto self = weak.lock()) {
+        self->expire_requests();
+      }
+    });
+  }
+
+  /// Fails the requests whose deadline passed with `timeout` and re-arms the timer for the next one.
+  void expire_requests() {
+    std::vector<std::uint64_t> expired;
+    std::optional<clock::time_point> next;
+    {
+      std::lock_guard lock{mu_};
+      const auto now = system_.core()->time().now();
+      while (!deadlines_.empty()) {
+        const auto [when, cid] = deadlines_.front();
+        if (pending_.contains(cid)) {
+          if (when > now) {
+            break;
+          }
+          expired.push_back(cid);
+        }
+        deadlines_.pop_front();
+      }
+      if (deadlines_.empty()) {
+        deadline_timer_armed_ = false;
+      } else {
+        next = deadlines_.front().first;
+      }
+    }
+    for (const std::uint64_t cid : expired) {
+      if (complete(cid, fail(errc::timeout, "no answer within the request timeout"))) {
+        ++timeouts_;
+      }
+    }
+    if (next) {
+      arm_deadline_timer(*next);
     }
   }
 
@@ -861,6 +910,8 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   std::map<std::string, actor_address> names_;   // head only
   std::uint64_t next_cid_ = 1;
   std::unordered_map<std::uint64_t, pending> pending_;
+  std::deque<std::pair<clock::time_point, std::uint64_t>> deadlines_;  // (deadline, cid) in send order
+  bool deadline_timer_armed_ = false;
   std::unordered_map<std::string, peer_id> routes_;
   std::unordered_map<std::string, std::string> route_endpoints_;
   std::unordered_map<peer_id, std::string> route_names_;

@@ -135,6 +135,46 @@ TEST_F(NodeTest, RequestTimesOutWhenTheLinkIsCut) {
   EXPECT_EQ(a_->stats().timeouts, 1U);
 }
 
+// Request deadlines share one timer armed at the oldest pending request: each request still times out
+// at its own deadline, answered requests never count, and later requests keep being timed out.
+TEST_F(NodeTest, EachRequestTimesOutAtItsOwnDeadline) {
+  auto spawned = a_->spawn<adder>(on_node{"b", {}}, 1);
+  auto ref = result(spawned);
+  ASSERT_TRUE(ref);
+  auto answered = ref->ask(&adder::get);  // answered at once: never a timeout
+  ASSERT_TRUE(result(answered));
+  net_.cut("a", "b");
+  auto first = ref->ask(&adder::get);     // deadline t0 + 2 s
+  pump();
+  sys_.advance(1s);
+  auto second = ref->ask(&adder::get);    // deadline t0 + 3 s
+  pump();
+  sys_.advance(999ms);                    // t0 + 1.999 s: nothing due
+  pump();
+  EXPECT_FALSE(first.ready());
+  sys_.advance(1ms);                      // t0 + 2 s: only the first
+  pump();
+  EXPECT_TRUE(first.ready());
+  EXPECT_FALSE(second.ready());
+  EXPECT_EQ(a_->stats().timeouts, 1U);
+  sys_.advance(1s);                       // t0 + 3 s: the second
+  auto r2 = result(second);
+  ASSERT_FALSE(r2);
+  EXPECT_EQ(r2.error().code, errc::timeout);
+  EXPECT_EQ(a_->stats().timeouts, 2U);
+  // The timer re-arms for requests sent after the queue ran empty.
+  auto third = ref->ask(&adder::get);
+  pump();
+  sys_.advance(2s);
+  auto r3 = result(third);
+  ASSERT_FALSE(r3);
+  EXPECT_EQ(r3.error().code, errc::timeout);
+  EXPECT_EQ(a_->stats().timeouts, 3U);
+  auto r1 = result(first);
+  ASSERT_FALSE(r1);
+  EXPECT_EQ(r1.error().code, errc::timeout);
+}
+
 TEST_F(NodeTest, FailsLocallyWithoutARoute) {
   auto f = a_->ref<adder>(actor_address{"nowhere", 1}).ask(&adder::get);
   auto r = result(f);
