@@ -215,17 +215,23 @@ class remote_registry {
         }
         auto fut = std::apply([&](auto&... a) { return ref.ask(ptr, std::move(a)...); }, *decoded);
         using R = typename detail::future_value<std::decay_t<decltype(fut)>>::type;
-        fut.then([d = std::move(done)](expected<R> r) {
-          if (!r) {
-            d(std::move(r).error());
-            return;
-          }
-          if constexpr (std::is_void_v<R>) {
-            d(pack_value(msgpack::type::nil_t{}));
-          } else {
-            d(pack_value(*r));
-          }
-        });
+        // The answer is encoded and handed to the transport (a non-blocking send) on the thread that
+        // completes the call, usually the actor's, instead of being posted as one more pool job.
+        runtime::detail::continuation_target inline_target;
+        inline_target.run_inline = true;
+        fut.state()->set_continuation(
+            [d = std::move(done)](expected<R> r) {
+              if (!r) {
+                d(std::move(r).error());
+                return;
+              }
+              if constexpr (std::is_void_v<R>) {
+                d(pack_value(msgpack::type::nil_t{}));
+              } else {
+                d(pack_value(*r));
+              }
+            },
+            inline_target);
         return {};
       };
       return *this;
