@@ -653,13 +653,16 @@ expected<envelope> decode(std::span<const buffer> frames, const limits& lim) {
   decoded_header parsed;
   try {
     std::size_t offset = 0;
-    const msgpack::object_handle oh = msgpack::unpack(reinterpret_cast<const char*>(head.data()), head.size(), offset,
-                                                      nullptr, nullptr, ulim);
+    // The parsed tree only lives until parse_header copied it out; a zone sized for a typical header
+    // avoids msgpack's default 8 KiB chunk (a large-bin malloc per message). It grows if needed.
+    msgpack::zone zone(std::clamp<std::size_t>(head.size() * 4, 512, 8192));
+    const msgpack::object root = msgpack::unpack(zone, reinterpret_cast<const char*>(head.data()), head.size(),
+                                                 offset, nullptr, nullptr, ulim);
     if (offset != head.size()) {
       return fail(errc::protocol_error, "header frame has " + std::to_string(head.size() - offset) +
                                             " trailing bytes");
     }
-    auto p = parse_header(oh.get(), lim);
+    auto p = parse_header(root, lim);
     PRSGD_TRY(p);
     parsed = std::move(*p);
   } catch (const std::bad_alloc&) {

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/runtime/remote.hpp"
 
+#include <algorithm>
+#include <memory>
+
 namespace prsgd::wire::detail {
 
 msgpack::unpack_limit argument_limits() noexcept {
@@ -17,12 +20,16 @@ expected<msgpack::object_handle> parse(std::span<const std::byte> bytes) {
   }
   try {
     std::size_t offset = 0;
-    msgpack::object_handle oh = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset,
-                                                nullptr, nullptr, argument_limits());
+    // A small first zone chunk: arguments and results are usually a few bytes, and msgpack's default
+    // 8 KiB chunk is a large-bin malloc (and a glibc consolidation) per remote call. The zone grows
+    // by itself for larger values.
+    auto zone = std::make_unique<msgpack::zone>(std::clamp<std::size_t>(bytes.size() * 4, 256, 8192));
+    const msgpack::object obj = msgpack::unpack(*zone, reinterpret_cast<const char*>(bytes.data()), bytes.size(),
+                                                offset, nullptr, nullptr, argument_limits());
     if (offset != bytes.size()) {
       return fail(errc::decode_failed, "trailing bytes after the msgpack value");
     }
-    return oh;
+    return msgpack::object_handle(obj, std::move(zone));
   } catch (const std::bad_alloc&) {
     return fail(errc::decode_failed, "msgpack value: out of memory");
   } catch (const std::exception& e) {
