@@ -10,7 +10,7 @@ build="${1:-build/release}"
 reps="${2:-5}"
 steps="${3:-200}"
 models="${PRSGD_NN_MODELS:-fmnist-mlp fmnist-cnn}"
-bin="$build/bench/algorithms/prsgd_nn_bench"
+bin="${PRSGD_NN_BENCH:-$build/bench/algorithms/prsgd_nn_bench}"   # PRSGD_NN_BENCH: another binary, e.g. a baseline
 [[ -x "$bin" ]] || { echo "missing $bin: build target prsgd_nn_bench first" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1   # one thread each; torch also calls set_num_threads(1)
 
@@ -19,17 +19,25 @@ median() { python3 -c "import statistics,sys; print(statistics.median(float(x) f
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc --all) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)"
-printf '%-16s %14s %14s %8s\n' model "prsgd samp/s" "torch samp/s" ratio
+# Rates from wall time and from process CPU time (every thread): with more runnable jobs than cores the
+# wall rate mostly measures the scheduler's share, the CPU rate the work. Ratios are of medians.
+printf '%-12s %-5s %13s %13s %7s\n' model clock "prsgd samp/s" "torch samp/s" ratio
 for m in $models; do
-  ours=(); theirs=()
+  ours=(); theirs=(); ours_cpu=(); theirs_cpu=()
   for ((r = 0; r < reps; r++)); do
-    ours+=("$("$bin" throughput "$m" "$steps" | field samples_per_s)")
-    theirs+=("$(/usr/bin/python3 "$here/torch_bench.py" throughput "$m" "$steps" | field samples_per_s)")
+    line=$("$bin" throughput "$m" "$steps")
+    ours+=("$(field samples_per_s <<< "$line")"); ours_cpu+=("$(field samples_per_cpu_s <<< "$line")")
+    line=$(/usr/bin/python3 "$here/torch_bench.py" throughput "$m" "$steps")
+    theirs+=("$(field samples_per_s <<< "$line")"); theirs_cpu+=("$(field samples_per_cpu_s <<< "$line")")
   done
-  a=$(median "${ours[@]}"); b=$(median "${theirs[@]}")
-  printf '%-16s %14.1f %14.1f %8.2f   (prsgd runs: %s | torch runs: %s)\n' "$m" "$a" "$b" \
-    "$(python3 -c "print($a / $b)")" "${ours[*]}" "${theirs[*]}"
+  for clock in wall cpu; do
+    if [[ $clock == wall ]]; then o=("${ours[@]}"); t=("${theirs[@]}"); else o=("${ours_cpu[@]}"); t=("${theirs_cpu[@]}"); fi
+    a=$(median "${o[@]}"); b=$(median "${t[@]}")
+    printf '%-12s %-5s %13.1f %13.1f %7.2f   (prsgd: %s | torch: %s)\n' "$m" "$clock" "$a" "$b" \
+      "$(python3 -c "print($a / $b)")" "${o[*]}" "${t[*]}"
+  done
 done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 if [[ "${PRSGD_NN_ACCURACY:-0}" == 1 ]]; then
   echo "3 epochs, batch 64, lr 0.05, momentum 0.9, one thread (peak RSS from /usr/bin/time -v):"
