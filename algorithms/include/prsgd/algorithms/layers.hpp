@@ -48,6 +48,16 @@ class layer {
   /// Adds this batch's parameter gradients to the bound gradients and, if `dx` is not null, writes
   /// the gradient with respect to `x`. @pre `x`, `y` are the last forward's input and output.
   virtual void backward(const tensor& x, const tensor& y, const tensor& dy, tensor* dx) = 0;
+  /// Like `backward`, but overwrites the bound gradients with this batch's instead of adding to them,
+  /// which spares the caller zeroing them first (the model's training step uses it). Returns false,
+  /// having done nothing, if the layer does not implement it; the caller then zeroes and calls `backward`.
+  virtual bool backward_overwrite(const tensor& x, const tensor& y, const tensor& dy, tensor* dx) {
+    (void)x;
+    (void)y;
+    (void)dy;
+    (void)dx;
+    return false;
+  }
   /// Returns a deep copy, not yet bound to any buffer.
   [[nodiscard]] virtual std::unique_ptr<layer> clone() const = 0;
 };
