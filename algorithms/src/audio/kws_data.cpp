@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/algorithms/kws_data.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -304,6 +306,33 @@ int kws_label(std::string_view word) noexcept {
   return -1;
 }
 
+/// Holds an exclusive flock on `<cache>.lock` while one process checks, computes and writes the cache, so
+/// the processes of a job that start together featurise once: the others wait, then read the cache.
+/// Best effort: without a writable directory it holds nothing and every process computes on its own.
+class cache_lock {
+ public:
+  explicit cache_lock(const fs::path& cache) {
+    fs::path lock = cache;
+    lock += ".lock";
+    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  cache_lock(const cache_lock&) = delete;
+  cache_lock& operator=(const cache_lock&) = delete;
+  ~cache_lock() {
+    if (fd_ >= 0) {
+      ::flock(fd_, LOCK_UN);
+      ::close(fd_);
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 expected<kws_data> load_kws(const kws_options& o) {
   if (o.clip_samples <= 0 || o.test_percent < 0 || o.test_percent > 100) {
     return fail(errc::invalid_argument, "load_kws: clip_samples must be > 0 and test_percent in 0..100");
@@ -407,7 +436,9 @@ expected<kws_data> load_kws(const kws_options& o) {
     fp.add_value(e.mtime);
     fp.add_value(static_cast<std::uint8_t>(e.test));
   }
+  std::optional<cache_lock> lock;
   if (!o.cache_file.empty()) {
+    lock.emplace(o.cache_file);
     if (auto cached = read_cache(o, fp.value(), frames)) {
       PRSGD_LOG(info, "kws") << o.root.string() << ": " << cached->train.size() << " train + " << cached->test.size()
                              << " test clips from cache " << o.cache_file.string();

@@ -55,8 +55,8 @@ struct kws_data {
 /// hash of the speaker. Samples are ordered by label, then path. Returns not_found for a missing root or
 /// a root without any keyword WAV, decode_failed naming the file for a bad WAV or manifest, io_error for
 /// unreadable files. A cache that cannot be written is logged, not returned as an error.
-/// Thread-compatible: concurrent calls in one process must use different cache files; processes may share one
-/// (each writes its own temp file and renames it into place).
+/// Callers sharing a cache file (the processes of one job) featurise once: an exclusive flock on
+/// `<cache_file>.lock` covers check, compute and write, so the others wait and then read the cache.
 [[nodiscard]] expected<kws_data> load_kws(const kws_options& options);
 
 }  // namespace prsgd::algorithms
