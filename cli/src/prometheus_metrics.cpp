@@ -1,22 +1,36 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prometheus_metrics.hpp"
 
-#include <CivetServer.h>
-#include <civetweb.h>
+#include <dlfcn.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
+#include <pthread.h>
 
-#include <charconv>
+#include <cstddef>
 #include <exception>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
+
+// Debian's civetweb (under the Exposer) starts its threads with pthread_attr_setstacksize(attr, 100 KiB),
+// and glibc carves the process's static TLS out of that: libopenblas alone takes 60 KiB of it in prsgd.
+// What is left is too little for civetweb's own 8 KiB printf buffers: its error page (`curl
+// 127.0.0.1:PORT/` -> 404, a malformed request -> 400) overflowed the stack and killed the averager
+// with SIGSEGV, and under ASan a 404 did. This definition, in the executable, comes before libc's in
+// symbol lookup: it raises a requested stack below 1 MiB to 1 MiB and forwards to libc's. Threads that
+// ask for no size (prsgd's own, std::thread) or for 1 MiB or more are unaffected; a bigger stack than
+// asked for only costs address space.
+extern "C" int pthread_attr_setstacksize(pthread_attr_t* attr, std::size_t size) noexcept {
+  using setstacksize_fn = int (*)(pthread_attr_t*, std::size_t);
+  static const auto next = reinterpret_cast<setstacksize_fn>(::dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
+  constexpr std::size_t min_size = std::size_t{1} << 20;
+  return next(attr, size < min_size ? min_size : size);
+}
 
 namespace prsgd::cli {
 namespace {
@@ -63,34 +77,6 @@ prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name, const
 }
 
 double num(std::uint64_t v) { return static_cast<double>(v); }
-
-/// Answers every HTTP error (404 for a path other than /metrics, 400, 405, ...) with a tiny fixed response.
-/// Why: Debian's civetweb runs its workers on 100 KiB stacks that also hold the process's static TLS, and
-/// libopenblas alone takes 60 KiB of that here; civetweb's own error page (mg_printf into 8 KiB stack
-/// buffers) then overflows the stack and kills the averager on `curl 127.0.0.1:PORT/`. This callback
-/// uses no stack buffer beyond 96 bytes and only mg_write.
-int small_error_response(mg_connection* conn, int status, const char* /*errmsg*/) {
-  static constexpr std::string_view head = "HTTP/1.1 ";
-  static constexpr std::string_view rest =
-      " Error\r\nContent-Type: text/plain\r\nContent-Length: 6\r\nConnection: close\r\n\r\nerror\n";
-  char code[16];
-  const auto [end, ec] = std::to_chars(code, code + sizeof code, status);
-  const std::size_t code_len = ec == std::errc{} ? static_cast<std::size_t>(end - code) : 0;
-  mg_write(conn, head.data(), head.size());
-  mg_write(conn, code, code_len);
-  mg_write(conn, rest.data(), rest.size());
-  return 0;  // handled: civetweb sends nothing more
-}
-
-/// Callbacks for the Exposer's civetweb server; built once, read by civetweb for the server's lifetime.
-const CivetCallbacks& exposer_callbacks() {
-  static const CivetCallbacks callbacks = [] {
-    CivetCallbacks c;
-    c.http_error = &small_error_response;
-    return c;
-  }();
-  return callbacks;
-}
 
 }  // namespace
 
@@ -163,7 +149,7 @@ expected<std::unique_ptr<prometheus_metrics>> prometheus_metrics::bind(int port)
   const std::string address = "127.0.0.1:" + std::to_string(port);
   try {
     p->exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", address, "num_threads", "2"}, &exposer_callbacks());
+        std::vector<std::string>{"listening_ports", address, "num_threads", "2"});
     p->exposer->RegisterCollectable(p->collectable);
   } catch (const std::exception& e) {
     return fail(errc::io_error, "cannot serve metrics on " + address + " (--metrics-port " + std::to_string(port) +
