@@ -77,6 +77,7 @@ class PrSgdActorsTest : public ::testing::Test {
     c.core.interval = 4;
     c.core.step_size = 0.05;
     c.core.max_rounds = rounds;
+    c.core.min_workers = 3;  // round 0 waits for all three: toy rounds are too fast for late joiners
     c.core.heartbeat_interval = 50ms;
     c.core.heartbeat_timeout = 600ms;
     c.model_name = "test-linear";
