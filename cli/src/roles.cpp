@@ -3,8 +3,9 @@
 // prepare_process() (log level, plugins, model name check), loads its data, builds an actor system and a
 // ZeroMQ transport, starts its actor and waits for the job to end or for SIGINT/SIGTERM.
 //
-// Signals: SIGINT and SIGTERM are blocked in every thread (before any thread starts) and taken with
-// sigtimedwait() by the main thread, so no handler runs in async-signal context.
+// Signals: SIGINT and SIGTERM are blocked in every thread we start and taken with sigtimedwait() by the
+// main thread; a thread started before main (OpenBLAS's pool) that receives one only records it in a flag
+// the main thread reads, so the actions below never run in async-signal context.
 //  - worker: LEAVE, then exit 0 (the averager stops waiting for it at once).
 //  - averager with --checkpoint-dir: checkpoint the open round and exit without stopping the workers; a
 //    restarted averager resumes the round and the workers rejoin it by themselves.
@@ -43,8 +44,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// Blocks SIGINT and SIGTERM in this thread and every thread it starts later; returns the set.
+/// The stop signal taken by a thread that did not block it (see block_stop_signals); 0 = none.
+volatile sig_atomic_t g_caught_signal = 0;
+
+extern "C" void remember_stop_signal(int sig) { g_caught_signal = sig; }
+
+/// Blocks SIGINT and SIGTERM in this thread and every thread it starts later; returns the set. Threads
+/// that already exist (OpenBLAS starts its pool before main) may still receive them, so a handler that
+/// only records the signal replaces the default action (which would kill the process mid-write).
 sigset_t block_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = remember_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -59,7 +72,12 @@ int take_signal(const sigset_t& set, std::chrono::milliseconds wait) {
   ts.tv_sec = static_cast<time_t>(wait.count() / 1000);
   ts.tv_nsec = static_cast<long>((wait.count() % 1000) * 1'000'000);
   const int sig = sigtimedwait(&set, nullptr, &ts);
-  return sig > 0 ? sig : 0;
+  if (sig > 0) {
+    return sig;
+  }
+  const int caught = g_caught_signal;
+  g_caught_signal = 0;
+  return caught;
 }
 
 /// A one-shot flag the actors' callbacks set and main waits on.
