@@ -22,6 +22,7 @@ void averager_actor::on_start() {
     return;
   }
   std::vector<float> params((*initial)->params().begin(), (*initial)->params().end());
+  config_.core.trainable_params = (*initial)->num_trainable();
   if (config_.test_set) {
     eval_model_ = std::move(*initial);
   }

@@ -106,6 +106,13 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
       return fail(errc::invalid_argument, "averager: per-worker interval of worker " + std::to_string(id) + " is 0");
     }
   }
+  if (!(config.minibatch_momentum >= 0 && config.minibatch_momentum < 1)) {
+    return fail(errc::invalid_argument, "averager: minibatch momentum must be in [0, 1)");
+  }
+  if (config.mode == training_mode::minibatch_sgd && config.outer) {
+    return fail(errc::invalid_argument,
+                "averager: the outer optimiser applies to restarted SGD; minibatch mode uses minibatch_momentum");
+  }
   config.quorum = std::max<std::size_t>(config.quorum, 1);
   config.min_workers = std::max<std::size_t>(config.min_workers, 1);
   config.adaptive_min_samples = std::max<std::size_t>(config.adaptive_min_samples, 1);
@@ -153,6 +160,10 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
         PRSGD_TRY(outer->restore(resumed->outer_momentum));
       }
       core.outer_ = std::move(outer).value();
+    }
+    if (core.config_.mode == training_mode::minibatch_sgd && core.config_.minibatch_momentum > 0 &&
+        resumed->outer_momentum.size() == core.trainable_size()) {
+      core.minibatch_momentum_ = std::move(resumed->outer_momentum);
     }
     core.arrival_history_ = std::move(resumed->arrival_history);
     core.counters_.late = resumed->late;
@@ -569,11 +580,25 @@ void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) 
     }
 
     if (config_.mode == training_mode::minibatch_sgd) {
-      // One SGD step on the averaged gradient, with the γ announced for this round.
+      // One SGD step on the averaged gradient of the trainable prefix, with the γ announced for this round
+      // (and momentum, PyTorch's rule); the buffers after it are averaged values, taken as they are.
       next = *model_;
       const auto g = static_cast<float>(round_step_size_);
-      for (std::size_t k = 0; k < model_size_; ++k) {
-        next[k] -= g * avg[k];
+      const std::size_t trainable = trainable_size();
+      if (config_.minibatch_momentum > 0) {
+        const auto mu = static_cast<float>(config_.minibatch_momentum);
+        minibatch_momentum_.resize(trainable, 0.0F);
+        for (std::size_t k = 0; k < trainable; ++k) {
+          minibatch_momentum_[k] = mu * minibatch_momentum_[k] + avg[k];
+          next[k] -= g * minibatch_momentum_[k];
+        }
+      } else {
+        for (std::size_t k = 0; k < trainable; ++k) {
+          next[k] -= g * avg[k];
+        }
+      }
+      for (std::size_t k = trainable; k < model_size_; ++k) {
+        next[k] = avg[k];
       }
     } else if (ok && outer_) {
       next.resize(model_size_);
@@ -804,6 +829,8 @@ checkpoint_state averager_core::snapshot() const {
   s.rounds_completed = rounds_completed_;
   if (outer_) {
     s.outer_momentum.assign(outer_->state().begin(), outer_->state().end());
+  } else if (!minibatch_momentum_.empty()) {
+    s.outer_momentum = minibatch_momentum_;  // the same slot: the two modes never share a checkpoint
   }
   s.arrival_history = arrival_history_;
   s.late = counters_.late;

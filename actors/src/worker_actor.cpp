@@ -30,8 +30,11 @@ train_result run_task(worker_actor::trainer& t, const algorithms::dataset& data,
   if (task.mode == training_mode::minibatch_sgd) {
     auto batch = t.sampler->next_batch();
     const float loss = t.model->forward_backward(data, batch);
+    // Gradients for the trainable prefix; the buffers after it (batch-norm running statistics, updated by
+    // this forward pass) go as values, which the averager averages instead of stepping.
     auto g = t.model->grads();
-    auto grad = std::make_shared<std::vector<float>>(t.model->num_params(), 0.0f);
+    auto values = t.model->params();
+    auto grad = std::make_shared<std::vector<float>>(values.begin(), values.end());
     std::copy(g.begin(), g.end(), grad->begin());
     r.steps = 1;
     r.samples = batch.size();

@@ -515,6 +515,9 @@ expected<void> validate(const schedule_options& o) {
   PRSGD_TRY(one_of(o.step_size, {"constant", "paper"}, "--step-size"));
   PRSGD_TRY(at_least(o.warmup_rounds, 0, "--warmup-rounds"));
   PRSGD_TRY(one_of(o.outer, {"none", "sgd", "momentum", "nesterov"}, "--outer"));
+  if (o.mode == "minibatch" && o.outer != "none") {
+    return bad("--outer applies to --mode restarted; minibatch mode uses --momentum for the averager's step");
+  }
   if (!(o.outer_lr > 0)) {
     return bad("--outer-lr must be > 0 (got " + str(o.outer_lr) + ")");
   }

@@ -195,6 +195,9 @@ int run_averager(const averager_options& o) {
   core.mode = o.schedule.mode == "minibatch" ? actors::training_mode::minibatch_sgd
                                              : actors::training_mode::restarted_sgd;
   core.rule = parse_rule(o.schedule.averaging);
+  if (core.mode == actors::training_mode::minibatch_sgd) {
+    core.minibatch_momentum = o.model.momentum;  // the averager takes the SGD step (workers send gradients)
+  }
   core.intervals = parse_interval_policy(o.schedule.interval_policy);
   // fixed / paper: the planned I (the core derives the paper's I from total_steps itself, identically);
   // per-worker: the default for workers without an --intervals entry; time-balanced: the target mean.

@@ -575,6 +575,40 @@ TEST_F(AveragerCoreTest, MinibatchModeAppliesOneSgdStepWithTheAveragedGradient) 
   EXPECT_EQ(*core->model(), filled(-2.5F));  // 0 − 0.5·(0.25·2 + 0.75·6)
 }
 
+TEST_F(AveragerCoreTest, MinibatchModeAveragesBufferValuesInsteadOfSteppingThem) {
+  // dim = 4: the first two values are trainable, the last two are buffers (batch-norm statistics) that
+  // the workers send as values, not gradients.
+  cfg.mode = training_mode::minibatch_sgd;
+  cfg.step_size = 0.5;
+  cfg.trainable_params = 2;
+  make(filled(1.0F));
+  (void)join(1);
+  auto g = model(1, 0, {2.0F, 2.0F, 7.0F, 9.0F}, 1);
+  g.is_gradient = true;
+  (void)core->on_model(g);
+  ASSERT_EQ(core->round(), 1U);
+  EXPECT_EQ(*core->model(), (std::vector<float>{0.0F, 0.0F, 7.0F, 9.0F}));
+}
+
+TEST_F(AveragerCoreTest, MinibatchModeKeepsAGlobalMomentumBuffer) {
+  cfg.mode = training_mode::minibatch_sgd;
+  cfg.step_size = 0.5;
+  cfg.minibatch_momentum = 0.9;
+  make(filled(1.0F));
+  (void)join(1);
+  for (round_t r = 0; r < 2; ++r) {
+    auto g = model(1, r, filled(2.0F), 1);
+    g.is_gradient = true;
+    (void)core->on_model(g);
+  }
+  // PyTorch's SGD: b1 = g = 2, x1 = 1 − 0.5·2 = 0; b2 = 0.9·2 + 2 = 3.8, x2 = 0 − 0.5·3.8 = −1.9.
+  ASSERT_EQ(core->model()->size(), dim);
+  for (float v : *core->model()) {
+    EXPECT_NEAR(v, -1.9F, 1e-6F);
+  }
+  EXPECT_EQ(core->snapshot().outer_momentum.size(), dim) << "the momentum buffer is checkpointed";
+}
+
 TEST_F(AveragerCoreTest, OuterMomentumAcceleratesTheAveragedDelta) {
   cfg.outer = algorithms::outer_config{algorithms::outer_kind::momentum, 1.0F, 0.5F};
   make(filled(0.0F));

@@ -76,7 +76,7 @@ TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
   auto a = get<averager_options>(parse({"averager", "--listen", "tcp://127.0.0.1:7500", "--deadline", "adaptive",
                                         "--deadline-mad-k", "2.5", "--quorum", "2", "--step-size", "paper",
                                         "--warmup-rounds", "5", "--outer", "nesterov", "--outer-lr", "0.7",
-                                        "--outer-momentum", "0.8", "--mode", "minibatch", "--dataset", "kws"}));
+                                        "--outer-momentum", "0.8", "--dataset", "kws"}));
   EXPECT_EQ(a.schedule.deadline, "adaptive");
   EXPECT_DOUBLE_EQ(a.schedule.deadline_mad_k, 2.5);
   EXPECT_EQ(a.schedule.quorum, 2);
@@ -84,8 +84,9 @@ TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
   EXPECT_EQ(a.schedule.warmup_rounds, 5);
   EXPECT_EQ(a.schedule.outer, "nesterov");
   EXPECT_DOUBLE_EQ(a.schedule.outer_momentum, 0.8);
-  EXPECT_EQ(a.schedule.mode, "minibatch");
   EXPECT_EQ(a.model.dataset, "kws");
+  auto mb = get<averager_options>(parse({"averager", "--listen", "tcp://127.0.0.1:7500", "--mode", "minibatch"}));
+  EXPECT_EQ(mb.schedule.mode, "minibatch");
   const std::string listen = "tcp://127.0.0.1:7500";
   EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--deadline", "soon"})).find("--deadline"),
             std::string::npos);
@@ -93,6 +94,9 @@ TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
   EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--outer-momentum", "1"})).find("--outer-momentum"),
             std::string::npos);
   EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--mode", "async"})).find("--mode"), std::string::npos);
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--mode", "minibatch", "--outer", "nesterov"}))
+                .find("--outer applies to --mode restarted"),
+            std::string::npos);
   EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--dataset", "cifar"})).find("--dataset"),
             std::string::npos);
 }

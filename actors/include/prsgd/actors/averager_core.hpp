@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -92,6 +93,14 @@ struct averager_config {
   std::chrono::nanoseconds heartbeat_timeout{std::chrono::seconds(5)};
   /// After resuming from a checkpoint, how long to wait for its members to rejoin before starting.
   std::chrono::nanoseconds rejoin_grace{std::chrono::seconds(2)};
+
+  /// Values [0, trainable_params) of the flat model are trainable; the rest are buffers (batch-norm running
+  /// statistics). In minibatch_sgd mode workers send gradients for the trainable part and their buffer
+  /// values for the rest: the averager steps the first and averages the second. 0 = everything trainable.
+  std::size_t trainable_params = 0;
+  /// Momentum μ of the averager's SGD step in minibatch_sgd mode (PyTorch's rule: b = μ·b + ḡ,
+  /// x̄ −= γ·b); the buffer is checkpointed. In [0, 1).
+  double minibatch_momentum = 0;
 
   /// Outer optimiser applied to the averaged delta in restarted_sgd mode (DiLoCo; empty = plain averaging).
   std::optional<algorithms::outer_config> outer;
@@ -272,6 +281,10 @@ class averager_core {
   void compute_deadline();
   void maybe_checkpoint();
   [[nodiscard]] double current_step_size() const;
+  /// Returns the size of the trainable prefix (config_.trainable_params, or the whole model).
+  [[nodiscard]] std::size_t trainable_size() const noexcept {
+    return config_.trainable_params == 0 ? model_size_ : std::min(config_.trainable_params, model_size_);
+  }
   [[nodiscard]] std::uint64_t clamp_interval(double v) const;
   void record(const model_msg& m, submission_status s, std::string reason);
   void prune_accounting();
@@ -288,6 +301,7 @@ class averager_core {
   flat_buffer model_;
   std::size_t model_size_ = 0;
   std::optional<algorithms::outer_optimizer> outer_;
+  std::vector<float> minibatch_momentum_;  // b, over the trainable prefix (minibatch_sgd mode)
 
   std::map<member_id, member_entry> members_;   // M_r
   std::map<member_id, member_entry> pending_;   // welcomed, admitted at the next barrier
