@@ -127,6 +127,13 @@ void averager_actor::suspend() {
     l.awaiting_eval = false;
   }
   flush_lines();
+  end_incarnation();
+  if (config_.on_done) {
+    config_.on_done(summary_);
+  }
+}
+
+void averager_actor::end_incarnation() {
   done_ = true;
   if (timer_) {
     cancel_timer(*timer_);
@@ -136,9 +143,6 @@ void averager_actor::suspend() {
   summary_.test_acc = last_acc_;
   summary_.counters = core_->counters();
   summary_.wall_s = std::chrono::duration<double>(now() - started_).count();
-  if (config_.on_done) {
-    config_.on_done(summary_);
-  }
 }
 
 round_t averager_actor::round() const { return core_ ? core_->round() : 0; }
@@ -299,15 +303,7 @@ void averager_actor::maybe_done() {
   if (!lines_.empty() || evaluating_ || !eval_queue_.empty()) {
     return;
   }
-  done_ = true;
-  if (timer_) {
-    cancel_timer(*timer_);
-    timer_.reset();
-  }
-  summary_.rounds = std::max(summary_.rounds, core_->round());
-  summary_.test_acc = last_acc_;
-  summary_.counters = core_->counters();
-  summary_.wall_s = std::chrono::duration<double>(now() - started_).count();
+  end_incarnation();
   if (writer_) {
     auto ok = writer_->write_done(summary_.test_acc, summary_.rounds, summary_.wall_s);
     if (!ok) {

@@ -111,6 +111,8 @@ class averager_actor : public actor {
   void on_evaluated(round_t round, expected<double> acc);
   void flush_lines();
   void maybe_done();
+  /// Marks this incarnation over: stops the timer and fills the summary (finish and suspend share it).
+  void end_incarnation();
 
   averager_actor_config config_;
   std::optional<averager_core> core_;
