@@ -2,6 +2,7 @@
 // run_local and run_keygen, plus the prologue every role shares.
 #include "commands.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,6 +22,42 @@
 #endif
 
 namespace prsgd::cli {
+
+namespace {
+
+/// The stop signal taken by a thread that did not block it (see block_stop_signals); 0 = none.
+volatile sig_atomic_t g_caught_signal = 0;
+
+extern "C" void remember_stop_signal(int sig) { g_caught_signal = sig; }
+
+}  // namespace
+
+sigset_t block_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = remember_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int take_signal(const sigset_t& set, std::chrono::milliseconds wait) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(wait.count() / 1000);
+  ts.tv_nsec = static_cast<long>((wait.count() % 1000) * 1'000'000);
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  if (sig > 0) {
+    return sig;
+  }
+  const int caught = g_caught_signal;
+  g_caught_signal = 0;
+  return caught;
+}
 
 expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, const std::string& model) {
   log::level lvl{};

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <signal.h>
+
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +27,14 @@ inline constexpr int exit_failure = 1;
 /// knows it. Returns the plugin's error, or invalid_argument "unknown model 'x' (registered: ...)".
 [[nodiscard]] expected<std::vector<loaded_plugin>> prepare_process(const output_options& o,
                                                                    const std::string& model = {});
+
+/// Blocks SIGINT and SIGTERM in this thread and every thread it starts later; returns the set. Call it first
+/// in a role, before any thread starts. Threads that already exist (OpenBLAS starts its pool before main)
+/// may still receive them, so a handler that only records the signal replaces the default action.
+sigset_t block_stop_signals();
+/// Waits up to `wait` for SIGINT/SIGTERM (taken with sigtimedwait, or recorded by that handler); returns the
+/// signal or 0. Main thread only.
+int take_signal(const sigset_t& set, std::chrono::milliseconds wait);
 
 /// Returns a progress reporter on stderr for --progress `mode` (auto | plain | off; off = none).
 [[nodiscard]] std::optional<progress_reporter> make_progress_reporter(const std::string& mode);

@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `prsgd head --listen ENDPOINT`: serves the head node (head_role.cpp) until SIGINT or SIGTERM, then exits 0.
-// Both signals are blocked before any thread starts and taken with sigtimedwait() by the main thread, as the
-// other roles do (roles.cpp), so no handler runs in async-signal context.
-#include <signal.h>
-
+// Both signals are taken by the main thread with block_stop_signals() / take_signal() (commands.hpp), as the
+// other roles do.
 #include <cstdio>
-#include <ctime>
 
 #include "commands.hpp"
 #include "head_role.hpp"
@@ -14,11 +11,7 @@
 namespace prsgd::cli {
 
 int run_head(const head_options& o) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = block_stop_signals();
   if (auto p = prepare_process(o.output); !p) {
     std::fprintf(stderr, "prsgd head: %s\n", p.error().message().c_str());
     return exit_usage;
@@ -30,10 +23,8 @@ int run_head(const head_options& o) {
   }
   PRSGD_LOG(info, "head") << "serving at " << server->endpoint();
   int sig = 0;
-  while (sig <= 0) {
-    timespec wait{};
-    wait.tv_sec = 1;
-    sig = sigtimedwait(&signals, nullptr, &wait);
+  while (sig == 0) {
+    sig = take_signal(signals, std::chrono::seconds{1});
   }
   PRSGD_LOG(info, "head") << "signal " << sig << ": stopping";
   server->stop();

@@ -44,42 +44,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// The stop signal taken by a thread that did not block it (see block_stop_signals); 0 = none.
-volatile sig_atomic_t g_caught_signal = 0;
-
-extern "C" void remember_stop_signal(int sig) { g_caught_signal = sig; }
-
-/// Blocks SIGINT and SIGTERM in this thread and every thread it starts later; returns the set. Threads
-/// that already exist (OpenBLAS starts its pool before main) may still receive them, so a handler that
-/// only records the signal replaces the default action (which would kill the process mid-write).
-sigset_t block_stop_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = remember_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
-/// Waits up to `wait` for SIGINT/SIGTERM; returns the signal or 0.
-int take_signal(const sigset_t& set, std::chrono::milliseconds wait) {
-  timespec ts{};
-  ts.tv_sec = static_cast<time_t>(wait.count() / 1000);
-  ts.tv_nsec = static_cast<long>((wait.count() % 1000) * 1'000'000);
-  const int sig = sigtimedwait(&set, nullptr, &ts);
-  if (sig > 0) {
-    return sig;
-  }
-  const int caught = g_caught_signal;
-  g_caught_signal = 0;
-  return caught;
-}
-
 /// A one-shot flag the actors' callbacks set and main waits on.
 struct done_flag {
   std::mutex mu;
