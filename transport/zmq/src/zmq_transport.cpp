@@ -278,8 +278,23 @@ class zmq_transport::impl {
       bytes += f.size();
     }
     const bool on_io_thread = std::this_thread::get_id() == io_thread_id_;
+    // Direct send: when the I/O thread is idle in poll() (it holds io_mutex_ at every other moment), the
+    // sending thread takes the sockets over and sends itself, so the message does not wait for an
+    // eventfd wake-up of the I/O thread (one thread wake-up fewer on the critical path of a remote call).
+    // ZeroMQ sockets may move between threads with a full memory barrier; the mutex provides it.
+    std::unique_lock<std::mutex> io_lock;
+    if (!on_io_thread && io_sleeping_.load(std::memory_order_relaxed)) {
+      io_lock = std::unique_lock<std::mutex>(io_mutex_, std::try_to_lock);
+      // One direct send per sleep of the I/O thread: a thread that pipelines many messages queues the
+      // rest and wakes the I/O thread once, which sends them while the caller goes on (measured: direct
+      // sends for every pipelined message cut 1:1 async calls/s by ~20 %).
+      if (io_lock.owns_lock() && direct_sent_) {
+        io_lock.unlock();
+      }
+    }
+    bool direct = false;
     bool wake_needed = false;
-    std::shared_ptr<peer_counters> inline_counters;  // for a send from a handler (on the I/O thread)
+    std::shared_ptr<peer_counters> inline_counters;  // for a send on the I/O thread or a direct send
     {
       // One lock for the lookup and the enqueue (the I/O thread takes it once per turn to swap the queue).
       std::lock_guard lock(mutex_);
@@ -300,7 +315,11 @@ class zmq_transport::impl {
       counters->queued_bytes.fetch_add(bytes, std::memory_order_relaxed);
       messages_sent_.fetch_add(1, std::memory_order_relaxed);
       bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
-      if (!on_io_thread) {
+      // A direct send must not overtake this thread's earlier, still queued messages: only with an
+      // empty queue (a drained message has been sent or sits in the peer's pending list, which
+      // enqueue_or_send respects; draining happens under io_mutex_, which we hold).
+      direct = !on_io_thread && io_lock.owns_lock() && commands_.empty();
+      if (!on_io_thread && !direct) {
         wake_needed = commands_.empty();
         commands_.emplace_back(send_command{peer, pending_message{std::move(msg), counters, bytes}});
         commands_waiting_.store(true, std::memory_order_relaxed);
@@ -308,9 +327,14 @@ class zmq_transport::impl {
         inline_counters = counters;
       }
     }
-    if (on_io_thread) {
-      // Inline on the I/O thread (a handler replying): saves the queue hop, keeps per-thread order.
+    if (on_io_thread || direct) {
+      // On the I/O thread (a handler replying) or holding the sockets: no queue hop, per-thread order kept.
       enqueue_or_send(peer, pending_message{std::move(msg), std::move(inline_counters), bytes});
+      if (direct) {
+        direct_sent_ = true;
+        direct_sends_.fetch_add(1, std::memory_order_relaxed);
+        rearm_after_direct_send(peer);
+      }
       return {};
     }
     if (wake_needed) {
@@ -349,6 +373,7 @@ class zmq_transport::impl {
     s.sends_refused = sends_refused_.load();
     s.malformed_received = malformed_received_.load();
     s.heartbeats_sent = heartbeats_sent_.load();
+    s.direct_sends = direct_sends_.load();
     return s;
   }
 
@@ -426,6 +451,37 @@ class zmq_transport::impl {
     [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof(one));
   }
 
+  // After a direct send (the caller holds io_mutex_ while the I/O thread sleeps in poll() on the
+  // sockets' ZMQ_FDs): the send may have processed the socket's pending commands, consuming the edge
+  // that poll() waits for. Query ZMQ_EVENTS (which processes the rest): if a message is readable or
+  // ours is still pending (high-water mark), hand it to the I/O thread with a wake-up; otherwise the
+  // socket is clean and its ZMQ_FD will signal the next change, so the I/O thread can sleep on.
+  void rearm_after_direct_send(peer_id peer) {
+    bool wake_io = false;
+    if (auto it = outs_.find(peer); it != outs_.end()) {
+      auto& p = it->second;
+      const int ev = socket_events(p.sock);
+      if ((ev & ZMQ_POLLIN) != 0 || !p.pending.empty()) {
+        p.ready = true;
+        wake_io = true;
+      } else {
+        p.dirty = false;
+      }
+    } else if (auto in = ins_.find(peer); in != ins_.end()) {
+      const int ev = socket_events(*router_);
+      if ((ev & ZMQ_POLLIN) != 0) {
+        router_ready_ = true;
+        wake_io = true;
+      } else {
+        router_dirty_ = false;
+      }
+      wake_io = wake_io || !in->second.pending.empty();  // a ROUTER has no POLLOUT per peer: retry soon
+    }
+    if (wake_io) {
+      wake();
+    }
+  }
+
   void configure_common(zmq::socket_t& s) const {
     s.set(zmq::sockopt::linger, 100);
     s.set(zmq::sockopt::sndhwm, cfg_.send_hwm);
@@ -453,6 +509,9 @@ class zmq_transport::impl {
     std::vector<peer_id> fd_peers;
     const auto tick_period = std::chrono::milliseconds(poll_timeout_ms());
     next_tick_ = clock_.now();
+    // The I/O thread owns the sockets except while it blocks in poll(), when a sending thread may take
+    // them over (send(): direct send).
+    std::unique_lock io_lock(io_mutex_);
     while (!stop_requested_.load(std::memory_order_acquire)) {
       bool any_ready = router_ready_ || (zap_ && zap_ready_);
       if (router_dirty_) {
@@ -493,6 +552,7 @@ class zmq_transport::impl {
           timeout_ms = std::min(timeout_ms, 1);  // a ROUTER has no per-peer POLLOUT; retry soon
         }
       }
+      io_lock.unlock();
       io_sleeping_.store(true, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (commands_waiting_.load(std::memory_order_relaxed)) {
@@ -500,6 +560,8 @@ class zmq_transport::impl {
       }
       const int rc = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), timeout_ms);
       io_sleeping_.store(false, std::memory_order_relaxed);
+      io_lock.lock();
+      direct_sent_ = false;
       if (rc < 0 && errno != EINTR) {
         PRSGD_LOG(error, log_component) << "poll failed: " << std::strerror(errno);
       }
@@ -1032,7 +1094,8 @@ class zmq_transport::impl {
   std::atomic<std::thread::id> io_thread_id_{};
   std::atomic<peer_id> next_id_{1};
 
-  std::mutex mutex_;  // guards commands_, directory_ and stopping_
+  std::mutex io_mutex_;  // the sockets and the I/O state below: held by the I/O thread except in poll()
+  std::mutex mutex_;     // guards commands_, directory_ and stopping_ (taken after io_mutex_, never before)
   std::vector<command> commands_;
   std::atomic<bool> commands_waiting_{false};  // commands_ is not empty (set under mutex_)
   std::atomic<bool> io_sleeping_{false};       // the I/O thread is about to block or is blocked in poll
@@ -1040,7 +1103,7 @@ class zmq_transport::impl {
   std::unordered_map<peer_id, std::shared_ptr<peer_counters>> directory_;
   bool stopping_ = false;
 
-  // Owned by the I/O thread once it runs.
+  // Owned by the I/O thread once it runs; a direct sender uses them while holding io_mutex_.
   std::unique_ptr<zmq::context_t> ctx_;
   std::optional<zmq::socket_t> router_;
   std::optional<zmq::socket_t> zap_;
@@ -1052,6 +1115,7 @@ class zmq_transport::impl {
   std::string rid_scratch_;                  // received routing id (reused)
   int router_fd_ = -1;
   int zap_fd_ = -1;
+  bool direct_sent_ = false;  // a thread sent directly since the I/O thread last woke (see send())
   bool router_dirty_ = true;
   bool router_ready_ = true;
   bool zap_ready_ = true;
@@ -1065,6 +1129,7 @@ class zmq_transport::impl {
   std::atomic<std::uint64_t> sends_refused_{0};
   std::atomic<std::uint64_t> malformed_received_{0};
   std::atomic<std::uint64_t> heartbeats_sent_{0};
+  std::atomic<std::uint64_t> direct_sends_{0};
   std::atomic<std::uint64_t> zap_denied_{0};
 };
 

@@ -139,6 +139,9 @@ struct transport_stats {
   std::uint64_t malformed_received = 0;
   /// Heartbeats sent.
   std::uint64_t heartbeats_sent = 0;
+  /// Messages a sending thread wrote to the socket itself while the I/O thread slept (zmq only; see
+  /// transport/README.md, "Threads").
+  std::uint64_t direct_sends = 0;
 };
 
 /// Moves multipart messages between endpoints: the abstract interface the runtime codes against.
