@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # The PR-SGD actors as separate `prsgd` processes on 127.0.0.1: crashes, restarts, leaves.
 if(TARGET prsgd)
-  prsgd_add_test(actors_recovery_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/actors/recovery_test.cpp
-                 DEPS prsgd::cli_support LABELS integration TIMEOUT 400)
-  target_compile_definitions(actors_recovery_test PRIVATE PRSGD_BINARY="$<TARGET_FILE:prsgd>")
-  add_dependencies(actors_recovery_test prsgd)
+  prsgd_add_process_test(actors_recovery_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/actors/recovery_test.cpp
+                         DEPS prsgd::cli_support TIMEOUT 400)
 endif()

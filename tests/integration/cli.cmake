@@ -1,17 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 # The `prsgd` command as a process, and the local-cluster launcher with real child processes.
 if(TARGET prsgd)
-  prsgd_add_test(cli_launcher_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/launcher_test.cpp
-                 DEPS prsgd::cli_support LABELS integration TIMEOUT 60)
-  target_compile_definitions(cli_launcher_test PRIVATE PRSGD_BINARY="$<TARGET_FILE:prsgd>")
-  add_dependencies(cli_launcher_test prsgd)
+  prsgd_add_process_test(cli_launcher_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/launcher_test.cpp
+                         DEPS prsgd::cli_support TIMEOUT 60)
 
-  prsgd_add_test(cli_command_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/command_test.cpp
-                 DEPS prsgd::cli_support LABELS integration TIMEOUT 120)
-  target_compile_definitions(cli_command_test PRIVATE PRSGD_BINARY="$<TARGET_FILE:prsgd>"
+  prsgd_add_process_test(cli_command_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/command_test.cpp
+                         DEPS prsgd::cli_support TIMEOUT 120)
+  target_compile_definitions(cli_command_test PRIVATE
     PRSGD_TEST_PLUGIN_WRONG_ABI="$<TARGET_FILE:prsgd_test_plugin_wrong_abi>"
     PRSGD_TEST_PLUGIN_REGISTERS_MODEL="$<TARGET_FILE:prsgd_test_plugin_registers_model>")
-  add_dependencies(cli_command_test prsgd prsgd_test_plugin_wrong_abi prsgd_test_plugin_registers_model)
+  add_dependencies(cli_command_test prsgd_test_plugin_wrong_abi prsgd_test_plugin_registers_model)
   if(TARGET prsgd::transport_zmq)
     target_compile_definitions(cli_command_test PRIVATE PRSGD_TEST_HAVE_KEYGEN=1)
   endif()
@@ -20,10 +18,8 @@ endif()
 # The head service: `prsgd head`, `--head` on the averager and workers (binary level), and its pieces in one
 # process (head_role.cpp compiled in, real ZeroMQ on 127.0.0.1).
 if(TARGET prsgd AND TARGET prsgd::transport_zmq AND TARGET prsgd::wire)
-  prsgd_add_test(cli_head_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/head_test.cpp
-                 LABELS integration TIMEOUT 120)
-  target_compile_definitions(cli_head_test PRIVATE PRSGD_BINARY="$<TARGET_FILE:prsgd>")
-  add_dependencies(cli_head_test prsgd)
+  prsgd_add_process_test(cli_head_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/head_test.cpp
+                         DEPS prsgd::cli_support TIMEOUT 120)
 
   prsgd_add_test(cli_head_role_test
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/head_role_test.cpp ${PROJECT_SOURCE_DIR}/cli/src/head_role.cpp

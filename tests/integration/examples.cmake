@@ -3,11 +3,10 @@
 
 # examples/plugin: the stock `prsgd` trains the plugin's fmnist-lenet (and refuses it without --plugin).
 if(TARGET prsgd AND TARGET prsgd_example_plugin)
-  prsgd_add_test(example_plugin_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/examples/plugin_test.cpp
-                 DEPS prsgd::algorithms LABELS integration TIMEOUT 120)
-  target_compile_definitions(example_plugin_test PRIVATE PRSGD_BINARY="$<TARGET_FILE:prsgd>"
-    PRSGD_EXAMPLE_PLUGIN="$<TARGET_FILE:prsgd_example_plugin>")
-  add_dependencies(example_plugin_test prsgd prsgd_example_plugin)
+  prsgd_add_process_test(example_plugin_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/examples/plugin_test.cpp
+                         DEPS prsgd::algorithms TIMEOUT 120)
+  target_compile_definitions(example_plugin_test PRIVATE PRSGD_EXAMPLE_PLUGIN="$<TARGET_FILE:prsgd_example_plugin>")
+  add_dependencies(example_plugin_test prsgd_example_plugin)
 endif()
 
 # examples/embed: the runtime embedded in a program; it must exit 0 and print every expected answer.

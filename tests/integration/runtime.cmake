@@ -8,7 +8,7 @@ if(TARGET prsgd::wire AND TARGET prsgd::transport_zmq)
     DEPS prsgd::wire prsgd::transport_zmq)
   prsgd_add_test(runtime_wire_remote_test
     SOURCES ${_wire_dir}/wire_remote_test.cpp
-    DEPS prsgd::wire prsgd::transport_zmq
+    DEPS prsgd::wire prsgd::transport_zmq prsgd_test_support
     LABELS integration
     TIMEOUT 120)
   target_compile_definitions(runtime_wire_remote_test PRIVATE

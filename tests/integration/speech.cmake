@@ -3,7 +3,7 @@
 if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_speech_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/speech/speech_test.cpp
-    DEPS prsgd::algorithms
+    DEPS prsgd::algorithms prsgd_test_support
     LABELS integration
     TIMEOUT 120)
   target_compile_definitions(prsgd_speech_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
@@ -12,11 +12,8 @@ endif()
 # The speech job (issue 7): `prsgd local --model kws-cnn` with two worker processes on the tiny preset, run
 # twice on one data directory (feature cache written by the first job, reused by the second). Under 60 s.
 if(TARGET prsgd)
-  prsgd_add_test(prsgd_speech_job_test
+  prsgd_add_process_test(prsgd_speech_job_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/speech/speech_job_test.cpp
-    LABELS integration
     TIMEOUT 90)
-  target_compile_definitions(prsgd_speech_job_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                             PRSGD_BINARY="$<TARGET_FILE:prsgd>")
-  add_dependencies(prsgd_speech_job_test prsgd)
+  target_compile_definitions(prsgd_speech_job_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()

@@ -6,7 +6,7 @@ prsgd_add_executable(transport_peer_helper SOURCES ${prsgd_transport_it}/peer_he
   DEPS prsgd::transport_zmq)
 prsgd_add_test(transport_zmq_integration_test
   SOURCES ${prsgd_transport_it}/zmq_transport_test.cpp
-  DEPS prsgd::transport_zmq
+  DEPS prsgd::transport_zmq prsgd_test_support
   LABELS integration TIMEOUT 120)
 target_compile_definitions(transport_zmq_integration_test PRIVATE
   PRSGD_PEER_HELPER="$<TARGET_FILE:transport_peer_helper>")
@@ -14,6 +14,7 @@ add_dependencies(transport_zmq_integration_test transport_peer_helper)
 # Multi-host over network namespaces + veth (root only; skips otherwise). RUN_SERIAL: it changes links.
 prsgd_add_test(transport_netns_integration_test
   SOURCES ${prsgd_transport_it}/netns_test.cpp
+  DEPS prsgd_test_support
   LABELS integration TIMEOUT 120 SERIAL)
 target_compile_definitions(transport_netns_integration_test PRIVATE
   PRSGD_PEER_HELPER="$<TARGET_FILE:transport_peer_helper>")

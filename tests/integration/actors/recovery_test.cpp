@@ -3,30 +3,27 @@
 // Fashion-MNIST: a worker killed with SIGKILL is dropped after the heartbeat timeout and a restarted one
 // rejoins; a worker given SIGTERM leaves at once; an averager killed with SIGKILL, or stopped with
 // SIGTERM, resumes from its checkpoint and no round is applied twice or lost.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "child_process.hpp"
 #include "prsgd/cli/launcher.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
+namespace test = prsgd::test;
 
 /// One parsed metrics line: flat numeric fields plus the event name ("" for a round line).
 struct line {
@@ -96,46 +93,14 @@ line parse(const std::string& text) {
 class RecoveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("prsgd-recovery-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     auto port = prsgd::cli::pick_free_tcp_port();
     ASSERT_TRUE(port) << port.error().message();
     endpoint_ = "tcp://127.0.0.1:" + std::to_string(*port);
-    metrics_ = (dir_ / "metrics.jsonl").string();
+    metrics_ = dir_ / "metrics.jsonl";
   }
 
-  void TearDown() override {
-    for (pid_t pid : children_) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-    if (!HasFailure()) {
-      fs::remove_all(dir_);
-    } else {
-      std::fprintf(stderr, "logs kept in %s\n", dir_.c_str());
-    }
-  }
-
-  pid_t start(const std::string& log_name, std::vector<std::string> args) {
-    const auto log = (dir_ / (log_name + ".log")).string();
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(PRSGD_BINARY));  // NOLINT
-      for (auto& a : args) {
-        argv.push_back(a.data());
-      }
-      argv.push_back(nullptr);
-      ::execv(PRSGD_BINARY, argv.data());
-      ::_exit(127);
-    }
-    children_.push_back(pid);
-    return pid;
+  pid_t start(const std::string& log_name, const std::vector<std::string>& args) {
+    return children_.start(test::command(PRSGD_BINARY, args), {.out = dir_ / (log_name + ".log"), .append = true});
   }
 
   std::vector<std::string> averager_args(int rounds, const std::vector<std::string>& extra = {}) {
@@ -157,17 +122,7 @@ class RecoveryTest : public ::testing::Test {
 
   /// Waits for `pid` to exit within `timeout`; returns its status (128+signal), or nullopt.
   std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-      int status = 0;
-      const pid_t r = ::waitpid(pid, &status, WNOHANG);
-      if (r == pid) {
-        std::erase(children_, pid);
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return std::nullopt;
+    return children_.wait_exit(pid, timeout);
   }
 
   std::vector<line> lines() const {
@@ -184,32 +139,30 @@ class RecoveryTest : public ::testing::Test {
 
   /// Waits until a metrics line satisfies `pred`; returns it.
   std::optional<line> wait_line(const std::function<bool(const line&)>& pred, std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-      for (const auto& l : lines()) {
-        if (pred(l)) {
-          return l;
-        }
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return std::nullopt;
+    std::optional<line> found;
+    test::wait_until(
+        [&] {
+          for (const auto& l : lines()) {
+            if (pred(l)) {
+              found = l;
+              return true;
+            }
+          }
+          return false;
+        },
+        timeout);
+    return found;
   }
 
-  std::string log(const std::string& name) const {
-    std::ifstream in{dir_ / (name + ".log")};
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  std::string log(const std::string& name) const { return test::read_file(dir_ / (name + ".log")); }
 
   static bool round_line(const line& l) { return l.event.empty() && l.has("round"); }
 
-  fs::path dir_;
+  test::scratch_dir dir_{"prsgd-recovery", /*keep_on_failure=*/true};
+  test::process_group children_;  // declared after dir_: killed before the directory goes
   std::string endpoint_;
   std::string metrics_;
   int timeout_ms_ = 1000;
-  std::vector<pid_t> children_;
 };
 
 TEST_F(RecoveryTest, KilledWorkerIsDroppedAfterTheTimeoutAndARestartedOneRejoins) {
@@ -288,7 +241,7 @@ TEST_F(RecoveryTest, WorkerGivenSigtermLeavesAtOnceInsteadOfTimingOut) {
 }
 
 TEST_F(RecoveryTest, KilledAveragerResumesFromItsCheckpointAndNoRoundCountsTwice) {
-  const auto ckpt = (dir_ / "ckpt").string();
+  const auto ckpt = dir_ / "ckpt";
   const std::vector<std::string> extra{"--min-workers", "2", "--checkpoint-dir", ckpt, "--checkpoint-every", "5"};
   const pid_t avg = start("averager", averager_args(40, extra));
   const pid_t w0 = start_worker(0, 2);
@@ -337,7 +290,7 @@ TEST_F(RecoveryTest, KilledAveragerResumesFromItsCheckpointAndNoRoundCountsTwice
 }
 
 TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothing) {
-  const auto ckpt = (dir_ / "ckpt").string();
+  const auto ckpt = dir_ / "ckpt";
   const std::vector<std::string> extra{"--min-workers", "2", "--checkpoint-dir", ckpt, "--checkpoint-every", "1000"};
   const pid_t avg = start("averager", averager_args(30, extra));
   const pid_t w0 = start_worker(0, 2);
@@ -382,7 +335,7 @@ TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothi
 // checkpoint. The run completes above 85% and the metrics show every membership change and every
 // round's counted models exactly once.
 TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent) {
-  const auto ckpt = (dir_ / "ckpt").string();
+  const auto ckpt = dir_ / "ckpt";
   auto args = [&] {
     auto a = averager_args(120, {"--min-workers", "3", "--checkpoint-dir", ckpt, "--checkpoint-every", "10"});
     for (std::size_t i = 0; i + 1 < a.size(); ++i) {
@@ -459,12 +412,12 @@ TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent)
 // idle time at least in half.
 TEST_F(RecoveryTest, TimeBalancedIntervalsCutTheFastWorkersIdleTimeAtTheBarrierByHalf) {
   auto idle_of_fast_workers = [&](const std::string& policy) -> double {
-    const auto m = (dir_ / ("metrics-" + policy + ".jsonl")).string();
-    start("local-" + policy,
+    const auto m = dir_ / ("metrics-" + policy + ".jsonl");
+    const pid_t local = start("local-" + policy,
           {"local", "--workers", "3", "--slowdown-ms", "0,0,8", "--model", "fmnist-mlp", "--interval", "8",
            "--batch", "32", "--rounds", "40", "--interval-policy", policy, "--averaging", "step-normalised",
-           "--metrics-jsonl", m, "--log-dir", (dir_ / ("logs-" + policy)).string(), "--progress", "off"});
-    const auto status = wait_exit(children_.back(), 180s);
+           "--metrics-jsonl", m, "--log-dir", dir_ / ("logs-" + policy), "--progress", "off"});
+    const auto status = wait_exit(local, 180s);
     EXPECT_EQ(status, 0) << log("local-" + policy);
     metrics_ = m;
     double idle = 0;

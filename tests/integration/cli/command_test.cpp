@@ -1,72 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `prsgd` binary as a user runs it: exit statuses, one-line errors, help, and `prsgd local`.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "child_process.hpp"
+
 namespace {
 
-struct run_result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
+using prsgd::test::run_result;
 
 class CommandTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("prsgd-command-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return dir_ / name; }
 
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  static std::string read(const std::string& p) {
-    std::ifstream in{p};
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  static std::string read(const std::string& p) { return prsgd::test::read_file(p); }
 
   // Runs the prsgd binary with `args` in the test directory; returns its status and output.
   run_result run(const std::vector<std::string>& args) {
-    const auto out_path = path("stdout.txt");
-    const auto err_path = path("stderr.txt");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::chdir(dir_.c_str());
-      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(out, 1);
-      ::dup2(err, 2);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(PRSGD_BINARY));  // NOLINT
-      for (const auto& a : args) {
-        argv.push_back(const_cast<char*>(a.c_str()));  // NOLINT
-      }
-      argv.push_back(nullptr);
-      ::execv(PRSGD_BINARY, argv.data());
-      ::_exit(127);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    run_result r;
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = read(out_path);
-    r.err = read(err_path);
-    return r;
+    return prsgd::test::run(prsgd::test::command(PRSGD_BINARY, args),
+                            {.cwd = dir_.path(), .out = path("stdout.txt"), .err = path("stderr.txt")});
   }
 
   static void expect_one_line_usage_error(const run_result& r, const std::string& needle) {
@@ -76,7 +33,7 @@ class CommandTest : public ::testing::Test {
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
 
-  std::filesystem::path dir_;
+  prsgd::test::scratch_dir dir_{"prsgd-command"};
 };
 
 TEST_F(CommandTest, HelpAndVersionSucceed) {

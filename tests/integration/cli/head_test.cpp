@@ -2,147 +2,56 @@
 // `prsgd head` and `--head` as a user runs them: a whole local job found through a head, a worker that gives
 // up when no averager registers, the head's exit on signals, a refused CURVE option, and an averager that
 // is killed and replaced while the head keeps running.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "child_process.hpp"
+#include "prsgd/cli/launcher.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
+namespace test = prsgd::test;
 
-struct run_result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
+using test::lines_of;
+using test::run_result;
 
 /// Returns a TCP port on 127.0.0.1 that was free a moment ago.
 int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  auto port = prsgd::cli::pick_free_tcp_port();
+  EXPECT_TRUE(port) << port.error().message();
+  return port.value_or(0);
 }
 
 class HeadCommandTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("prsgd-head-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    for (const pid_t pid : children_) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-    std::filesystem::remove_all(dir_);
-  }
+  std::string path(const std::string& name) const { return dir_ / name; }
 
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  static std::string read(const std::string& p) {
-    std::ifstream in{p};
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  static std::string read(const std::string& p) { return test::read_file(p); }
 
   // Starts the prsgd binary with `args` in the test directory, stdout+stderr to `log`; returns its pid.
   pid_t start(const std::vector<std::string>& args, const std::string& log) {
-    const auto log_path = path(log);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::chdir(dir_.c_str());
-      const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(PRSGD_BINARY));  // NOLINT
-      for (const auto& a : args) {
-        argv.push_back(const_cast<char*>(a.c_str()));  // NOLINT
-      }
-      argv.push_back(nullptr);
-      ::execv(PRSGD_BINARY, argv.data());
-      ::_exit(127);
-    }
-    children_.push_back(pid);
-    return pid;
+    return children_.start(test::command(PRSGD_BINARY, args), {.cwd = dir_.path(), .out = path(log)});
   }
 
   // Waits up to `limit` for `pid`; returns its exit status (128+N for signal N) or -1 on timeout.
-  int wait_for(pid_t pid, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) {
-        children_.erase(std::remove(children_.begin(), children_.end(), pid), children_.end());
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return -1;
-  }
+  int wait_for(pid_t pid, std::chrono::milliseconds limit) { return children_.wait_exit(pid, limit).value_or(-1); }
 
   // Runs the prsgd binary to completion (at most `limit`) with separate stdout and stderr.
   run_result run(const std::vector<std::string>& args, std::chrono::milliseconds limit = 120s) {
-    const auto out_path = path("stdout.txt");
-    const auto err_path = path("stderr.txt");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::chdir(dir_.c_str());
-      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(out, 1);
-      ::dup2(err, 2);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(PRSGD_BINARY));  // NOLINT
-      for (const auto& a : args) {
-        argv.push_back(const_cast<char*>(a.c_str()));  // NOLINT
-      }
-      argv.push_back(nullptr);
-      ::execv(PRSGD_BINARY, argv.data());
-      ::_exit(127);
-    }
-    children_.push_back(pid);
-    run_result r;
-    r.status = wait_for(pid, limit);
-    r.out = read(out_path);
-    r.err = read(err_path);
-    return r;
+    return children_.run(test::command(PRSGD_BINARY, args),
+                         {.cwd = dir_.path(), .out = path("stdout.txt"), .err = path("stderr.txt")}, limit);
   }
 
   // Waits until `log` contains `needle` (or `limit` passes).
   bool wait_for_log(const std::string& log, const std::string& needle, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (read(path(log)).find(needle) != std::string::npos) {
-        return true;
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return false;
+    return test::wait_until([&] { return read(path(log)).find(needle) != std::string::npos; }, limit, 50ms);
   }
 
   // Starts `prsgd head` on a free port and waits until it serves; returns its endpoint.
@@ -155,20 +64,9 @@ class HeadCommandTest : public ::testing::Test {
     return ep;
   }
 
-  std::filesystem::path dir_;
-  std::vector<pid_t> children_;
+  test::scratch_dir dir_{"prsgd-head"};
+  test::process_group children_;  // declared after dir_: killed before the directory goes
 };
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in{text};
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) {
-      out.push_back(line);
-    }
-  }
-  return out;
-}
 
 TEST_F(HeadCommandTest, LocalWithHeadRunsTheWholeJob) {
   auto r = run({"local", "--with-head", "--workers", "2", "--rounds", "6", "--interval", "4", "--model",

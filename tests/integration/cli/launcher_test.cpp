@@ -7,11 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
+
+#include "child_process.hpp"
 
 namespace {
 
@@ -20,16 +20,7 @@ using namespace std::chrono_literals;
 
 class LauncherTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("prsgd-launcher-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_ / name; }
 
   static child_spec sh(const std::string& name, const std::string& script, child_role role = child_role::normal) {
     return child_spec{name, {"/bin/sh", "-c", script}, role};
@@ -37,28 +28,14 @@ class LauncherTest : public ::testing::Test {
 
   // Waits until every file exists (children signal readiness by creating one); fails after 10 s.
   static bool wait_for_files(const std::vector<std::string>& files) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      bool all = true;
-      for (const auto& f : files) {
-        all = all && std::filesystem::exists(f);
-      }
-      if (all) {
-        return true;
-      }
-      std::this_thread::sleep_for(5ms);  // polling a condition with a deadline, not synchronising by sleep
-    }
-    return false;
+    return prsgd::test::wait_until(
+        [&] { return std::all_of(files.begin(), files.end(), [](const auto& f) { return std::filesystem::exists(f); }); },
+        10s, 5ms);
   }
 
-  static std::string read(const std::string& p) {
-    std::ifstream in{p};
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  static std::string read(const std::string& p) { return prsgd::test::read_file(p); }
 
-  std::filesystem::path dir_;
+  prsgd::test::scratch_dir dir_{"prsgd-launcher"};
 };
 
 TEST_F(LauncherTest, FailingCriticalChildFailsTheLaunch) {

@@ -3,7 +3,6 @@
 // 127.0.0.1, Fashion-MNIST): http://127.0.0.1:P/metrics, read through a plain TCP socket, serves the
 // round counters in Prometheus text while the job runs; a port already taken is a one-line error, exit 1.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -13,21 +12,19 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "child_process.hpp"
 #include "prsgd/cli/launcher.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
+namespace test = prsgd::test;
 
 /// An HTTP response: status code (0 when the connection failed) and body.
 struct response {
@@ -104,10 +101,6 @@ std::map<std::string, double> samples(const std::string& text) {
 class PrometheusMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("prsgd-prometheus-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     auto port = prsgd::cli::pick_free_tcp_port();
     ASSERT_TRUE(port) << port.error().message();
     endpoint_ = "tcp://127.0.0.1:" + std::to_string(*port);
@@ -117,36 +110,8 @@ class PrometheusMetricsTest : public ::testing::Test {
     ASSERT_NE(metrics_port_, *port);
   }
 
-  void TearDown() override {
-    for (pid_t pid : children_) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-    if (!HasFailure()) {
-      fs::remove_all(dir_);
-    } else {
-      std::fprintf(stderr, "logs kept in %s\n", dir_.c_str());
-    }
-  }
-
-  pid_t start(const std::string& log_name, std::vector<std::string> args) {
-    const auto log = (dir_ / (log_name + ".log")).string();
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(PRSGD_BINARY));  // NOLINT
-      for (auto& a : args) {
-        argv.push_back(a.data());
-      }
-      argv.push_back(nullptr);
-      ::execv(PRSGD_BINARY, argv.data());
-      ::_exit(127);
-    }
-    children_.push_back(pid);
-    return pid;
+  pid_t start(const std::string& log_name, const std::vector<std::string>& args) {
+    return children_.start(test::command(PRSGD_BINARY, args), {.out = dir_ / (log_name + ".log"), .append = true});
   }
 
   std::vector<std::string> averager_args(int rounds) const {
@@ -165,46 +130,35 @@ class PrometheusMetricsTest : public ::testing::Test {
 
   /// Waits for `pid` to exit within `timeout`; returns its status (128+signal), or nullopt.
   std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-      int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) {
-        std::erase(children_, pid);
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return std::nullopt;
+    return children_.wait_exit(pid, timeout);
   }
 
   /// Scrapes /metrics until `pred` holds on the samples; returns the first scrape that satisfies it.
   template <class Pred>
   std::optional<std::map<std::string, double>> scrape_until(Pred pred, std::chrono::milliseconds timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < until) {
-      const auto r = http_get(metrics_port_, "/metrics");
-      if (r.status == 200) {
-        auto s = samples(r.body);
-        if (pred(s)) {
-          return s;
-        }
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return std::nullopt;
+    std::optional<std::map<std::string, double>> found;
+    test::wait_until(
+        [&] {
+          const auto r = http_get(metrics_port_, "/metrics");
+          if (r.status == 200) {
+            auto s = samples(r.body);
+            if (pred(s)) {
+              found = std::move(s);
+              return true;
+            }
+          }
+          return false;
+        },
+        timeout, 50ms);
+    return found;
   }
 
-  std::string log(const std::string& name) const {
-    std::ifstream in{dir_ / (name + ".log")};
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  std::string log(const std::string& name) const { return test::read_file(dir_ / (name + ".log")); }
 
-  fs::path dir_;
+  test::scratch_dir dir_{"prsgd-prometheus", /*keep_on_failure=*/true};
+  test::process_group children_;  // declared after dir_: killed before the directory goes
   std::string endpoint_;
   int metrics_port_ = 0;
-  std::vector<pid_t> children_;
 };
 
 TEST_F(PrometheusMetricsTest, ScrapesShowRoundsGrowingWithTwoMembersWhileTheJobRuns) {

@@ -1,82 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
 // examples/plugin end to end: the stock `prsgd` binary trains the plugin's `fmnist-lenet` on
 // Fashion-MNIST with `--plugin`, and refuses the name without it.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "child_process.hpp"
 #include "prsgd/algorithms/fashion_mnist.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct run_result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
+using prsgd::test::run_result;
 
 class ExamplePluginTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("prsgd-example-plugin-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  [[nodiscard]] std::string path(const std::string& name) const { return dir_ / name; }
 
-  [[nodiscard]] std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  static std::string read(const std::string& p) {
-    std::ifstream in{p};
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+  static std::string read(const std::string& p) { return prsgd::test::read_file(p); }
 
   // Runs the prsgd binary with `args` in the test directory, as a user would from a shell.
   run_result run(const std::vector<std::string>& args) {
-    const auto out_path = path("stdout.txt");
-    const auto err_path = path("stderr.txt");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      if (::chdir(dir_.c_str()) != 0) {
-        ::_exit(126);
-      }
-      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(out, 1);
-      ::dup2(err, 2);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(PRSGD_BINARY));  // NOLINT
-      for (const auto& a : args) {
-        argv.push_back(const_cast<char*>(a.c_str()));  // NOLINT
-      }
-      argv.push_back(nullptr);
-      ::execv(PRSGD_BINARY, argv.data());
-      ::_exit(127);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    run_result r;
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = read(out_path);
-    r.err = read(err_path);
-    return r;
+    return prsgd::test::run(prsgd::test::command(PRSGD_BINARY, args),
+                            {.cwd = dir_.path(), .out = path("stdout.txt"), .err = path("stderr.txt")});
   }
 
-  fs::path dir_;
+  prsgd::test::scratch_dir dir_{"prsgd-example-plugin"};
 };
 
 // Returns the last non-empty line of `text`.
@@ -98,7 +53,7 @@ TEST_F(ExamplePluginTest, TrainsFmnistLenetWithTheStockBinary) {
     GTEST_SKIP() << "Fashion-MNIST not installed in " << data << " (Debian: dataset-fashion-mnist)";
   }
   // The README's command line: a relative plugin path, which `local` makes absolute for its children.
-  fs::copy_file(PRSGD_EXAMPLE_PLUGIN, dir_ / "libprsgd_example_plugin.so");
+  fs::copy_file(PRSGD_EXAMPLE_PLUGIN, path("libprsgd_example_plugin.so"));
   auto r = run({"local", "--plugin", "./libprsgd_example_plugin.so", "--model", "fmnist-lenet", "--workers", "2",
                 "--rounds", "10", "--interval", "4", "--eval-every", "5", "--metrics-jsonl", "m.jsonl",
                 "--progress", "off", "--log-dir", "logs"});

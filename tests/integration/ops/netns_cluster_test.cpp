@@ -6,18 +6,34 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <thread>
 
-#include "script_runner.hpp"
+#include "child_process.hpp"
 
 namespace {
 
 using namespace prsgd::test;
+namespace test = prsgd::test;
 using namespace std::chrono_literals;
 
 const std::string script = std::string{PRSGD_SOURCE_DIR} + "/ops/netns-cluster";
+
+/// Returns the stdout of a shell command (for `ip netns list` and friends).
+std::string shell_output(const std::string& cmd) {
+  std::string out;
+  if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) {
+      out.append(buf, n);
+    }
+    ::pclose(p);
+  }
+  return out;
+}
 
 class NetnsClusterTest : public ::testing::Test {
  protected:
@@ -46,9 +62,8 @@ class NetnsClusterTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  script_result run(std::vector<std::string> args) {
-    args.insert(args.begin(), script);
-    return run_script(args, env(), (dir_ / "out.txt").string());
+  run_result run(const std::vector<std::string>& args) {
+    return test::run(command(script, args), {.out = (dir_ / "out.txt").string(), .env = env()});
   }
 
   std::vector<std::string> env() const {
@@ -67,20 +82,20 @@ class NetnsClusterTest : public ::testing::Test {
 
 TEST_F(NetnsClusterTest, ThreeHostsReachEachOtherUntilTheCableIsCut) {
   auto up = run({"up", "3", "--rate", "100mbit"});
-  ASSERT_EQ(up.status, 0) << up.output;
+  ASSERT_EQ(up.status, 0) << up.out;
   EXPECT_NE(leftovers().find(prefix_ + "-h3"), std::string::npos);
   EXPECT_EQ(shell_output("ip -o link show | grep -c '" + prefix_ + "' || true"), "0\n")
       << "nothing may be added to the root namespace";
 
   auto addr = run({"exec", "2", "ip", "-o", "-4", "addr", "show", "dev", "eth0"});
-  ASSERT_EQ(addr.status, 0) << addr.output;
-  EXPECT_NE(addr.output.find("10.77.0.2/24"), std::string::npos) << addr.output;
+  ASSERT_EQ(addr.status, 0) << addr.out;
+  EXPECT_NE(addr.out.find("10.77.0.2/24"), std::string::npos) << addr.out;
   auto qdisc = run({"exec", "2", "tc", "qdisc", "show", "dev", "eth0"});
-  EXPECT_NE(qdisc.output.find("tbf"), std::string::npos) << qdisc.output;
-  EXPECT_NE(qdisc.output.find("100Mbit"), std::string::npos) << qdisc.output;
+  EXPECT_NE(qdisc.out.find("tbf"), std::string::npos) << qdisc.out;
+  EXPECT_NE(qdisc.out.find("100Mbit"), std::string::npos) << qdisc.out;
 
   auto reach = run({"check", "2", "1"});
-  EXPECT_EQ(reach.status, 0) << "host 2 cannot reach host 1: " << reach.output;
+  EXPECT_EQ(reach.status, 0) << "host 2 cannot reach host 1: " << reach.out;
 
   ASSERT_EQ(run({"link", "1", "down"}).status, 0);
   auto cut = run({"check", "2", "1"});
@@ -91,10 +106,10 @@ TEST_F(NetnsClusterTest, ThreeHostsReachEachOtherUntilTheCableIsCut) {
   EXPECT_EQ(run({"check", "2", "1"}).status, 0) << "reachability did not come back";
 
   auto status = run({"status"});
-  EXPECT_NE(status.output.find(prefix_ + "-h1"), std::string::npos) << status.output;
+  EXPECT_NE(status.out.find(prefix_ + "-h1"), std::string::npos) << status.out;
 
   auto down = run({"down"});
-  ASSERT_EQ(down.status, 0) << down.output;
+  ASSERT_EQ(down.status, 0) << down.out;
   EXPECT_EQ(leftovers(), "");
 }
 
@@ -109,7 +124,7 @@ TEST_F(NetnsClusterTest, UpRefusesToOverwriteAndBadArgumentsFail) {
 TEST_F(NetnsClusterTest, RunSubstitutesAddressesAndTearsDown) {
   auto r = run({"run", "3", "--grace", "5", "--", "/bin/sh", "-c", "echo averager on {addr} host {host}", "--",
                 "/bin/sh", "-c", "echo worker {worker} of {workers} on {addr} to {averager}"});
-  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(read_file((dir_ / "logs/h1.log").string()), "averager on 10.77.0.1 host 1\n");
   EXPECT_EQ(read_file((dir_ / "logs/h3.log").string()), "worker 1 of 2 on 10.77.0.3 to 10.77.0.1\n");
   EXPECT_EQ(leftovers(), "");
@@ -117,18 +132,15 @@ TEST_F(NetnsClusterTest, RunSubstitutesAddressesAndTearsDown) {
 
 TEST_F(NetnsClusterTest, FailingJobStillTearsDownAndReportsItsStatus) {
   auto r = run({"run", "2", "--", "/bin/sh", "-c", "exit 5", "--", "sleep", "30"});
-  EXPECT_EQ(r.status, 5) << r.output;
+  EXPECT_EQ(r.status, 5) << r.out;
   EXPECT_EQ(leftovers(), "");
 }
 
 TEST_F(NetnsClusterTest, InterruptedJobTearsDown) {
-  const pid_t pid = start_script({script, "run", "2", "--", "sleep", "60", "--", "sleep", "60"}, env(),
-                                 (dir_ / "run.txt").string());
+  const pid_t pid = spawn({script, "run", "2", "--", "sleep", "60", "--", "sleep", "60"},
+                         {.out = (dir_ / "run.txt").string(), .env = env()});
   // Wait (with a deadline) until host 2 exists, i.e. the job is running.
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (leftovers().find(prefix_ + "-h2") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-  }
+  wait_until([&] { return leftovers().find(prefix_ + "-h2") != std::string::npos; }, 60s, 50ms);
   ASSERT_NE(leftovers().find(prefix_ + "-h2"), std::string::npos) << read_file((dir_ / "run.txt").string());
   ::kill(pid, SIGINT);
   EXPECT_EQ(wait_status(pid), 130) << read_file((dir_ / "run.txt").string());

@@ -1,21 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Remote actors across OS processes over tcp://127.0.0.1 (zmq): spawn, ask, tell order, errors,
 // monitors (normal stop, kill -9 of the node), node restart and reconnect.
-#include <poll.h>
-#include <signal.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "child_process.hpp"
 #include "prsgd/runtime/actor_system.hpp"
 #include "prsgd/runtime/node.hpp"
 #include "wire_test_actors.hpp"
@@ -29,87 +25,30 @@ using testing::counter;
 /// Runs one prsgd_wire_test_node process; kills it on destruction.
 class node_process {
  public:
-  explicit node_process(const std::string& name, std::vector<std::string> extra = {}) {
-    int in[2];
-    int out[2];
-    if (pipe(in) != 0 || pipe(out) != 0) {
-      return;
-    }
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      close(in[0]);
-      close(in[1]);
-      close(out[0]);
-      close(out[1]);
-      std::vector<std::string> args{PRSGD_WIRE_NODE_EXE, name, "100"};
-      args.insert(args.end(), extra.begin(), extra.end());
-      std::vector<char*> argv;
-      for (auto& a : args) {
-        argv.push_back(a.data());
-      }
-      argv.push_back(nullptr);
-      execv(PRSGD_WIRE_NODE_EXE, argv.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
-    endpoint_ = read_endpoint();
-  }
-  ~node_process() {
-    kill9();
-    if (stdin_ >= 0) {
-      close(stdin_);
-    }
-    if (stdout_ >= 0) {
-      close(stdout_);
+  explicit node_process(const std::string& name, std::vector<std::string> extra = {})
+      : proc_(prsgd::test::child_process::start(prsgd::test::command(PRSGD_WIRE_NODE_EXE, with(name, extra)))) {
+    if (proc_) {
+      endpoint_ = proc_->read_endpoint(20s).value_or("");
     }
   }
-  node_process(const node_process&) = delete;
-  node_process& operator=(const node_process&) = delete;
 
   [[nodiscard]] const std::string& endpoint() const { return endpoint_; }
 
   /// Kills the process with SIGKILL and reaps it.
   void kill9() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      waitpid(pid_, &status, 0);
-      pid_ = -1;
+    if (proc_) {
+      proc_->kill();
     }
   }
 
  private:
-  std::string read_endpoint() {
-    std::string text;
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{stdout_, POLLIN, 0};
-      if (poll(&p, 1, 200) <= 0) {
-        continue;
-      }
-      char buf[256];
-      const ssize_t n = read(stdout_, buf, sizeof buf);
-      if (n <= 0) {
-        return {};
-      }
-      text.append(buf, static_cast<std::size_t>(n));
-      if (auto nl = text.find('\n'); nl != std::string::npos) {
-        const std::string line = text.substr(0, nl);
-        const std::string prefix = "ENDPOINT ";
-        return line.rfind(prefix, 0) == 0 ? line.substr(prefix.size()) : std::string{};
-      }
-    }
-    return {};
+  static std::vector<std::string> with(const std::string& name, const std::vector<std::string>& extra) {
+    std::vector<std::string> args{name, "100"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
   }
 
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  int stdout_ = -1;
+  std::optional<prsgd::test::child_process> proc_;
   std::string endpoint_;
 };
 

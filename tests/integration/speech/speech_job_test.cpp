@@ -4,56 +4,21 @@
 // reads it in every process and leaves it untouched.
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "child_process.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-class temp_dir {
- public:
-  temp_dir()
-      : path_(fs::temp_directory_path() /
-              ("speech-job-test-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}()))) {
-    fs::create_directories(path_);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  [[nodiscard]] const fs::path& path() const noexcept { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<std::string> lines_of(const fs::path& p) {
-  std::ifstream in(p);
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) {
-      out.push_back(line);
-    }
-  }
-  return out;
-}
+using prsgd::test::read_file;
 
 int count(const std::string& text, const std::string& needle) {
   int n = 0;
@@ -89,10 +54,10 @@ job_result run_job(const fs::path& dir, const fs::path& data, const std::string&
                           "' 2>&1";
   job_result r;
   r.status = run(cmd);
-  r.output = slurp(out);
-  r.metrics = lines_of(logs / "metrics.jsonl");
-  r.averager_log = slurp(logs / "averager.log");
-  r.worker_logs = slurp(logs / "worker-0.log") + slurp(logs / "worker-1.log");
+  r.output = read_file(out);
+  r.metrics = prsgd::test::lines_of(read_file(logs / "metrics.jsonl"));
+  r.averager_log = read_file(logs / "averager.log");
+  r.worker_logs = read_file(logs / "worker-0.log") + read_file(logs / "worker-1.log");
   return r;
 }
 
@@ -120,7 +85,7 @@ void expect_finished(const job_result& r) {
 }
 
 TEST(SpeechJobTest, KwsCnnTrainsOnTwoWorkerProcessesAndReusesTheFeatureCache) {
-  temp_dir dir;
+  prsgd::test::scratch_dir dir{"prsgd-speech-job"};
   const fs::path data = dir.path() / "kws-tiny";
   ASSERT_EQ(run("'" PRSGD_SOURCE_DIR "/ops/make-kws-data' --quiet --preset tiny --out '" + data.string() + "'"), 0);
   const fs::path cache = data / "features.cache";
@@ -140,7 +105,7 @@ TEST(SpeechJobTest, KwsCnnTrainsOnTwoWorkerProcessesAndReusesTheFeatureCache) {
   }
   struct stat before {};
   ASSERT_EQ(::stat(cache.c_str(), &before), 0);
-  const std::string cache_bytes = slurp(cache);
+  const std::string cache_bytes = read_file(cache);
 
   // Job 2 on the same directory: all three processes read the cache, none featurises, and the file is not
   // rewritten (same inode, same modification time, same bytes).
@@ -154,7 +119,7 @@ TEST(SpeechJobTest, KwsCnnTrainsOnTwoWorkerProcessesAndReusesTheFeatureCache) {
   EXPECT_EQ(after.st_ino, before.st_ino);
   EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
   EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  EXPECT_EQ(slurp(cache), cache_bytes);
+  EXPECT_EQ(read_file(cache), cache_bytes);
 }
 
 }  // namespace

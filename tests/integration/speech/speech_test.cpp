@@ -6,17 +6,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
-#include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include "child_process.hpp"
 #include "prsgd/algorithms/kws_data.hpp"
 #include "prsgd/algorithms/log_mel.hpp"
 #include "prsgd/algorithms/wav.hpp"
@@ -25,34 +23,12 @@ namespace prsgd::algorithms {
 namespace {
 
 namespace fs = std::filesystem;
-
-class temp_dir {
- public:
-  temp_dir() : path_(fs::temp_directory_path() / ("prsgd-speech-" + std::to_string(::getpid()) + "-" +
-                                                  std::to_string(std::random_device{}()))) {
-    fs::create_directories(path_);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  [[nodiscard]] const fs::path& path() const noexcept { return path_; }
-
- private:
-  fs::path path_;
-};
+using prsgd::test::read_file;
 
 // Runs the generator; returns its exit status.
 int generate(const fs::path& out, const std::string& args) {
   const std::string cmd = "'" PRSGD_SOURCE_DIR "/ops/make-kws-data' --quiet --out '" + out.string() + "' " + args;
   return std::system(cmd.c_str());
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // Returns the manifest rows as column name -> value maps (no quoted commas in path/split/family).
@@ -79,25 +55,25 @@ std::vector<std::map<std::string, std::string>> read_manifest(const fs::path& p)
 }
 
 TEST(SpeechDataTest, GeneratorIsDeterministicForAFixedSeed) {
-  temp_dir dir;
+  prsgd::test::scratch_dir dir{"prsgd-speech"};
   // Same seed with different process counts must give identical bytes; a different seed must not.
   ASSERT_EQ(generate(dir.path() / "a", "--preset tiny --sessions 6 --seed 42 --jobs 2"), 0);
   ASSERT_EQ(generate(dir.path() / "b", "--preset tiny --sessions 6 --seed 42 --jobs 1"), 0);
   ASSERT_EQ(generate(dir.path() / "c", "--preset tiny --sessions 6 --seed 43 --jobs 2"), 0);
-  const std::string manifest_a = slurp(dir.path() / "a" / "manifest.csv");
-  EXPECT_EQ(manifest_a, slurp(dir.path() / "b" / "manifest.csv"));
-  EXPECT_NE(manifest_a, slurp(dir.path() / "c" / "manifest.csv"));
+  const std::string manifest_a = read_file(dir.path() / "a" / "manifest.csv");
+  EXPECT_EQ(manifest_a, read_file(dir.path() / "b" / "manifest.csv"));
+  EXPECT_NE(manifest_a, read_file(dir.path() / "c" / "manifest.csv"));
   const auto rows = read_manifest(dir.path() / "a" / "manifest.csv");
   ASSERT_EQ(rows.size(), 6U * 12U);
   for (const auto& row : rows) {
-    const std::string a = slurp(dir.path() / "a" / row.at("path"));
+    const std::string a = read_file(dir.path() / "a" / row.at("path"));
     ASSERT_FALSE(a.empty()) << row.at("path");
-    ASSERT_EQ(a, slurp(dir.path() / "b" / row.at("path"))) << row.at("path");
+    ASSERT_EQ(a, read_file(dir.path() / "b" / row.at("path"))) << row.at("path");
   }
 }
 
 TEST(SpeechDataTest, GeneratorRejectsBadArguments) {
-  temp_dir dir;
+  prsgd::test::scratch_dir dir{"prsgd-speech"};
   EXPECT_NE(generate(dir.path() / "x", "--preset huge 2>/dev/null"), 0);
   EXPECT_NE(generate(dir.path() / "x", "--accents en-xx 2>/dev/null"), 0);
   fs::create_directories(dir.path() / "busy");
@@ -108,7 +84,7 @@ TEST(SpeechDataTest, GeneratorRejectsBadArguments) {
 }
 
 TEST(SpeechDataTest, LoaderReadsGeneratedTinySet) {
-  temp_dir dir;
+  prsgd::test::scratch_dir dir{"prsgd-speech"};
   const fs::path root = dir.path() / "kws-tiny";
   ASSERT_EQ(generate(root, "--preset tiny --seed 1"), 0);
 

@@ -33,22 +33,6 @@ struct netns_pair {
   }
 };
 
-// Waits for a line from `child` that starts with `prefix`.
-bool wait_line(test::child_process& child, const std::string& prefix, std::chrono::milliseconds deadline) {
-  const auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-    auto line = child.read_line(left);
-    if (!line) {
-      return false;
-    }
-    if (line->starts_with(prefix)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 TEST(NetnsTransportTest, ReportsPeerDownOnLinkCutAndUpAfterRestore) {
   if (::geteuid() != 0 || run("ip netns list") != 0) {
     GTEST_SKIP() << "needs root and iproute2 (ip netns)";
@@ -74,22 +58,21 @@ TEST(NetnsTransportTest, ReportsPeerDownOnLinkCutAndUpAfterRestore) {
   auto server = test::child_process::start({"/usr/sbin/ip", "netns", "exec", ns.b, PRSGD_PEER_HELPER,
                                             "tcp://" + ns.subnet + ".2:*", "server-b", "50", "400"});
   ASSERT_TRUE(server);
-  auto line = server->read_line(10s);
-  ASSERT_TRUE(line && line->starts_with("ENDPOINT ")) << (line ? *line : "no endpoint");
-  const std::string ep = line->substr(9);
+  const auto ep = server->read_endpoint(10s);
+  ASSERT_TRUE(ep) << "no endpoint";
 
   auto client = test::child_process::start({"/usr/sbin/ip", "netns", "exec", ns.a, PRSGD_PEER_HELPER, "--connect",
-                                            ep, "client-a", "50", "400"});
+                                            *ep, "client-a", "50", "400"});
   ASSERT_TRUE(client);
-  ASSERT_TRUE(wait_line(*client, "UP server-b", 10s)) << "client never saw the server over the veth link";
+  ASSERT_TRUE(client->wait_line("UP server-b", 10s)) << "client never saw the server over the veth link";
 
   const auto cut_at = std::chrono::steady_clock::now();
   ASSERT_EQ(run("ip -n " + ns.a + " link set " + ns.veth_a + " down"), 0);
-  ASSERT_TRUE(wait_line(*client, "DOWN server-b", 10s));
+  ASSERT_TRUE(client->wait_line("DOWN server-b", 10s));
   EXPECT_LT(std::chrono::steady_clock::now() - cut_at, 400ms + 1000ms);
 
   ASSERT_EQ(run("ip -n " + ns.a + " link set " + ns.veth_a + " up"), 0);
-  EXPECT_TRUE(wait_line(*client, "UP server-b", 20s)) << "no reconnect after the link came back";
+  EXPECT_TRUE(client->wait_line("UP server-b", 20s)) << "no reconnect after the link came back";
   client->kill();
   server->kill();
 }
