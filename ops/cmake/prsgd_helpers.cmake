@@ -30,6 +30,27 @@ endif()
 
 set(PRSGD_EXPORTED_TARGETS "" CACHE INTERNAL "")
 
+# PRSGD_TEST_TIME_SCALE: one factor for the tests' time limits. prsgd_add_test multiplies each ctest TIMEOUT by
+# it, and tests/integration/support applies it to every deadline its helpers wait for (the environment variable
+# of the same name overrides it there at run time). 1 in normal builds, so nothing is loosened there; larger
+# under ThreadSanitizer, where each instrumented `prsgd` process needs ~25 s to load Fashion-MNIST.
+if(PRSGD_SANITIZERS STREQUAL "thread")
+  set(_prsgd_default_time_scale 6)
+else()
+  set(_prsgd_default_time_scale 1)
+endif()
+set(PRSGD_TEST_TIME_SCALE ${_prsgd_default_time_scale} CACHE STRING
+    "Multiplier (whole number >= 1) for test timeouts and the integration tests' deadlines")
+if(NOT PRSGD_TEST_TIME_SCALE MATCHES "^[1-9][0-9]*$")
+  message(FATAL_ERROR "PRSGD_TEST_TIME_SCALE must be a whole number >= 1, not '${PRSGD_TEST_TIME_SCALE}'")
+endif()
+
+# prsgd_scaled_timeout(OUT seconds): seconds * PRSGD_TEST_TIME_SCALE, for tests added with add_test().
+function(prsgd_scaled_timeout out seconds)
+  math(EXPR scaled "${seconds} * ${PRSGD_TEST_TIME_SCALE}")
+  set(${out} ${scaled} PARENT_SCOPE)
+endfunction()
+
 # prsgd_add_library(NAME [DIR dir] SOURCES ... PUBLIC_DEPS ... PRIVATE_DEPS ... [HEADER_ONLY])
 # Creates prsgd_<NAME> with alias prsgd::<NAME>; public headers are DIR/include (installed).
 function(prsgd_add_library name)
@@ -75,7 +96,8 @@ function(prsgd_add_executable name)
 endfunction()
 
 # prsgd_add_test(NAME SOURCES ... DEPS ... [LABELS unit|integration] [TIMEOUT s] [SERIAL])
-# One GoogleTest binary; each TEST is its own CTest test with a label and a timeout.
+# One GoogleTest binary; each TEST is its own CTest test with a label and a timeout (TIMEOUT, default 60 s,
+# times PRSGD_TEST_TIME_SCALE).
 function(prsgd_add_test name)
   cmake_parse_arguments(ARG "SERIAL" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)
@@ -84,6 +106,7 @@ function(prsgd_add_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 60)
   endif()
+  prsgd_scaled_timeout(ARG_TIMEOUT ${ARG_TIMEOUT})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main
                         prsgd_warnings prsgd_sanitizers)

@@ -14,11 +14,13 @@ if(TARGET prsgd_embed_example)
   add_test(NAME example_embed_output
            COMMAND ${CMAKE_COMMAND} -DEXAMPLE=$<TARGET_FILE:prsgd_embed_example>
                    -P ${CMAKE_CURRENT_LIST_DIR}/examples/embed_output.cmake)
-  set_tests_properties(example_embed_output PROPERTIES LABELS integration TIMEOUT 90)
+  prsgd_scaled_timeout(timeout 90)
+  set_tests_properties(example_embed_output PROPERTIES LABELS integration TIMEOUT ${timeout})
 endif()
 
 # examples/embed/embed_training.cpp: averager + workers embedded in one program train above 70%.
 if(TARGET prsgd_embed_training)
   add_test(NAME example_embed_training COMMAND prsgd_embed_training 40)
-  set_tests_properties(example_embed_training PROPERTIES LABELS integration TIMEOUT 300)
+  prsgd_scaled_timeout(timeout 300)
+  set_tests_properties(example_embed_training PROPERTIES LABELS integration TIMEOUT ${timeout})
 endif()

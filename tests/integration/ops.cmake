@@ -16,6 +16,7 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/paper_experiment_quick_test.sh $<TARGET_FILE:prsgd>
                    ${PROJECT_SOURCE_DIR})
   # About 50 s on an idle 2-core machine; serial and a generous timeout because on a loaded one (load average 30) it took 5.5 minutes.
-  set_tests_properties(ops_paper_experiment_quick PROPERTIES LABELS integration TIMEOUT 600 RUN_SERIAL TRUE
+  prsgd_scaled_timeout(timeout 600)
+  set_tests_properties(ops_paper_experiment_quick PROPERTIES LABELS integration TIMEOUT ${timeout} RUN_SERIAL TRUE
                        SKIP_RETURN_CODE 77)
 endif()
