@@ -95,9 +95,9 @@ function(prsgd_add_executable name)
   endif()
 endfunction()
 
-# prsgd_add_test(NAME SOURCES ... DEPS ... [LABELS unit|integration] [TIMEOUT s] [SERIAL])
-# One GoogleTest binary; each TEST is its own CTest test with a label and a timeout (TIMEOUT, default 60 s,
-# times PRSGD_TEST_TIME_SCALE).
+# prsgd_add_test(NAME SOURCES ... DEPS ... [LABELS label...] [TIMEOUT s] [SERIAL])
+# One GoogleTest binary; each TEST is its own CTest test with its labels (default: unit; several allowed, e.g.
+# LABELS integration process) and a timeout (TIMEOUT, default 60 s, times PRSGD_TEST_TIME_SCALE).
 function(prsgd_add_test name)
   cmake_parse_arguments(ARG "SERIAL" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)
@@ -110,11 +110,19 @@ function(prsgd_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main
                         prsgd_warnings prsgd_sanitizers)
-  set(props LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  set(props TIMEOUT ${ARG_TIMEOUT})
   if(ARG_SERIAL)
     list(APPEND props RUN_SERIAL TRUE)
   endif()
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 PROPERTIES ${props})
+  # LABELS is a list, and gtest_discover_tests flattens list values given in PROPERTIES ("a;b" became two
+  # words, the labels after the first were lost and the properties after them paired wrongly). So the labels
+  # are set by a script of our own that ctest includes after the discovered tests (${name}_TESTS) are defined.
+  set(labels_script ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+  file(WRITE ${labels_script} "if(NOT \"\${${name}_TESTS}\" STREQUAL \"\")\n"
+                              "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS [==[${ARG_LABELS}]==])\n"
+                              "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
 endfunction()
 
 function(prsgd_install_package)

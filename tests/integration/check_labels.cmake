@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: Apache-2.0
+# cmake -DCTEST=ctest -DBUILD_DIR=dir -DNAME=name -DLABELS=a,b -DNOT_IN=name -DNOT_LABEL=label -P check_labels.cmake
+# Fails unless `ctest -N -L ^label$` lists NAME for every label in LABELS, and does not list NOT_IN for NOT_LABEL.
+cmake_minimum_required(VERSION 3.25)
+function(listed label out)
+  execute_process(COMMAND ${CTEST} -N -L "^${label}$" WORKING_DIRECTORY ${BUILD_DIR}
+                  OUTPUT_VARIABLE text ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "ctest -N -L ^${label}$ failed (${rc}):\n${text}${err}")
+  endif()
+  string(REGEX MATCHALL "Test +#[0-9]+: [^\n]+" rows "${text}")
+  set(names)
+  foreach(row IN LISTS rows)
+    string(REGEX REPLACE "^Test +#[0-9]+: " "" n "${row}")
+    list(APPEND names "${n}")
+  endforeach()
+  set(${out} "${names}" PARENT_SCOPE)
+endfunction()
+
+string(REPLACE "," ";" labels "${LABELS}")
+foreach(label IN LISTS labels)
+  listed(${label} names)
+  if(NOT NAME IN_LIST names)
+    message(FATAL_ERROR "${NAME} is not listed under label '${label}' (${LABELS} expected); listed: ${names}")
+  endif()
+  list(LENGTH names n)
+  message(STATUS "label ${label}: ${n} tests, ${NAME} among them")
+endforeach()
+listed(${NOT_LABEL} names)
+if(NOT_IN IN_LIST names)
+  message(FATAL_ERROR "${NOT_IN} is listed under label '${NOT_LABEL}', which it does not carry")
+endif()
