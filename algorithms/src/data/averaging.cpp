@@ -3,11 +3,21 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <utility>
+
+#include <unistd.h>
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#define PRSGD_AVERAGING_STREAM_STORES 1
+#else
+#define PRSGD_AVERAGING_STREAM_STORES 0
+#endif
 
 namespace prsgd::algorithms {
 namespace {
@@ -119,6 +129,174 @@ fused_fn pick_fused(std::size_t k, bool delta, bool first, bool finish) {
   return finish ? delta_more_finish[i] : delta_more[i];
 }
 
+// What the fused kernel combines: K = n inputs, their weights, and x̄ (delta form only, else nullptr).
+struct fused_inputs {
+  const float* const* xs;
+  std::size_t n;
+  const float* w;
+  const float* prev;
+  bool delta;
+};
+
+// Runs every pass of the fused kernel over elements [begin, end) of out, with normal stores.
+void fused_range(float* out, const fused_inputs& in, std::size_t begin, std::size_t end) {
+  std::array<const float*, max_fused> chunk{};
+  for (std::size_t b = begin; b < end; b += fused_block_floats) {
+    const std::size_t m = std::min(fused_block_floats, end - b);
+    const float* p = in.delta ? in.prev + b : nullptr;
+    for (std::size_t i = 0; i < in.n; i += max_fused) {
+      const std::size_t k = std::min(max_fused, in.n - i);
+      for (std::size_t j = 0; j < k; ++j) {
+        chunk[j] = in.xs[i + j] + b;
+      }
+      pick_fused(k, in.delta, i == 0, i + k == in.n)(out + b, chunk.data(), in.w + i, p, m);
+    }
+  }
+}
+
+#if PRSGD_AVERAGING_STREAM_STORES
+constexpr std::size_t line_floats = 64 / sizeof(float);
+// 2048 floats = 8 KiB: with more than max_fused inputs the partial sums stay in L1 between passes.
+constexpr std::size_t stream_block_floats = 2048;
+// 512 floats = 2 KiB = 32 lines ahead per input stream.
+constexpr std::size_t prefetch_floats = 512;
+
+// fused<> with non-temporal stores, written with SSE intrinsics: per element the same IEEE operations in
+// the same order as fused<>. Nothing is contracted to FMA (-std=c++20 means -ffp-contract=off, and
+// x86-64-v2 has no FMA), so results are bit-identical; the unit tests compare the two bit for bit.
+// Partial sums come from `acc` instead of out (unused when First). out must be 64-byte aligned and n a
+// multiple of line_floats: every line is written whole by four streaming stores, so the write-combining
+// buffers flush full lines.
+template <std::size_t K, bool Delta, bool First, bool Finish>
+void fused_stream(float* out, const float* acc, const float* const* xs, const float* ws, const float* p,
+                  std::size_t n) {
+  const float* x[K];
+  __m128 w[K];
+  for (std::size_t i = 0; i < K; ++i) {
+    x[i] = xs[i];
+    w[i] = _mm_set1_ps(ws[i]);
+  }
+  // Software prefetch prefetch_floats ahead in every input (hardware prefetchers alone keep too few
+  // lines in flight with N+1 streams); stops short of the end so no address leaves the buffers.
+  const std::size_t prefetch_end = n > prefetch_floats ? n - prefetch_floats : 0;
+  for (std::size_t k = 0; k < n; k += line_floats) {
+    if (k < prefetch_end) {
+      for (std::size_t i = 0; i < K; ++i) {
+        _mm_prefetch(reinterpret_cast<const char*>(x[i] + k + prefetch_floats), _MM_HINT_T0);
+      }
+      if constexpr (Delta) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + k + prefetch_floats), _MM_HINT_T0);
+      }
+    }
+    for (std::size_t q = k; q < k + line_floats; q += 4) {
+      __m128 s;
+      if constexpr (Delta) {
+        const __m128 pk = _mm_loadu_ps(p + q);
+        s = _mm_mul_ps(w[0], _mm_sub_ps(_mm_loadu_ps(x[0] + q), pk));
+        if constexpr (!First) {
+          s = _mm_add_ps(_mm_load_ps(acc + q), s);
+        }
+        for (std::size_t i = 1; i < K; ++i) {
+          s = _mm_add_ps(s, _mm_mul_ps(w[i], _mm_sub_ps(_mm_loadu_ps(x[i] + q), pk)));
+        }
+        if constexpr (Finish) {
+          s = _mm_add_ps(pk, s);
+        }
+      } else {
+        s = _mm_mul_ps(w[0], _mm_loadu_ps(x[0] + q));
+        if constexpr (!First) {
+          s = _mm_add_ps(_mm_load_ps(acc + q), s);
+        }
+        for (std::size_t i = 1; i < K; ++i) {
+          s = _mm_add_ps(s, _mm_mul_ps(w[i], _mm_loadu_ps(x[i] + q)));
+        }
+      }
+      _mm_stream_ps(out + q, s);
+    }
+  }
+}
+
+using stream_fn = void (*)(float*, const float*, const float* const*, const float*, const float*, std::size_t);
+
+template <bool Delta, bool First, std::size_t... K>
+constexpr std::array<stream_fn, sizeof...(K)> stream_table(std::index_sequence<K...> /*unused*/) {
+  return {&fused_stream<K + 1, Delta, First, true>...};
+}
+
+// The streaming pass always finishes the sum: it is the last pass over its inputs.
+stream_fn pick_stream(std::size_t k, bool delta, bool first) {
+  static constexpr auto seq = std::make_index_sequence<max_fused>{};
+  static constexpr auto plain_first = stream_table<false, true>(seq);
+  static constexpr auto plain_more = stream_table<false, false>(seq);
+  static constexpr auto delta_first = stream_table<true, true>(seq);
+  static constexpr auto delta_more = stream_table<true, false>(seq);
+  const std::size_t i = k - 1;
+  if (!delta) {
+    return first ? plain_first[i] : plain_more[i];
+  }
+  return first ? delta_first[i] : delta_more[i];
+}
+
+// The fused kernel with non-temporal stores for out. The head before out's first 64-byte boundary and
+// the tail after its last whole line use fused_range (normal stores), so no line gets both kinds.
+// Up to max_fused inputs: one streaming pass. More: per 8 KiB block, all passes but the last
+// accumulate into an L1 buffer with fused<>, and the last pass streams the finished sums to out.
+void fused_streaming(float* out, const fused_inputs& in, std::size_t len) {
+  const auto misalign = reinterpret_cast<std::uintptr_t>(out) % 64;
+  const std::size_t head = std::min(len, misalign == 0 ? 0 : (64 - misalign) / sizeof(float));
+  const std::size_t body_end = head + (len - head) / line_floats * line_floats;
+  fused_range(out, in, 0, head);
+  std::array<const float*, max_fused> chunk{};
+  const std::size_t last = (in.n - 1) / max_fused * max_fused;  // first input of the last pass
+  const std::size_t k_last = in.n - last;
+  if (last == 0) {
+    for (std::size_t j = 0; j < k_last; ++j) {
+      chunk[j] = in.xs[j] + head;
+    }
+    pick_stream(k_last, in.delta, true)(out + head, nullptr, chunk.data(), in.w, in.delta ? in.prev + head : nullptr,
+                                         body_end - head);
+  } else {
+    alignas(64) std::array<float, stream_block_floats> acc;  // NOLINT(cppcoreguidelines-pro-type-member-init)
+    for (std::size_t b = head; b < body_end; b += stream_block_floats) {
+      const std::size_t m = std::min(stream_block_floats, body_end - b);
+      const float* p = in.delta ? in.prev + b : nullptr;
+      for (std::size_t i = 0; i < last; i += max_fused) {
+        for (std::size_t j = 0; j < max_fused; ++j) {
+          chunk[j] = in.xs[i + j] + b;
+        }
+        pick_fused(max_fused, in.delta, i == 0, false)(acc.data(), chunk.data(), in.w + i, p, m);
+      }
+      for (std::size_t j = 0; j < k_last; ++j) {
+        chunk[j] = in.xs[last + j] + b;
+      }
+      pick_stream(k_last, in.delta, false)(out + b, acc.data(), chunk.data(), in.w + last, p, m);
+    }
+  }
+  fused_range(out, in, body_end, len);
+  // Non-temporal stores are weakly ordered: fence them before whatever publishes out to another thread.
+  _mm_sfence();
+}
+#endif
+
+// Half the last-level cache (glibc's sysconf), capped at 16 MiB: VMs report the host's whole LLC
+// (480 MiB on the benchmark VM, where a 120 MB working set already runs at DRAM speed), which is not
+// what one core can keep. 16 MiB when the system does not say. Measured there (BENCHMARKS.md): 40 MB
+// outputs gain, 4 MB outputs neither gain nor lose in the benchmark (which does not read out again).
+std::size_t default_streaming_threshold() noexcept {
+  constexpr std::size_t cap = std::size_t{16} << 20U;
+  long llc = 0;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) {
+    llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  }
+#endif
+  return llc > 0 ? std::min(cap, static_cast<std::size_t>(llc) / 2) : cap;
+}
+
+std::atomic<std::size_t> streaming_threshold_bytes{0};  // 0: default_streaming_threshold()
+std::atomic<std::uint64_t> streaming_calls{0};
+
 // Returns true when [a, a+n) and [b, b+m) share memory.
 bool overlaps(const float* a, std::size_t n, const float* b, std::size_t m) {
   if (n == 0 || m == 0) {
@@ -201,6 +379,28 @@ expected<std::vector<double>> averaging_weights(std::span<const contribution> in
 
 expected<void> average(std::span<const contribution> inputs, std::span<const float> previous, averaging_rule rule,
                        std::span<float> out) {
+  return average(inputs, previous, rule, out, store_policy::automatic);
+}
+
+std::size_t streaming_store_threshold() noexcept {
+  const std::size_t set = streaming_threshold_bytes.load(std::memory_order_relaxed);
+  if (set != 0) {
+    return set;
+  }
+  static const std::size_t fallback = default_streaming_threshold();
+  return fallback;
+}
+
+std::size_t set_streaming_store_threshold(std::size_t bytes) noexcept {
+  const std::size_t old = streaming_store_threshold();
+  streaming_threshold_bytes.store(bytes, std::memory_order_relaxed);
+  return old;
+}
+
+std::uint64_t streaming_store_calls() noexcept { return streaming_calls.load(std::memory_order_relaxed); }
+
+expected<void> average(std::span<const contribution> inputs, std::span<const float> previous, averaging_rule rule,
+                       std::span<float> out, store_policy policy) {
   auto weights = averaging_weights(inputs, rule);
   PRSGD_TRY(weights);
   const std::size_t len = out.size();
@@ -231,18 +431,19 @@ expected<void> average(std::span<const contribution> inputs, std::span<const flo
     for (std::size_t i = 0; i < n; ++i) {
       xs[i] = inputs[i].params.data();
     }
-    std::vector<const float*> chunk(max_fused);
-    for (std::size_t b = 0; b < len; b += fused_block_floats) {
-      const std::size_t m = std::min(fused_block_floats, len - b);
-      const float* p = delta ? previous.data() + b : nullptr;
-      for (std::size_t i = 0; i < n; i += max_fused) {
-        const std::size_t k = std::min(max_fused, n - i);
-        for (std::size_t j = 0; j < k; ++j) {
-          chunk[j] = xs[i + j] + b;
-        }
-        pick_fused(k, delta, i == 0, i + k == n)(out.data() + b, chunk.data(), w.data() + i, p, m);
-      }
+    const fused_inputs in{xs.data(), n, w.data(), delta ? previous.data() : nullptr, delta};
+    const bool streaming = policy == store_policy::streaming ||
+                           (policy == store_policy::automatic && len * sizeof(float) > streaming_store_threshold());
+#if PRSGD_AVERAGING_STREAM_STORES
+    if (streaming) {
+      streaming_calls.fetch_add(1, std::memory_order_relaxed);
+      fused_streaming(out.data(), in, len);
+      return {};
     }
+#else
+    (void)streaming;
+#endif
+    fused_range(out.data(), in, 0, len);
     return {};
   }
   // out aliases an input or previous: the L1 block accumulator decouples reads from writes.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -30,12 +31,40 @@ struct contribution {
   double steps = 0;
 };
 
+/// Chooses how average() stores `out`. Every policy gives bit-identical results.
+enum class store_policy : std::uint8_t {
+  /// streaming when `out` is larger than streaming_store_threshold() bytes, else normal.
+  automatic,
+  /// Ordinary (write-back, cached) stores.
+  normal,
+  /// Non-temporal stores (SSE movntps, then sfence): `out` bypasses the caches, which saves the
+  /// read-for-ownership of every destination line but leaves `out` uncached for whoever reads it next.
+  /// Used only when `out` aliases neither an input nor `previous` (else normal stores); normal stores
+  /// on targets without SSE.
+  streaming,
+};
+
 /// Combines `inputs` with `rule` into `out` (one vectorised pass over flat memory).
 /// `previous` is the global model the round started from (x̄; used by step_normalised).
 /// Returns invalid_argument for no inputs, mismatched sizes, or non-positive weights/steps where needed.
-/// `out` may alias `previous`.
+/// `out` may alias `previous`. Stores with store_policy::automatic.
 [[nodiscard]] expected<void> average(std::span<const contribution> inputs, std::span<const float> previous,
                                      averaging_rule rule, std::span<float> out);
+
+/// average() with an explicit store policy (benchmarks and tests; the results do not depend on it).
+[[nodiscard]] expected<void> average(std::span<const contribution> inputs, std::span<const float> previous,
+                                     averaging_rule rule, std::span<float> out, store_policy policy);
+
+/// Returns the size of `out` in bytes above which store_policy::automatic uses streaming stores: by
+/// default half the last-level cache, capped at 16 MiB (VMs report the whole host's cache).
+[[nodiscard]] std::size_t streaming_store_threshold() noexcept;
+
+/// Sets the threshold streaming_store_threshold() returns (0 restores the default) and returns the old
+/// one. For tuning and tests; the value is read once per average() call.
+std::size_t set_streaming_store_threshold(std::size_t bytes) noexcept;
+
+/// Returns how many average() calls in this process wrote `out` with streaming stores (tests, diagnostics).
+[[nodiscard]] std::uint64_t streaming_store_calls() noexcept;
 
 /// Parses "uniform" | "samples" | "step-normalised"; returns invalid_argument for anything else.
 [[nodiscard]] expected<averaging_rule> parse_averaging_rule(std::string_view name);

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -205,6 +208,130 @@ TEST(AveragingTest, ManyInputsUseChunksAndMatchReferenceAndAliasedPath) {
     ASSERT_TRUE(average(aliased_in, prev, rule, x0).has_value());
     EXPECT_TRUE(x0 == out) << to_string(rule);
   }
+}
+
+// Streaming (non-temporal) stores write whole 64-byte lines from out's first 64-byte boundary and
+// normal stores for the head before it and the tail after the last whole line; more than 8 inputs
+// accumulate 2048-float blocks in L1 and stream the last pass; inputs are prefetched 512 floats ahead.
+// Every split must give the normal path's bits and leave the floats around out untouched.
+TEST(AveragingTest, StreamingStoresMatchNormalStoresBitForBitAtEveryAlignment) {
+  constexpr std::size_t pad = 16;
+  constexpr float guard = -12345.0F;
+  const std::size_t max_len = 2 * 2048 + 16 * 5 + 7;
+  std::mt19937 gen(321);
+  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+  const std::size_t max_n = 17;
+  // One extra float per buffer so inputs can start off the out buffer's alignment too.
+  std::vector<std::vector<float>> models(max_n, std::vector<float>(max_len + 1));
+  std::vector<float> prev(max_len + 1);
+  for (auto& m : models) {
+    for (auto& x : m) {
+      x = dist(gen);
+    }
+  }
+  for (auto& x : prev) {
+    x = dist(gen);
+  }
+  // 64-byte aligned storage so `offset` sets out's misalignment exactly.
+  std::vector<float> storage(max_len + 2 * pad + 64);
+  float* base = storage.data();
+  while (reinterpret_cast<std::uintptr_t>(base) % 64 != 0) {
+    ++base;
+  }
+  std::vector<float> normal(max_len);
+  const std::size_t lens[] = {0, 1, 3, 15, 16, 17, 31, 32, 33, 64 + 5, 512 + 16 + 3, 512 + 2 * 16,
+                              2048 + 16 + 1, max_len};
+  for (std::size_t n : {1U, 2U, 3U, 8U, 9U, 17U}) {
+    for (std::size_t l : lens) {
+      for (std::size_t offset : {0U, 1U, 3U, 4U, 8U, 15U}) {
+        const std::size_t in_shift = (offset + n) % 2;  // inputs and x̄ at another alignment than out
+        std::vector<contribution> in;
+        for (std::size_t i = 0; i < n; ++i) {
+          in.push_back({std::span<const float>(models[i]).subspan(in_shift, l), 3.0 + static_cast<double>(i),
+                        1.0 + static_cast<double>(i % 3)});
+        }
+        const auto p = std::span<const float>(prev).subspan(in_shift, l);
+        for (auto rule : {averaging_rule::uniform, averaging_rule::by_samples, averaging_rule::step_normalised}) {
+          ASSERT_TRUE(average(in, p, rule, std::span<float>(normal).first(l), store_policy::normal).has_value());
+          std::fill(storage.begin(), storage.end(), guard);
+          float* out = base + pad + offset;
+          ASSERT_TRUE(average(in, p, rule, std::span<float>(out, l), store_policy::streaming).has_value());
+          const std::string where = "n=" + std::to_string(n) + " len=" + std::to_string(l) +
+                                    " offset=" + std::to_string(offset) + " rule=" + std::string{to_string(rule)};
+          ASSERT_EQ(std::memcmp(out, normal.data(), l * sizeof(float)), 0) << where;
+          for (float* g = base; g < out; ++g) {
+            ASSERT_EQ(*g, guard) << where << " before out";
+          }
+          for (float* g = out + l; g < base + 2 * pad + max_len; ++g) {
+            ASSERT_EQ(*g, guard) << where << " after out";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Restores the streaming threshold a test changes.
+struct threshold_guard {
+  std::size_t saved = set_streaming_store_threshold(0);
+  threshold_guard(const threshold_guard&) = delete;
+  threshold_guard& operator=(const threshold_guard&) = delete;
+  threshold_guard() = default;
+  ~threshold_guard() { set_streaming_store_threshold(saved); }
+};
+
+TEST(AveragingTest, AutomaticPolicyStreamsOnlyAboveTheThreshold) {
+#if !defined(__SSE__)
+  GTEST_SKIP() << "no streaming stores on this target";
+#endif
+  const threshold_guard restore;
+  const std::size_t def = streaming_store_threshold();
+  EXPECT_GT(def, 0U);
+  EXPECT_LE(def, std::size_t{16} << 20U);  // half the LLC, capped at 16 MiB
+  EXPECT_EQ(set_streaming_store_threshold(4096), def);
+  EXPECT_EQ(streaming_store_threshold(), 4096U);
+
+  std::vector<std::vector<float>> models;
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    models.push_back(random_model(200 + i));
+  }
+  auto prev = random_model(210);
+  for (auto rule : {averaging_rule::uniform, averaging_rule::by_samples, averaging_rule::step_normalised}) {
+    // 1024 floats = 4096 bytes: not above the threshold.
+    for (std::size_t l : {std::size_t{1024}, std::size_t{1025}, std::size_t{1000}, len}) {
+      std::vector<contribution> in;
+      for (const auto& m : models) {
+        in.push_back({std::span<const float>(m).first(l), 2, 3});
+      }
+      const auto p = std::span<const float>(prev).first(l);
+      std::vector<float> normal(l);
+      std::vector<float> automatic(l);
+      const auto before_normal = streaming_store_calls();
+      ASSERT_TRUE(average(in, p, rule, normal, store_policy::normal).has_value());
+      EXPECT_EQ(streaming_store_calls(), before_normal) << "normal policy never streams";
+      const auto before = streaming_store_calls();
+      ASSERT_TRUE(average(in, p, rule, automatic).has_value());
+      EXPECT_EQ(streaming_store_calls(), before + (l * sizeof(float) > 4096 ? 1 : 0))
+          << to_string(rule) << " len=" << l;
+      EXPECT_EQ(std::memcmp(automatic.data(), normal.data(), l * sizeof(float)), 0) << to_string(rule);
+    }
+  }
+
+  // Aliased calls take the blocked path with normal stores, whatever the policy.
+  std::vector<contribution> in;
+  for (const auto& m : models) {
+    in.push_back({m, 2, 3});
+  }
+  std::vector<float> expected(len);
+  ASSERT_TRUE(average(in, prev, averaging_rule::step_normalised, expected, store_policy::normal).has_value());
+  const auto before = streaming_store_calls();
+  ASSERT_TRUE(average(in, prev, averaging_rule::step_normalised, prev, store_policy::streaming).has_value());
+  EXPECT_EQ(streaming_store_calls(), before);
+  EXPECT_TRUE(prev == expected);
+
+  // 0 restores the default.
+  set_streaming_store_threshold(0);
+  EXPECT_EQ(streaming_store_threshold(), def);
 }
 
 TEST(AveragingTest, SingleInputAndTinyBuffers) {
