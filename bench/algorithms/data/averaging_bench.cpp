@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Averaging kernel throughput against memory-bandwidth references measured in the same run.
-// Bytes moved = bytes read + bytes written: (N + 1) * n * 4 for averaging and the streaming sum,
-// 2 * n * 4 for memcpy. Rates use CPU time: on a shared, oversubscribed machine wall time mostly
-// measures the scheduler. Run with --benchmark_repetitions=5 and compare medians (BENCHMARKS.md).
+// Bytes moved = bytes read + bytes written: (N + 1) * n * 4 for averaging and the streaming sum
+// (N + 2 for step_normalised, which also reads x̄), 2 * N * n * 4 for memcpy. Rates use CPU time: on a
+// shared, oversubscribed machine wall time mostly measures the scheduler. Run with
+// --benchmark_repetitions=5 and compare medians (BENCHMARKS.md).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -48,7 +49,7 @@ void set_bytes(benchmark::State& state, std::size_t bytes_per_iter) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes_per_iter));
 }
 
-void BM_Average(benchmark::State& state, averaging_rule rule) {
+void BM_Average(benchmark::State& state, averaging_rule rule, store_policy policy = store_policy::automatic) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto len = static_cast<std::size_t>(state.range(1));
   auto m = make_models(n, len);
@@ -57,7 +58,7 @@ void BM_Average(benchmark::State& state, averaging_rule rule) {
     in.push_back({m.inputs[i], 64.0 * static_cast<double>(i + 1), static_cast<double>(i + 2)});
   }
   for (auto _ : state) {
-    auto r = average(in, m.previous, rule, m.out);
+    auto r = average(in, m.previous, rule, m.out, policy);
     benchmark::DoNotOptimize(r);
     benchmark::ClobberMemory();
   }
@@ -126,6 +127,10 @@ void args(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_Average, uniform, averaging_rule::uniform)->Apply(args);
 BENCHMARK_CAPTURE(BM_Average, samples, averaging_rule::by_samples)->Apply(args);
 BENCHMARK_CAPTURE(BM_Average, step_normalised, averaging_rule::step_normalised)->Apply(args);
+// The two store policies that store_policy::automatic picks between (at streaming_store_threshold()).
+BENCHMARK_CAPTURE(BM_Average, uniform_normal_stores, averaging_rule::uniform, store_policy::normal)->Apply(args);
+BENCHMARK_CAPTURE(BM_Average, uniform_streaming_stores, averaging_rule::uniform, store_policy::streaming)
+    ->Apply(args);
 BENCHMARK(BM_StreamingSum)->Apply(args);
 BENCHMARK(BM_Memcpy)->Apply(args);
 BENCHMARK_MAIN();
