@@ -159,14 +159,28 @@ expected<idx_bytes> read_idx_gz(const std::string& path, int expected_rank, std:
   return out;
 }
 
-expected<dataset> load_fashion_mnist(std::string_view dir, split which, fashion_mnist_options options) {
+namespace {
+
+// <dir>/<train|t10k>-<kind>-<idxN>-ubyte.gz
+std::string split_file(std::string_view dir, split which, const char* kind) {
   std::string base = dir.empty() ? fashion_mnist_default_dir() : std::string{dir};
   if (!base.empty() && base.back() != '/') {
     base += '/';
   }
-  const char* prefix = which == split::train ? "train" : "t10k";
-  const std::string images_path = base + prefix + "-images-idx3-ubyte.gz";
-  const std::string labels_path = base + prefix + "-labels-idx1-ubyte.gz";
+  return base + (which == split::train ? "train" : "t10k") + "-" + kind + "-ubyte.gz";
+}
+
+}  // namespace
+
+expected<std::size_t> fashion_mnist_size(std::string_view dir, split which) {
+  auto labels = read_idx_gz(split_file(dir, which, "labels-idx1"), 1);
+  PRSGD_TRY(labels);
+  return static_cast<std::size_t>(labels->dims[0]);
+}
+
+expected<dataset> load_fashion_mnist(std::string_view dir, split which, fashion_mnist_options options) {
+  const std::string images_path = split_file(dir, which, "images-idx3");
+  const std::string labels_path = split_file(dir, which, "labels-idx1");
 
   auto labels = read_idx_gz(labels_path, 1, options.max_samples);
   PRSGD_TRY(labels);

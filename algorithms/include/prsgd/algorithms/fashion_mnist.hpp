@@ -47,6 +47,11 @@ struct fashion_mnist_options {
 [[nodiscard]] expected<dataset> load_fashion_mnist(std::string_view dir = {}, split which = split::train,
                                                    fashion_mnist_options options = {});
 
+/// Number of samples in one split, read from its (small) label file alone: what a process that needs only
+/// the split's size (the averager planning epochs) reads instead of decompressing every image. The image
+/// file is not opened; load_fashion_mnist validates both. Errors as for load_fashion_mnist.
+[[nodiscard]] expected<std::size_t> fashion_mnist_size(std::string_view dir = {}, split which = split::train);
+
 /// Holds the raw contents of an IDX file of unsigned bytes (type code 0x08).
 struct idx_bytes {
   /// Dimension sizes from the header (1 for labels, 3 for images).

@@ -100,6 +100,21 @@ TEST_F(FashionMnistFiles, LoadsValidFilesAndNormalises) {
   }
 }
 
+TEST_F(FashionMnistFiles, SizeReadsTheLabelFileOnly) {
+  write_gz("train-labels-idx1-ubyte.gz", idx_labels(7));  // no image file at all
+  auto n = fashion_mnist_size(dir(), split::train);
+  ASSERT_TRUE(n.has_value()) << n.error().message();
+  EXPECT_EQ(*n, 7U);
+  auto none = fashion_mnist_size(dir(), split::test);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code, errc::io_error);
+  EXPECT_NE(none.error().context.find("t10k-labels-idx1-ubyte.gz"), std::string::npos) << none.error().context;
+  write_gz("t10k-labels-idx1-ubyte.gz", idx_images(1));  // an image file where labels belong
+  auto wrong = fashion_mnist_size(dir(), split::test);
+  ASSERT_FALSE(wrong.has_value());
+  EXPECT_EQ(wrong.error().code, errc::decode_failed);
+}
+
 TEST_F(FashionMnistFiles, UnnormalisedStaysInUnitInterval) {
   write_pair(idx_images(2), idx_labels(2));
   auto ds = load_fashion_mnist(dir(), split::train, {.max_samples = 0, .normalise = false});
