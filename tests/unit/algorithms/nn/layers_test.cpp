@@ -205,6 +205,19 @@ INSTANTIATE_TEST_SUITE_P(Geometries, NnConvTest,
                                            conv_case{{1, 4, 4}, 2, 3, 1, 0, true},   // valid padding
                                            conv_case{{1, 2, 2}, 1, 5, 1, 2, true})); // kernel wider than input
 
+// The CNN's second convolution with a batch that takes several im2col chunks (one sample each).
+TEST(NnLayersTest, ConvOverSeveralChunksMatchesNaiveAndFiniteDifferences) {
+  const conv_case c{{16, 14, 14}, 32, 5, 1, 2, true};
+  gradient_checker g(make_conv2d(c.in, c.out, c.k, c.s, c.p, c.bias));
+  const tensor x = g.random_input(7);
+  tensor y;
+  g.get().forward(x, y, true);
+  const tensor ref = naive_conv(x, g.params(), c.in, c.out, c.k, c.s, c.p, c.bias);
+  ASSERT_EQ(y.cols(), ref.cols());
+  EXPECT_LT((y - ref).cwiseAbs().maxCoeff(), 1e-4F);
+  g.check(x, true, 1e-2F, 3e-3, 1e-2);
+}
+
 TEST(NnLayersTest, MaxPoolPicksMaximaAndRoutesGradients) {
   for (const shape3 in : {shape3{2, 4, 4}, shape3{1, 5, 5}}) {
     gradient_checker g(make_max_pool2d(in, 2));
