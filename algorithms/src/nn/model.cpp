@@ -15,6 +15,7 @@ network_builder& network_builder::add(std::unique_ptr<layer> l) {
   PRSGD_CHECK(l->input_shape() == shape_) << "layer " << l->describe() << " does not take the current shape";
   shape_ = l->output_shape();
   layers_.push_back(std::move(l));
+  last_is_relu_ = false;
   return *this;
 }
 network_builder& network_builder::conv2d(int out_channels, int kernel, int stride, int padding, bool bias) {
@@ -26,8 +27,18 @@ network_builder& network_builder::linear(int out_features) {
   }
   return add(make_linear(shape_, out_features));
 }
-network_builder& network_builder::relu() { return add(make_relu(shape_)); }
-network_builder& network_builder::max_pool(int kernel) { return add(make_max_pool2d(shape_, kernel)); }
+network_builder& network_builder::relu() {
+  add(make_relu(shape_));
+  last_is_relu_ = true;
+  return *this;
+}
+network_builder& network_builder::max_pool(int kernel) {
+  if (last_is_relu_) {
+    layers_.pop_back();  // a ReLU keeps the shape, so shape_ is still its input's
+    return add(make_relu_max_pool2d(shape_, kernel));
+  }
+  return add(make_max_pool2d(shape_, kernel));
+}
 network_builder& network_builder::global_avg_pool() { return add(make_global_avg_pool(shape_)); }
 network_builder& network_builder::batch_norm() { return add(make_batch_norm(shape_)); }
 network_builder& network_builder::flatten() { return add(make_flatten(shape_)); }

@@ -72,6 +72,10 @@ class layer {
                                                  int padding, bool bias = true);
 /// Returns a k x k max pooling with stride k (floors odd sizes like PyTorch).
 [[nodiscard]] std::unique_ptr<layer> make_max_pool2d(shape3 in, int kernel);
+/// Returns max(max_pool2d(x), 0), i.e. a ReLU followed by a k x k max pool in one layer (identical values
+/// and gradients, two passes over the full-resolution activation fewer). `network_builder` uses it for
+/// `relu().max_pool(k)`.
+[[nodiscard]] std::unique_ptr<layer> make_relu_max_pool2d(shape3 in, int kernel);
 /// Returns a global average pool {C, H, W} -> {C, 1, 1}.
 [[nodiscard]] std::unique_ptr<layer> make_global_avg_pool(shape3 in);
 /// Returns a batch norm over channels (eps 1e-5, momentum 0.1; running mean and variance are buffers).

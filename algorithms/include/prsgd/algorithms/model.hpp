@@ -29,7 +29,8 @@ class network_builder {
   network_builder& linear(int out_features);
   /// Appends a ReLU.
   network_builder& relu();
-  /// Appends a k x k max pool with stride k.
+  /// Appends a k x k max pool with stride k. Right after `relu()` the two become one layer
+  /// (make_relu_max_pool2d: same values and gradients, fewer passes over memory).
   network_builder& max_pool(int kernel);
   /// Appends a global average pool.
   network_builder& global_avg_pool();
@@ -51,6 +52,7 @@ class network_builder {
  private:
   shape3 shape_;
   std::vector<std::unique_ptr<layer>> layers_;
+  bool last_is_relu_ = false;  // the last layer came from relu()
 };
 
 /// Reports a model's quality on a data set.

@@ -237,6 +237,50 @@ TEST(NnLayersTest, MaxPoolPicksMaximaAndRoutesGradients) {
   }
 }
 
+TEST(NnLayersTest, ReluMaxPoolEqualsReluThenMaxPool) {
+  for (const shape3 in : {shape3{2, 4, 4}, shape3{1, 5, 5}, shape3{2, 6, 6}}) {
+    for (const int k : {2, 3}) {
+      if (in.height < k) {
+        continue;
+      }
+      gradient_checker fused(make_relu_max_pool2d(in, k));
+      auto relu = make_relu(in);
+      auto pool = make_max_pool2d(in, k);
+      // Distinct values 0.1 apart, about half of them negative, so that whole windows are dead.
+      tensor x = fused.random_input(2);
+      std::vector<int> order(static_cast<std::size_t>(x.size()));
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), std::mt19937_64(5));
+      for (Eigen::Index i = 0; i < x.size(); ++i) {
+        x.data()[i] = 0.1F * static_cast<float>(order[static_cast<std::size_t>(i)] - x.size() / 2) + 0.05F;
+      }
+      tensor y_fused;
+      tensor y_relu;
+      tensor y_ref;
+      fused.get().forward(x, y_fused, true);
+      relu->forward(x, y_relu, true);
+      pool->forward(y_relu, y_ref, true);
+      ASSERT_EQ(y_fused.rows(), y_ref.rows());
+      ASSERT_EQ(y_fused.cols(), y_ref.cols());
+      EXPECT_EQ(y_fused, y_ref) << fused.get().describe();
+      tensor dy = y_ref;
+      std::mt19937_64 rng(9);
+      std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+      for (Eigen::Index i = 0; i < dy.size(); ++i) {
+        dy.data()[i] = dist(rng);
+      }
+      tensor dx_fused;
+      tensor dx_pool;
+      tensor dx_ref;
+      fused.get().backward(x, y_fused, dy, &dx_fused);
+      pool->backward(y_relu, y_ref, dy, &dx_pool);
+      relu->backward(x, y_relu, dx_pool, &dx_ref);
+      EXPECT_EQ(dx_fused, dx_ref) << fused.get().describe();
+      fused.check(x, true);
+    }
+  }
+}
+
 TEST(NnLayersTest, GlobalAvgPoolBackwardMatchesFiniteDifferences) {
   gradient_checker g(make_global_avg_pool({3, 3, 2}));
   const tensor x = g.random_input(2);

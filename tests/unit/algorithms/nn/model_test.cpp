@@ -41,6 +41,18 @@ std::vector<std::size_t> first(std::size_t n, std::size_t offset = 0) {
   return v;
 }
 
+TEST(NnModelTest, BuilderFusesReluIntoTheFollowingMaxPool) {
+  network_builder b({1, 8, 8});
+  b.conv2d(2, 3, 1, 1).relu().max_pool(2).relu().flatten().linear(3);
+  const auto layers = b.take();
+  ASSERT_EQ(layers.size(), 5U);
+  EXPECT_EQ(layers[1]->describe(), "relu+max_pool2d(2)");
+  EXPECT_EQ(layers[2]->describe(), "relu");
+  network_builder plain({1, 8, 8});
+  plain.max_pool(2);
+  EXPECT_EQ(plain.take()[0]->describe(), "max_pool2d(2)");
+}
+
 TEST(NnModelTest, BuiltinModelsHaveThePytorchParameterCounts) {
   const model_config cfg{{1, 28, 28}, 10, 1};
   auto mlp = make_fmnist_mlp(cfg);
