@@ -413,10 +413,11 @@ TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent)
 TEST_F(RecoveryTest, TimeBalancedIntervalsCutTheFastWorkersIdleTimeAtTheBarrierByHalf) {
   auto idle_of_fast_workers = [&](const std::string& policy) -> double {
     const auto m = dir_ / ("metrics-" + policy + ".jsonl");
-    const pid_t local = start("local-" + policy,
-          {"local", "--workers", "3", "--slowdown-ms", "0,0,8", "--model", "fmnist-mlp", "--interval", "8",
-           "--batch", "32", "--rounds", "40", "--interval-policy", policy, "--averaging", "step-normalised",
-           "--metrics-jsonl", m, "--log-dir", dir_ / ("logs-" + policy), "--progress", "off"});
+    const pid_t local =
+        start("local-" + policy,
+              {"local", "--workers", "3", "--slowdown-ms", "0,0,8", "--model", "fmnist-mlp", "--interval", "8",
+               "--batch", "32", "--rounds", "40", "--interval-policy", policy, "--averaging", "step-normalised",
+               "--metrics-jsonl", m, "--log-dir", dir_ / ("logs-" + policy), "--progress", "off"});
     const auto status = wait_exit(local, 180s);
     EXPECT_EQ(status, 0) << log("local-" + policy);
     metrics_ = m;
@@ -437,6 +438,12 @@ TEST_F(RecoveryTest, TimeBalancedIntervalsCutTheFastWorkersIdleTimeAtTheBarrierB
   const double balanced = idle_of_fast_workers("time-balanced");
   std::printf("fast workers' idle time at the barrier, rounds 5-39: fixed %.3f s, time-balanced %.3f s (%.1fx)\n",
               fixed, balanced, balanced > 0 ? fixed / balanced : 0.0);
+#if defined(__SANITIZE_THREAD__)
+  // Both jobs ran above (races end a TSan-instrumented process with a non-zero status). The idle-time
+  // comparison is not made here: instrumented steps take ~200 ms on 2 cores, so the 8 ms slowdown the
+  // comparison rests on is lost in the noise (measured 1.0x). It is checked in every other build.
+  GTEST_SKIP() << "idle-time comparison skipped under ThreadSanitizer (the slowdown is noise next to a step)";
+#endif
   EXPECT_GT(fixed, 0.5) << "the slowed worker must make the fast ones wait with fixed intervals";
   EXPECT_LE(balanced * 2, fixed);
 }
