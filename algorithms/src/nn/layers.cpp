@@ -161,7 +161,13 @@ void relu_backward(const float* __restrict y, const float* __restrict dy, float*
 
 // The library's baseline is x86-64-v2 (16-byte vectors); the im2col / col2im copies are bound by
 // stores, so these two also get AVX2 and AVX-512 clones picked at load time (same results: no FMA).
+// Not under ThreadSanitizer: target_clones resolvers are IFUNCs that the loader runs during relocation,
+// before the TSan runtime is initialised, and crash there (every TSan binary linking this library did).
+#if defined(__SANITIZE_THREAD__)
+#define PRSGD_NN_WIDE_VECTORS
+#else
 #define PRSGD_NN_WIDE_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 // dst[i] = mask[i] ? src[i] : 0 with all-ones / all-zero masks: a vectorised and, no branch.
 PRSGD_NN_WIDE_VECTORS void masked_copy(float* __restrict dst, const float* __restrict src, const std::uint32_t* __restrict mask, index n) {
