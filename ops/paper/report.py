@@ -97,6 +97,7 @@ def main():
                  "momentum", "train-size", "quick", "netns-rate", "netns-note", "resnet-model"):
         ap.add_argument("--" + name, required=True)
     ap.add_argument("--regenerated", default="")
+    ap.add_argument("--note", default="")
     a = ap.parse_args()
     train_size = int(a.train_size)
 
@@ -128,6 +129,8 @@ def main():
     md.append(f"- Commit: `{a.commit}`")
     md.append(f"- Machine: {a.machine}")
     md.append(f"- Started: {a.started}")
+    if a.note:
+        md.append(f"- Note: {a.note}")
     if a.regenerated:
         md.append("- This table and the plots were rewritten from the runs' metrics by `ops/paper-experiment "
                   f"--report-only` at commit `{a.regenerated}` (same numbers, newer report layout).")
