@@ -387,6 +387,19 @@ transport_config slow_tick_config(std::string name) {
   return cfg;
 }
 
+// Sends "0".."count-1" to `peer` with at most `in_flight` unanswered, then waits for every answer.
+void send_pipelined(transport& client, peer_id peer, recorder& crec, int count, int in_flight) {
+  for (int i = 0; i < count; ++i) {
+    if (i >= in_flight) {
+      ASSERT_TRUE(crec.wait_messages(static_cast<std::size_t>(i - in_flight + 1), 30s))
+          << crec.messages().size() << " answers after " << i << " sends";
+    }
+    ASSERT_TRUE(client.send(peer, text_message({std::to_string(i)})));
+  }
+  ASSERT_TRUE(crec.wait_messages(static_cast<std::size_t>(count), 30s))
+      << crec.messages().size() << " of " << count << " answers arrived";
+}
+
 TEST(ZmqTransportTest, HandlerPingPongNeverWaitsForThePollTimeout) {
   constexpr int rounds = 300;
   transport* server_ptr = nullptr;
@@ -529,15 +542,9 @@ TEST(ZmqTransportTest, AnswerArrivingDuringASendOnTheSameSocketIsNotMissed) {
   ASSERT_TRUE(peer);
   constexpr int count = 400;
   constexpr int in_flight = 3;
-  for (int i = 0; i < count; ++i) {
-    if (i >= in_flight) {
-      ASSERT_TRUE(crec.wait_messages(static_cast<std::size_t>(i - in_flight + 1), 30s))
-          << crec.messages().size() << " answers after " << i << " sends";
-    }
-    ASSERT_TRUE(client->send(*peer, text_message({std::to_string(i)})));
-  }
-  ASSERT_TRUE(crec.wait_messages(count, 30s)) << crec.messages().size() << " of " << count << " answers arrived";
+  ASSERT_NO_FATAL_FAILURE(send_pipelined(*client, *peer, crec, count, in_flight));
 }
+
 // Direct sends (a thread other than the I/O thread sends on the sockets itself while the I/O thread
 // sleeps in poll()): here the server answers from a separate "actor" thread, as remote actors do, and
 // the client sends from the test thread with 3 messages in flight, so on both sides a direct send
@@ -585,14 +592,7 @@ TEST(ZmqTransportTest, DirectSendsFromOtherThreadsNeverMissAnArrivalAndKeepOrder
   constexpr int count = 1000;
   constexpr int in_flight = 3;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < count; ++i) {
-    if (i >= in_flight) {
-      ASSERT_TRUE(crec.wait_messages(static_cast<std::size_t>(i - in_flight + 1), 30s))
-          << crec.messages().size() << " answers after " << i << " sends";
-    }
-    ASSERT_TRUE(client->send(*peer, text_message({std::to_string(i)})));
-  }
-  ASSERT_TRUE(crec.wait_messages(count, 30s)) << crec.messages().size() << " of " << count << " answers arrived";
+  ASSERT_NO_FATAL_FAILURE(send_pipelined(*client, *peer, crec, count, in_flight));
   const auto elapsed = std::chrono::steady_clock::now() - t0;
   {
     std::lock_guard lock(mu);
