@@ -13,11 +13,20 @@ models="${PRSGD_NN_MODELS:-fmnist-mlp fmnist-cnn}"
 bin="${PRSGD_NN_BENCH:-$build/bench/algorithms/prsgd_nn_bench}"   # PRSGD_NN_BENCH: another binary, e.g. a baseline
 [[ -x "$bin" ]] || { echo "missing $bin: build target prsgd_nn_bench first" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1   # one thread each; torch also calls set_num_threads(1)
+# glibc keeps freed memory instead of unmapping it, for both sides: PyTorch otherwise gets fresh pages for
+# its large per-step tensors and pays a page fault per 4 KiB (on the AMD EPYC VM of 2026-12-04 that made
+# oneDNN's reorder of conv1's output 6.5 ms of a 41 ms fmnist-cnn step; PyTorch's CPU rate 1,250-2,000 ->
+# 4,900-5,700 samples/s with these). They are the mallopt() settings prsgd's own processes make
+# (retain_freed_memory_for_large_frames); PRSGD_NN_MALLOC_DEFAULTS=1 measures with glibc's defaults.
+if [[ "${PRSGD_NN_MALLOC_DEFAULTS:-0}" != 1 ]]; then
+  export MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=1073741824
+fi
 
 field() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
 median() { python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc --all) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "glibc malloc: MALLOC_MMAP_MAX_=${MALLOC_MMAP_MAX_:-default} MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-default}"
 echo "torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)'), $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)"
 # Rates from wall time and from process CPU time (every thread): with more runnable jobs than cores the
 # wall rate mostly measures the scheduler's share, the CPU rate the work. Ratios are of medians.
