@@ -7,12 +7,14 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <string_view>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #endif
 
 #include "prsgd/common/check.hpp"
+#include "direct_conv.hpp"
 
 #if PRSGD_NN_BLAS
 // OpenBLAS's thread control, if the BLAS loaded at run time is OpenBLAS (weak: absent otherwise).
@@ -383,6 +385,18 @@ class conv2d_layer final : public layer {
     out_ = {out_channels, (in.height + 2 * padding - kernel) / stride + 1,
             (in.width + 2 * padding - kernel) / stride + 1};
     PRSGD_CHECK(out_.height > 0 && out_.width > 0) << "conv2d output would be empty";
+    // Direct AVX-512 kernels (direct_conv.hpp) for "same" stride-1 convolutions with cout a multiple of
+    // 16 (forward, weight gradient) and cin a multiple of 16 (input gradient); im2col + GEMM otherwise,
+    // on CPUs without AVX-512F, and always with PRSGD_NN_CONV=gemm.
+    const char* mode = std::getenv("PRSGD_NN_CONV");
+    const bool gemm_forced = mode != nullptr && std::string_view(mode) == "gemm";
+    direct_ = !gemm_forced && direct_conv::cpu_supported() && same_geometry() &&
+              direct_conv::forward_supported(out_.channels, k_);
+    direct_dx_ = direct_ && direct_conv::forward_supported(in_.channels, k_);
+    if (direct_) {
+      fplan_ = direct_conv::make_plan(in_.channels, out_.channels, k_, in_.height, in_.width);
+      bplan_ = direct_conv::make_plan(out_.channels, in_.channels, k_, in_.height, in_.width);
+    }
   }
   std::string describe() const override {
     std::ostringstream s;
@@ -409,6 +423,12 @@ class conv2d_layer final : public layer {
     const index ncols = batch * oplane;
     const index cout = out_.channels;
     y.resize(cout, ncols);
+#if PRSGD_NN_DIRECT_CONV
+    if (direct_) {
+      forward_direct(x, batch, y);
+      return;
+    }
+#endif
     const index chunk = samples_per_chunk();
     float* cols = cols_buffer(chunk);
     for (index b0 = 0; b0 < batch; b0 += chunk) {
@@ -449,22 +469,38 @@ class conv2d_layer final : public layer {
     if (dx != nullptr) {
       dx->resize(in_.channels, x.cols());
     }
-    const index chunk = samples_per_chunk();
-    float* cols = cols_buffer(chunk);
     gwt_.resize(weights());
-    for (index b0 = 0; b0 < batch; b0 += chunk) {
-      const index nb = std::min(chunk, batch - b0);
-      const index nc = nb * oplane;
-      const index ld = cols_ld(nc);
-      im2col(x, b0, nb, cols, ld);
-      const float* dyc = dy.data() + b0 * oplane;
-      // gw^T (patch x cout) += cols (patch x nc) · dy[:, chunk]^T (nc x cout), transposed into gw at
-      // the end: OpenBLAS runs this orientation ~25 % faster than gw = dy · cols^T (conv2 of fmnist-cnn).
-      gemm({cols, patch(), nc, ld, false}, {dyc, nc, cout, ncols, true}, gwt_.data(), cout, b0 > 0);
-      if (dx != nullptr) {
-        // cols (patch x nc) = w^T (patch x cout) · dy[:, chunk], then scattered back onto the input.
-        gemm({w_, patch(), cout, patch(), true}, {dyc, cout, nc, ncols, false}, cols, ld, false);
-        col2im(cols, ld, b0, nb, *dx);
+    bool gemm_dw = true;
+    bool gemm_dx = dx != nullptr;
+#if PRSGD_NN_DIRECT_CONV
+    if (direct_) {
+      weight_grad_direct(x, dy, batch);
+      gemm_dw = false;
+      if (dx != nullptr && direct_dx_) {
+        input_grad_direct(dy, batch, *dx);
+        gemm_dx = false;
+      }
+    }
+#endif
+    if (gemm_dw || gemm_dx) {
+      const index chunk = samples_per_chunk();
+      float* cols = cols_buffer(chunk);
+      for (index b0 = 0; b0 < batch; b0 += chunk) {
+        const index nb = std::min(chunk, batch - b0);
+        const index nc = nb * oplane;
+        const index ld = cols_ld(nc);
+        const float* dyc = dy.data() + b0 * oplane;
+        if (gemm_dw) {
+          im2col(x, b0, nb, cols, ld);
+          // gw^T (patch x cout) += cols (patch x nc) · dy[:, chunk]^T (nc x cout), transposed into gw at
+          // the end: OpenBLAS runs this orientation ~25 % faster than gw = dy · cols^T (conv2 of fmnist-cnn).
+          gemm({cols, patch(), nc, ld, false}, {dyc, nc, cout, ncols, true}, gwt_.data(), cout, b0 > 0);
+        }
+        if (gemm_dx) {
+          // cols (patch x nc) = w^T (patch x cout) · dy[:, chunk], then scattered back onto the input.
+          gemm({w_, patch(), cout, patch(), true}, {dyc, cout, nc, ncols, false}, cols, ld, false);
+          col2im(cols, ld, b0, nb, *dx);
+        }
       }
     }
     const index np = patch();
@@ -482,6 +518,109 @@ class conv2d_layer final : public layer {
       }
     }
   }
+
+#if PRSGD_NN_DIRECT_CONV
+  // Resizes a padded per-sample buffer of `plan` (zeroed when allocated; only the image is written
+  // afterwards, so the borders stay zero).
+  static float* padded_buffer(std::vector<float>& buf, const direct_conv::plan& p) {
+    const auto n = static_cast<std::size_t>(p.cin * p.plane_p());
+    if (buf.size() != n) {
+      buf.assign(n, 0.0F);
+    }
+    return buf.data();
+  }
+  // Copies sample b of `src` (p.cin channel rows, each sample's h x w plane contiguous) into xp.
+  static void pad_sample(const direct_conv::plan& p, const tensor& src, index b, float* xp) {
+    const index plane = p.h * p.w;
+    const index pad = p.pad();
+    for (index c = 0; c < p.cin; ++c) {
+      const float* s = src.data() + c * src.cols() + b * plane;
+      float* d = xp + c * p.plane_p() + pad * p.wp + pad;
+      for (index h = 0; h < p.h; ++h) {
+        std::memcpy(d + h * p.wp, s + h * p.w, static_cast<std::size_t>(p.w) * sizeof(float));
+      }
+    }
+  }
+  // Writes the valid positions of a direct kernel's output (ho_pad, wo_pad, p.cout) into sample b of
+  // dst (p.cout channel rows), adding bias[c] if not null.
+  static void unpack_sample(const direct_conv::plan& p, const float* out, const float* bias, index b, tensor& dst) {
+    const index plane = p.h * p.w;
+    for (index c = 0; c < p.cout; ++c) {
+      float* d = dst.data() + c * dst.cols() + b * plane;
+      const float add = bias != nullptr ? bias[c] : 0.0F;
+      for (index h = 0; h < p.h; ++h) {
+        const float* o = out + h * p.wo_pad * p.cout + c;
+        for (index w = 0; w < p.w; ++w) {
+          d[h * p.w + w] = o[w * p.cout] + add;
+        }
+      }
+    }
+  }
+
+  void forward_direct(const tensor& x, index batch, tensor& y) {
+    const direct_conv::plan& p = fplan_;
+    const index np = patch();
+    const index cout = out_.channels;
+    wt_.resize(weights());
+    for (index o = 0; o < cout; ++o) {
+      for (index j = 0; j < np; ++j) {
+        wt_[static_cast<std::size_t>(j * cout + o)] = w_[o * np + j];
+      }
+    }
+    float* xp = padded_buffer(xpad_, p);
+    out_buf_.resize(static_cast<std::size_t>(p.ho_pad * p.wo_pad * cout));
+    const float* bias = bias_ ? w_ + weights() : nullptr;
+    for (index b = 0; b < batch; ++b) {
+      pad_sample(p, x, b, xp);
+      direct_conv::forward_sample(p, xp, wt_.data(), out_buf_.data());
+      unpack_sample(p, out_buf_.data(), bias, b, y);
+    }
+  }
+
+  // gwt_ (patch x cout) = this batch's weight gradient.
+  void weight_grad_direct(const tensor& x, const tensor& dy, index batch) {
+    const direct_conv::plan& p = fplan_;
+    const index cout = out_.channels;
+    const index oplane = static_cast<index>(out_.plane());
+    std::fill(gwt_.begin(), gwt_.end(), 0.0F);
+    float* xp = padded_buffer(xpad_, p);
+    dyt_.resize(static_cast<std::size_t>(oplane * cout));
+    for (index b = 0; b < batch; ++b) {
+      pad_sample(p, x, b, xp);
+      for (index o = 0; o < cout; ++o) {
+        const float* d = dy.data() + o * dy.cols() + b * oplane;
+        for (index t = 0; t < oplane; ++t) {
+          dyt_[static_cast<std::size_t>(t * cout + o)] = d[t];
+        }
+      }
+      direct_conv::weight_grad_sample(p, xp, dyt_.data(), gwt_.data());
+    }
+  }
+
+  // dx = the "same" convolution of dy with the flipped kernel, cin and cout swapped.
+  void input_grad_direct(const tensor& dy, index batch, tensor& dx) {
+    const direct_conv::plan& p = bplan_;
+    const index cin = in_.channels;
+    const index cout = out_.channels;
+    const index kk = static_cast<index>(k_) * k_;
+    wt_.resize(weights());
+    for (index o = 0; o < cout; ++o) {
+      for (index c = 0; c < cin; ++c) {
+        for (index t = 0; t < kk; ++t) {
+          // (o, ki', kj', c) <- w[o][c][k-1-ki'][k-1-kj'], i.e. tap t' = kk - 1 - t.
+          wt_[static_cast<std::size_t>((o * kk + (kk - 1 - t)) * cin + c)] = w_[(o * cin + c) * kk + t];
+        }
+      }
+    }
+    float* yp = padded_buffer(dypad_, p);
+    out_buf_.resize(std::max(out_buf_.size(), static_cast<std::size_t>(p.ho_pad * p.wo_pad * cin)));
+    for (index b = 0; b < batch; ++b) {
+      pad_sample(p, dy, b, yp);
+      direct_conv::forward_sample(p, yp, wt_.data(), out_buf_.data());
+      unpack_sample(p, out_buf_.data(), nullptr, b, dx);
+    }
+  }
+#endif
 
   index patch() const { return static_cast<index>(in_.channels) * k_ * k_; }
   std::size_t weights() const { return static_cast<std::size_t>(patch()) * static_cast<std::size_t>(out_.channels); }
@@ -705,6 +844,15 @@ class conv2d_layer final : public layer {
   std::vector<float> gwt_;  // the weight gradient transposed (patch x cout), see run_backward
   std::vector<float> pad_;  // one padded input plane, see guard()
   std::vector<std::uint32_t> masks_;  // see wrap_masks()
+  bool direct_ = false;     // forward and weight gradient through direct_conv
+  bool direct_dx_ = false;  // and the input gradient
+  direct_conv::plan fplan_;  // the forward convolution
+  direct_conv::plan bplan_;  // the input gradient's convolution (cout -> cin)
+  std::vector<float> wt_;       // the weights transposed (or flipped) for the direct kernels
+  std::vector<float> xpad_;     // one padded input sample (fplan_)
+  std::vector<float> dypad_;    // one padded output-gradient sample (bplan_)
+  std::vector<float> out_buf_;  // one sample's direct output, positions x channels
+  std::vector<float> dyt_;      // one sample's output gradient, positions x channels
 };
 
 class max_pool_layer final : public layer {

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -216,6 +219,122 @@ TEST(NnLayersTest, ConvOverSeveralChunksMatchesNaiveAndFiniteDifferences) {
   ASSERT_EQ(y.cols(), ref.cols());
   EXPECT_LT((y - ref).cwiseAbs().maxCoeff(), 1e-4F);
   g.check(x, true, 1e-2F, 3e-3, 1e-2);
+}
+
+// Builds a conv2d with PRSGD_NN_CONV=gemm (the im2col + GEMM path) or unset (the direct AVX-512 kernels
+// where they apply: stride-1 "same" geometry, cout % 16 == 0, AVX-512F), restoring the variable after.
+std::unique_ptr<layer> make_conv_on_path(shape3 in, int out, int k, bool gemm) {
+  const char* old = std::getenv("PRSGD_NN_CONV");
+  const std::optional<std::string> saved = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
+  if (gemm) {
+    setenv("PRSGD_NN_CONV", "gemm", 1);
+  } else {
+    unsetenv("PRSGD_NN_CONV");
+  }
+  auto l = make_conv2d(in, out, k, 1, (k - 1) / 2, true);
+  if (saved) {
+    setenv("PRSGD_NN_CONV", saved->c_str(), 1);
+  } else {
+    unsetenv("PRSGD_NN_CONV");
+  }
+  return l;
+}
+
+float max_abs_diff(const float* a, const float* b, std::size_t n) {
+  float m = 0.0F;
+  for (std::size_t i = 0; i < n; ++i) {
+    m = std::max(m, std::abs(a[i] - b[i]));
+  }
+  return m;
+}
+
+struct same_conv_case {
+  int cin;
+  int cout;
+  int k;
+  int h;
+  int w;
+  int batch;
+};
+
+class NnDirectConvTest : public ::testing::TestWithParam<same_conv_case> {};
+
+// The direct kernels against im2col + GEMM: forward y, dx, dw and the bias gradient, in both the
+// overwriting and the accumulating backward.
+TEST_P(NnDirectConvTest, MatchesGemmPath) {
+  const same_conv_case c = GetParam();
+  const shape3 in{c.cin, c.h, c.w};
+  auto gemm = make_conv_on_path(in, c.cout, c.k, true);
+  auto direct = make_conv_on_path(in, c.cout, c.k, false);
+  std::vector<float> params(gemm->num_params());
+  std::mt19937_64 rng(11);
+  gemm->bind(params.data(), nullptr, nullptr);
+  gemm->reset_parameters(rng);
+  std::vector<float> g_gemm(params.size(), 0.5F);
+  std::vector<float> g_direct(params.size(), 0.5F);
+  gemm->bind(params.data(), g_gemm.data(), nullptr);
+  direct->bind(params.data(), g_direct.data(), nullptr);
+
+  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+  tensor x(c.cin, c.batch * c.h * c.w);
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    x.data()[i] = dist(rng);
+  }
+  tensor y_gemm;
+  tensor y_direct;
+  gemm->forward(x, y_gemm, true);
+  direct->forward(x, y_direct, true);
+  ASSERT_EQ(y_gemm.rows(), y_direct.rows());
+  ASSERT_EQ(y_gemm.cols(), y_direct.cols());
+  EXPECT_LT((y_gemm - y_direct).cwiseAbs().maxCoeff(), 1e-4F);
+
+  tensor dy(y_gemm.rows(), y_gemm.cols());
+  for (Eigen::Index i = 0; i < dy.size(); ++i) {
+    dy.data()[i] = dist(rng);
+  }
+  const float tol = 1e-4F * static_cast<float>(c.batch * c.h * c.w);  // dw sums over the batch's positions
+  for (const bool overwrite : {true, false}) {
+    tensor dx_gemm;
+    tensor dx_direct;
+    if (overwrite) {
+      ASSERT_TRUE(gemm->backward_overwrite(x, y_gemm, dy, &dx_gemm));
+      ASSERT_TRUE(direct->backward_overwrite(x, y_direct, dy, &dx_direct));
+    } else {
+      gemm->backward(x, y_gemm, dy, &dx_gemm);
+      direct->backward(x, y_direct, dy, &dx_direct);
+    }
+    ASSERT_EQ(dx_gemm.rows(), dx_direct.rows());
+    ASSERT_EQ(dx_gemm.cols(), dx_direct.cols());
+    EXPECT_LT((dx_gemm - dx_direct).cwiseAbs().maxCoeff(), 1e-4F) << "overwrite " << overwrite;
+    EXPECT_LT(max_abs_diff(g_gemm.data(), g_direct.data(), params.size()), tol) << "overwrite " << overwrite;
+  }
+  // Without dx (the first layer) and accumulating once more: twice the batch's gradient plus nothing
+  // else, so the two paths still agree.
+  gemm->backward(x, y_gemm, dy, nullptr);
+  direct->backward(x, y_direct, dy, nullptr);
+  EXPECT_LT(max_abs_diff(g_gemm.data(), g_direct.data(), params.size()), 2 * tol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometries, NnDirectConvTest,
+                         ::testing::Values(same_conv_case{16, 32, 5, 14, 14, 3},  // fmnist-cnn's conv2
+                                           same_conv_case{1, 16, 5, 28, 28, 3},   // conv1 (dx through GEMM)
+                                           same_conv_case{16, 32, 5, 28, 28, 1},
+                                           same_conv_case{32, 16, 3, 7, 7, 3},
+                                           same_conv_case{16, 16, 5, 9, 5, 3},
+                                           same_conv_case{64, 32, 3, 5, 9, 1},
+                                           same_conv_case{32, 64, 5, 7, 14, 3},
+                                           same_conv_case{64, 64, 3, 14, 14, 1},
+                                           same_conv_case{16, 32, 7, 9, 9, 3},
+                                           same_conv_case{3, 48, 3, 9, 9, 1},    // V = 1 with 3 groups
+                                           same_conv_case{16, 32, 3, 29, 31, 1},  // 3 blocks of 11 per row
+                                           same_conv_case{16, 8, 3, 7, 7, 3}));  // cout % 16 != 0: GEMM
+
+// Finite differences through the direct kernels (forward, dx and dw all direct here).
+TEST(NnLayersTest, DirectConvMatchesFiniteDifferences) {
+  for (const same_conv_case c : {same_conv_case{16, 16, 3, 5, 9, 2}, same_conv_case{1, 16, 5, 7, 7, 2}}) {
+    gradient_checker g(make_conv_on_path({c.cin, c.h, c.w}, c.cout, c.k, false));
+    g.check(g.random_input(c.batch), true);
+  }
 }
 
 TEST(NnLayersTest, MaxPoolPicksMaximaAndRoutesGradients) {

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: Apache-2.0
+// Direct AVX-512 kernels for stride-1 "same" convolutions (odd k, padding (k - 1) / 2), used by
+// conv2d_layer in layers.cpp instead of im2col + sgemm where they apply. Private to layers.cpp.
+//
+// Layouts, per sample:
+// - xp: the input padded to cin planes of hp x wp floats, the image at row p, column p, zeros elsewhere;
+//   hp and wp include the rows / columns that the register blocks overhang past the image (plan).
+// - wt: the weights transposed to (cin, ki, kj, cout), cout contiguous.
+// - out: the output as (ho_pad, wo_pad, cout), cout contiguous (positions past the image are junk).
+// - dyt: the output gradient as (h*w, cout), cout contiguous.
+// The backward data pass is the same "same" convolution of dy with the flipped kernel, cin and cout
+// swapped, so it runs forward_sample() with a second plan.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <utility>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define PRSGD_NN_DIRECT_CONV 1
+#define PRSGD_NN_DIRECT_TARGET __attribute__((target("avx512f")))
+#else
+#define PRSGD_NN_DIRECT_CONV 0
+#endif
+
+namespace prsgd::algorithms::direct_conv {
+
+using index = Eigen::Index;
+
+/// Positions per register block along a row at most (x V vectors of 16 output channels).
+inline constexpr int max_npw = 14;
+
+/// Block sizes and padded extents of one "same" convolution (channels_in -> channels_out, k x k).
+struct plan {
+  index cin = 0;
+  index cout = 0;
+  index k = 0;
+  index h = 0;
+  index w = 0;
+  int v = 1;    // zmm vectors of output channels per block (16 channels each)
+  int r = 1;    // output rows per block
+  int npw = 1;  // output positions per block along a row
+  index ho_pad = 0;
+  index wo_pad = 0;
+  index hp = 0;  // padded input rows (ho_pad + k - 1)
+  index wp = 0;  // padded input columns (wo_pad + k - 1)
+  [[nodiscard]] index pad() const { return (k - 1) / 2; }
+  [[nodiscard]] index plane_p() const { return hp * wp; }
+};
+
+/// Whether the CPU runs these kernels (AVX-512F).
+inline bool cpu_supported() {
+#if PRSGD_NN_DIRECT_CONV
+  static const bool yes = __builtin_cpu_supports("avx512f") != 0;
+  return yes;
+#else
+  return false;
+#endif
+}
+
+/// Kernel sizes with instantiated weight-gradient kernels.
+inline bool kernel_supported(index k) { return k == 3 || k == 5 || k == 7; }
+
+/// Whether forward_sample() runs a convolution with cout output channels (and cin inputs, any count).
+inline bool forward_supported(index cout, index k) { return cout % 16 == 0 && kernel_supported(k); }
+
+inline plan make_plan(index cin, index cout, index k, index h, index w) {
+  plan p;
+  p.cin = cin;
+  p.cout = cout;
+  p.k = k;
+  p.h = h;
+  p.w = w;
+  // V = 2 (28 accumulators for 14 positions) when cout is a multiple of 32; otherwise V = 1 over two
+  // rows (again 28 accumulators).
+  p.v = cout % 32 == 0 ? 2 : 1;
+  p.r = p.v == 2 ? 1 : 2;
+  const index blocks = (w + max_npw - 1) / max_npw;
+  p.npw = static_cast<int>((w + blocks - 1) / blocks);
+  p.wo_pad = blocks * p.npw;
+  p.ho_pad = (h + p.r - 1) / p.r * p.r;
+  p.hp = p.ho_pad + k - 1;
+  p.wp = p.wo_pad + k - 1;
+  return p;
+}
+
+#if PRSGD_NN_DIRECT_CONV
+
+// One register block: R rows x NPW positions x V*16 channels of `out` (row stride out_ld floats,
+// position stride cout) from xp (at the block's top-left input) and wt (at the block's first channel).
+template <int V, int R, int NPW>
+PRSGD_NN_DIRECT_TARGET void forward_block(const float* xp, index plane_p, index wp, const float* wt, index cin,
+                                          index k, index cout, float* out, index out_ld) {
+  __m512 acc[R][NPW][V];
+#pragma GCC unroll 32
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 32
+    for (int j = 0; j < NPW; ++j) {
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        acc[r][j][v] = _mm512_setzero_ps();
+      }
+    }
+  }
+  for (index ci = 0; ci < cin; ++ci) {
+    for (index ki = 0; ki < k; ++ki) {
+      const float* xr = xp + ci * plane_p + ki * wp;
+      const float* wr = wt + (ci * k + ki) * k * cout;
+      for (index kj = 0; kj < k; ++kj) {
+        __m512 wv[V];
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) {
+          wv[v] = _mm512_loadu_ps(wr + kj * cout + 16 * v);
+        }
+#pragma GCC unroll 32
+        for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 32
+          for (int j = 0; j < NPW; ++j) {
+            const __m512 b = _mm512_set1_ps(xr[r * wp + j + kj]);
+#pragma GCC unroll 4
+            for (int v = 0; v < V; ++v) {
+              acc[r][j][v] = _mm512_fmadd_ps(b, wv[v], acc[r][j][v]);
+            }
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 32
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 32
+    for (int j = 0; j < NPW; ++j) {
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        _mm512_storeu_ps(out + r * out_ld + j * cout + 16 * v, acc[r][j][v]);
+      }
+    }
+  }
+}
+
+template <int V, int R, int NPW>
+PRSGD_NN_DIRECT_TARGET void forward_sample_t(const plan& p, const float* xp, const float* wt, float* out) {
+  const index out_ld = p.wo_pad * p.cout;
+  const index plane_p = p.plane_p();
+  for (index hb = 0; hb < p.ho_pad; hb += R) {
+    for (index wb = 0; wb < p.wo_pad; wb += NPW) {
+      for (index g = 0; g < p.cout; g += 16 * V) {
+        forward_block<V, R, NPW>(xp + hb * p.wp + wb, plane_p, p.wp, wt + g, p.cin, p.k, p.cout,
+                                 out + hb * out_ld + wb * p.cout + g, out_ld);
+      }
+    }
+  }
+}
+
+using forward_fn = void (*)(const plan&, const float*, const float*, float*);
+
+template <int V, int R, std::size_t... N>
+constexpr std::array<forward_fn, sizeof...(N)> forward_table(std::index_sequence<N...> /*unused*/) {
+  return {&forward_sample_t<V, R, static_cast<int>(N) + 1>...};
+}
+
+/// out (ho_pad x wo_pad x cout) = the "same" convolution of one padded sample xp with wt.
+/// @pre cpu_supported(), forward_supported(p.cout, p.k), p from make_plan().
+inline void forward_sample(const plan& p, const float* xp, const float* wt, float* out) {
+  static constexpr auto v2 = forward_table<2, 1>(std::make_index_sequence<max_npw>{});
+  static constexpr auto v1 = forward_table<1, 2>(std::make_index_sequence<max_npw>{});
+  const auto i = static_cast<std::size_t>(p.npw - 1);
+  (p.v == 2 ? v2[i] : v1[i])(p, xp, wt, out);
+}
+
+// gwt rows [ki0, ki0 + NR) x NT taps x V*16 channels (at the group's first channel) += the products of
+// dyt's positions with the matching inputs of xp's channel plane `xc`.
+template <int V, int NT, int NR>
+PRSGD_NN_DIRECT_TARGET void weight_grad_rows(const plan& p, const float* xc, const float* dyt, float* gw) {
+  __m512 acc[NR][NT][V];
+  const index cout = p.cout;
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        acc[r][t][v] = _mm512_loadu_ps(gw + (r * NT + t) * cout + 16 * v);
+      }
+    }
+  }
+  for (index h = 0; h < p.h; ++h) {
+    const float* xrow = xc + h * p.wp;
+    const float* drow = dyt + h * p.w * cout;
+    for (index w = 0; w < p.w; ++w) {
+      __m512 d[V];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        d[v] = _mm512_loadu_ps(drow + w * cout + 16 * v);
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+          const __m512 b = _mm512_set1_ps(xrow[r * p.wp + w + t]);
+#pragma GCC unroll 4
+          for (int v = 0; v < V; ++v) {
+            acc[r][t][v] = _mm512_fmadd_ps(b, d[v], acc[r][t][v]);
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        _mm512_storeu_ps(gw + (r * NT + t) * cout + 16 * v, acc[r][t][v]);
+      }
+    }
+  }
+}
+
+template <int V, int NT, int NR>
+PRSGD_NN_DIRECT_TARGET void weight_grad_rows_n(int nr, const plan& p, const float* xc, const float* dyt, float* gw) {
+  if (nr == NR) {
+    weight_grad_rows<V, NT, NR>(p, xc, dyt, gw);
+  } else if constexpr (NR > 1) {
+    weight_grad_rows_n<V, NT, NR - 1>(nr, p, xc, dyt, gw);
+  }
+}
+
+template <int V, int NT>
+PRSGD_NN_DIRECT_TARGET void weight_grad_sample_t(const plan& p, const float* xp, const float* dyt, float* gwt) {
+  // Up to ~26 accumulators (k = 5: 2 rows x 5 taps x V = 2, or 5 x 5 x 1).
+  constexpr int max_rows = std::clamp(26 / (NT * V), 1, NT);
+  const index cout = p.cout;
+  for (index ci = 0; ci < p.cin; ++ci) {
+    const float* xc = xp + ci * p.plane_p();
+    for (int ki0 = 0; ki0 < NT; ki0 += max_rows) {
+      const int nr = std::min(max_rows, NT - ki0);
+      for (index g = 0; g < cout; g += 16 * V) {
+        weight_grad_rows_n<V, NT, max_rows>(nr, p, xc + ki0 * p.wp, dyt + g, gwt + (ci * NT + ki0) * NT * cout + g);
+      }
+    }
+  }
+}
+
+/// gwt (cin*k*k x cout) += the weight gradient of one sample (xp padded as for forward_sample(), dyt
+/// its output gradient as (h*w, cout)). @pre as for forward_sample().
+inline void weight_grad_sample(const plan& p, const float* xp, const float* dyt, float* gwt) {
+  switch (p.k * 2 + (p.v == 2 ? 1 : 0)) {
+    case 6: weight_grad_sample_t<1, 3>(p, xp, dyt, gwt); break;
+    case 7: weight_grad_sample_t<2, 3>(p, xp, dyt, gwt); break;
+    case 10: weight_grad_sample_t<1, 5>(p, xp, dyt, gwt); break;
+    case 11: weight_grad_sample_t<2, 5>(p, xp, dyt, gwt); break;
+    case 14: weight_grad_sample_t<1, 7>(p, xp, dyt, gwt); break;
+    case 15: weight_grad_sample_t<2, 7>(p, xp, dyt, gwt); break;
+    default: break;
+  }
+}
+
+#endif  // PRSGD_NN_DIRECT_CONV
+
+}  // namespace prsgd::algorithms::direct_conv
