@@ -255,6 +255,96 @@ PRSGD_NN_DIRECT_TARGET void weight_grad_sample_t(const plan& p, const float* xp,
   }
 }
 
+// GCC 12 warns about the undefined pass-through operand inside its own unpack / shuffle intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// r[i] = column i of the 16 x 16 block whose rows are r[0..15].
+PRSGD_NN_DIRECT_TARGET inline void transpose16(__m512* r) {
+  __m512 t[16];
+  __m512 u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(u[8 * i + j], u[8 * i + 4 + j], 0xdd);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+  }
+}
+
+// Lanes [0, n) for 0 <= n <= 16.
+PRSGD_NN_DIRECT_TARGET inline __mmask16 lanes(index n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1U << static_cast<unsigned>(n)) - 1U);
+}
+
+/// dst[c * ld + i] = src[i * cols + c] (+ bias[c] if not null) for i < n, c < cols (a multiple of 16).
+PRSGD_NN_DIRECT_TARGET inline void rows_to_columns(const float* src, index n, index cols, const float* bias, float* dst,
+                                                   index ld) {
+  for (index c0 = 0; c0 < cols; c0 += 16) {
+    for (index i0 = 0; i0 < n; i0 += 16) {
+      const index m = std::min<index>(16, n - i0);
+      __m512 r[16];
+      for (index i = 0; i < 16; ++i) {
+        r[i] = i < m ? _mm512_loadu_ps(src + (i0 + i) * cols + c0) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      const __mmask16 mask = lanes(m);
+      for (index c = 0; c < 16; ++c) {
+        const __m512 v = bias != nullptr ? _mm512_add_ps(r[c], _mm512_set1_ps(bias[c0 + c])) : r[c];
+        _mm512_mask_storeu_ps(dst + (c0 + c) * ld + i0, mask, v);
+      }
+    }
+  }
+}
+
+/// dst[i * rows + c] = src[c * ld + i] for i < n, c < rows (a multiple of 16).
+PRSGD_NN_DIRECT_TARGET inline void columns_to_rows(const float* src, index n, index rows, index ld, float* dst) {
+  for (index c0 = 0; c0 < rows; c0 += 16) {
+    for (index i0 = 0; i0 < n; i0 += 16) {
+      const index m = std::min<index>(16, n - i0);
+      const __mmask16 mask = lanes(m);
+      __m512 r[16];
+      for (index c = 0; c < 16; ++c) {
+        r[c] = _mm512_maskz_loadu_ps(mask, src + (c0 + c) * ld + i0);
+      }
+      transpose16(r);
+      for (index i = 0; i < m; ++i) {
+        _mm512_storeu_ps(dst + (i0 + i) * rows + c0, r[i]);
+      }
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+/// Copies sample b's planes (channel c at src + c * ld + b * h * w) into xp's image (plan's padding).
+PRSGD_NN_DIRECT_TARGET inline void pad_sample(const plan& p, const float* src, index ld, index b, float* xp) {
+  const index plane = p.h * p.w;
+  const index pad = p.pad();
+  for (index c = 0; c < p.cin; ++c) {
+    const float* s = src + c * ld + b * plane;
+    float* d = xp + c * p.plane_p() + pad * p.wp + pad;
+    for (index h = 0; h < p.h; ++h) {
+      for (index w0 = 0; w0 < p.w; w0 += 16) {
+        const __mmask16 mask = lanes(std::min<index>(16, p.w - w0));
+        _mm512_mask_storeu_ps(d + h * p.wp + w0, mask, _mm512_maskz_loadu_ps(mask, s + h * p.w + w0));
+      }
+    }
+  }
+}
+
 /// gwt (cin*k*k x cout) += the weight gradient of one sample (xp padded as for forward_sample(), dyt
 /// its output gradient as (h*w, cout)). @pre as for forward_sample().
 inline void weight_grad_sample(const plan& p, const float* xp, const float* dyt, float* gwt) {

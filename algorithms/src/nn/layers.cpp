@@ -529,31 +529,15 @@ class conv2d_layer final : public layer {
     }
     return buf.data();
   }
-  // Copies sample b of `src` (p.cin channel rows, each sample's h x w plane contiguous) into xp.
   static void pad_sample(const direct_conv::plan& p, const tensor& src, index b, float* xp) {
-    const index plane = p.h * p.w;
-    const index pad = p.pad();
-    for (index c = 0; c < p.cin; ++c) {
-      const float* s = src.data() + c * src.cols() + b * plane;
-      float* d = xp + c * p.plane_p() + pad * p.wp + pad;
-      for (index h = 0; h < p.h; ++h) {
-        std::memcpy(d + h * p.wp, s + h * p.w, static_cast<std::size_t>(p.w) * sizeof(float));
-      }
-    }
+    direct_conv::pad_sample(p, src.data(), src.cols(), b, xp);
   }
   // Writes the valid positions of a direct kernel's output (ho_pad, wo_pad, p.cout) into sample b of
   // dst (p.cout channel rows), adding bias[c] if not null.
   static void unpack_sample(const direct_conv::plan& p, const float* out, const float* bias, index b, tensor& dst) {
-    const index plane = p.h * p.w;
-    for (index c = 0; c < p.cout; ++c) {
-      float* d = dst.data() + c * dst.cols() + b * plane;
-      const float add = bias != nullptr ? bias[c] : 0.0F;
-      for (index h = 0; h < p.h; ++h) {
-        const float* o = out + h * p.wo_pad * p.cout + c;
-        for (index w = 0; w < p.w; ++w) {
-          d[h * p.w + w] = o[w * p.cout] + add;
-        }
-      }
+    float* d = dst.data() + b * p.h * p.w;
+    for (index h = 0; h < p.h; ++h) {
+      direct_conv::rows_to_columns(out + h * p.wo_pad * p.cout, p.w, p.cout, bias, d + h * p.w, dst.cols());
     }
   }
 
@@ -587,12 +571,7 @@ class conv2d_layer final : public layer {
     dyt_.resize(static_cast<std::size_t>(oplane * cout));
     for (index b = 0; b < batch; ++b) {
       pad_sample(p, x, b, xp);
-      for (index o = 0; o < cout; ++o) {
-        const float* d = dy.data() + o * dy.cols() + b * oplane;
-        for (index t = 0; t < oplane; ++t) {
-          dyt_[static_cast<std::size_t>(t * cout + o)] = d[t];
-        }
-      }
+      direct_conv::columns_to_rows(dy.data() + b * oplane, oplane, cout, dy.cols(), dyt_.data());
       direct_conv::weight_grad_sample(p, xp, dyt_.data(), gwt_.data());
     }
   }
