@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <string>
@@ -188,8 +189,12 @@ bool core_base::shutdown(clock::duration deadline) {
 // ---------------------------------------------------------------------------------------------
 // pool_core
 
-pool_core::pool_core(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput)
-    : core_base(node, max_throughput), threads_n_(default_threads(threads)), compute_n_(default_threads(compute_threads)) {}
+pool_core::pool_core(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput,
+                     clock::duration wait_spin)
+    : core_base(node, max_throughput),
+      threads_n_(default_threads(threads)),
+      compute_n_(default_threads(compute_threads)),
+      wait_spin_(std::max(wait_spin, clock::duration::zero())) {}
 
 pool_core::~pool_core() {
   if (!joined_) {

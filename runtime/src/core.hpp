@@ -124,8 +124,11 @@ class core_base : public system_core {
 /// timers on one timer thread (see threads.hpp).
 class pool_core final : public core_base {
  public:
-  pool_core(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput);
+  pool_core(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput,
+            clock::duration wait_spin = clock::duration::zero());
   ~pool_core() override;
+
+  [[nodiscard]] clock::duration wait_spin() const noexcept override { return wait_spin_; }
 
   [[nodiscard]] const clock& time() const noexcept override { return steady_clock::instance(); }
   void schedule(std::shared_ptr<cell> c, bool fair) override;
@@ -152,6 +155,7 @@ class pool_core final : public core_base {
 
   const std::size_t threads_n_;
   const std::size_t compute_n_;
+  const clock::duration wait_spin_;
   boost::asio::io_context ioc_;
   boost::asio::io_context compute_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;

@@ -1,16 +1,34 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/runtime/actor_system.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <utility>
 
 #include "core.hpp"
 #include "prsgd/common/check.hpp"
+#include "prsgd/common/log.hpp"
 #include "prsgd/runtime/deterministic_system.hpp"
 #include "prsgd/runtime/detail/promise_state.hpp"
 #include "tls.hpp"
 
 namespace prsgd {
 namespace runtime::detail {
+
+namespace {
+void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+}  // namespace
 
 cell* current_cell() noexcept { return tls::current; }
 
@@ -43,7 +61,7 @@ void dispatch_continuation(system_core& core, const continuation_target& target,
 }
 
 bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, clock::duration timeout,
-              const std::function<bool()>& ready) {
+              const std::atomic<bool>& ready_flag, const std::function<bool()>& ready) {
   if (core.manual()) {
     for (;;) {
       {
@@ -58,8 +76,45 @@ bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, cl
       }
     }
   }
+  // Bounded poll before sleeping (config::wait_spin). `ready_flag` is only a hint: it is set under `mu`
+  // right after the result is stored, and the result is read under `mu` in any case. When the poll
+  // ends without it, the wait below is the plain condition-variable protocol (predicate checked under
+  // `mu` before blocking, completion stores and notifies under `mu`), so no wake-up can be lost.
+  if (const clock::duration spin = std::min(core.wait_spin(), timeout); spin > clock::duration::zero()) {
+    // At most cores - 1 threads of the process poll at once (at least 1), so one core stays for the
+    // threads that produce the results: with two callers polling on a 2-core machine under SCHED_FIFO,
+    // neither I/O thread could run until a poll budget ran out.
+    static const int max_spinners = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
+    static std::atomic<int> spinners{0};
+    const bool may_spin = spinners.fetch_add(1, std::memory_order_relaxed) < max_spinners;
+    const bool got = may_spin && spin_until_set(ready_flag, spin);
+    spinners.fetch_sub(1, std::memory_order_relaxed);
+    if (got) {
+      return true;
+    }
+  }
   std::unique_lock lock{mu};
   return cv.wait_for(lock, timeout, ready);
+}
+
+bool spin_until_set(const std::atomic<bool>& flag, clock::duration budget) {
+  using steady = std::chrono::steady_clock;
+  const auto deadline = steady::now() + budget;
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (flag.load(std::memory_order_acquire)) {
+        return true;
+      }
+      cpu_relax();
+    }
+    if (steady::now() >= deadline) {
+      return flag.load(std::memory_order_acquire);
+    }
+    // Give the core to any runnable thread (under SCHED_FIFO a polling thread is otherwise never
+    // preempted by its peers): often the one that will complete the result. Pausing without yielding
+    // cut 2:2 async calls/s by ~10 % in wire_bench (BENCHMARKS.md).
+    sched_yield();
+  }
 }
 
 }  // namespace runtime::detail
@@ -67,9 +122,22 @@ bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, cl
 // -------------------------------------------------------------------------------------------------
 
 namespace {
+// config::wait_spin, or PRSGD_WAIT_SPIN_US (microseconds) when that is set to a number.
+clock::duration wait_spin_of(const config& cfg) {
+  if (const char* env = std::getenv("PRSGD_WAIT_SPIN_US"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long long us = std::strtoll(env, &end, 10);
+    if (end != env && *end == '\0' && us >= 0) {
+      return std::chrono::microseconds(us);
+    }
+    PRSGD_LOG(warn, "runtime") << "ignoring PRSGD_WAIT_SPIN_US='" << env << "' (not a number of microseconds)";
+  }
+  return cfg.wait_spin;
+}
+
 std::shared_ptr<runtime::detail::system_core> make_pool(const config& cfg) {
   auto core = std::make_shared<runtime::detail::pool_core>(cfg.node, cfg.threads, cfg.compute_threads,
-                                                            cfg.max_throughput);
+                                                            cfg.max_throughput, wait_spin_of(cfg));
   core->start();
   return core;
 }

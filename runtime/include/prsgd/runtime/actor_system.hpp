@@ -31,6 +31,12 @@ struct config {
   std::size_t max_throughput = 64;
   /// Deadline the destructor gives `shutdown`.
   clock::duration shutdown_deadline = std::chrono::seconds(5);
+  /// How long a blocking `future::get()` polls for the result before it sleeps on its condition
+  /// variable (0 = sleep at once). A reply that arrives within it costs the caller no sleep and the
+  /// completing thread no wake-up of a sleeping thread; the poll runs only inside `get()`, so an idle
+  /// process uses no CPU. The environment variable PRSGD_WAIT_SPIN_US (microseconds), when set,
+  /// overrides this value.
+  clock::duration wait_spin = std::chrono::microseconds(200);
 
   /// Returns the single-process defaults.
   [[nodiscard]] static config local() { return {}; }

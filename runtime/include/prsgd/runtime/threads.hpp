@@ -17,7 +17,8 @@
 /// | caller of `shutdown`        | -                         | graceful drain wait; after the pools are joined, the |
 /// |                             |                           | hard-stop sweep runs remaining `on_stop` hooks       |
 /// | non-actor threads (main,    | -                         | `spawn`, `tell`, `ask`, `future::get` (blocking; not |
-/// | tests, transport I/O)       |                           | allowed on actor threads: checked)                   |
+/// | tests, transport I/O)       |                           | allowed on actor threads: checked; polls for up to   |
+/// |                             |                           | config::wait_spin, yielding the core, then sleeps)   |
 ///
 /// `deterministic_system` creates none of these: everything runs on the test thread when the test
 /// calls `dispatch_one` / `dispatch_all` / `advance`.

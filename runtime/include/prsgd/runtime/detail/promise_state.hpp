@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -35,9 +36,13 @@ struct continuation_target {
 /// Runs `job` as `target` says: on the owner's strand, on an actor thread, or inline.
 void dispatch_continuation(system_core& core, const continuation_target& target, unique_function<void()> job);
 /// Blocks until `ready()` or `timeout`; in manual mode dispatches queued work instead of sleeping.
-/// Returns true when ready.
+/// First polls `ready_flag` (set, under `mu`, when `ready()` becomes true) for up to
+/// `core.wait_spin()`, then sleeps on `cv` (notified under `mu`). Returns true when ready.
 bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, clock::duration timeout,
-              const std::function<bool()>& ready);
+              const std::atomic<bool>& ready_flag, const std::function<bool()>& ready);
+/// Polls `flag` (acquire) for up to `budget`, with a CPU pause between reads and a sched_yield() every
+/// 16 reads; returns its last value.
+bool spin_until_set(const std::atomic<bool>& flag, clock::duration budget);
 
 /// Is the shared state of one future/promise pair. Thread-safe; completed at most once.
 template <class T>
@@ -57,7 +62,8 @@ class promise_state {
       done_ = true;
       if (!cont_) {
         result_.emplace(std::move(v));
-        cv_.notify_all();
+        stored_.store(true, std::memory_order_release);  // ends a polling take(); see wait_for
+        cv_.notify_all();                                 // wakes a sleeping take()
         return true;
       }
       cont = std::move(cont_);
@@ -108,7 +114,7 @@ class promise_state {
   expected<T> take(clock::duration timeout) {
     PRSGD_CHECK(core_->manual() || !core_->on_actor_thread())
         << "future::get() called on an actor thread; use then()";
-    bool ok = wait_for(*core_, mu_, cv_, timeout, [this] { return result_.has_value(); });
+    bool ok = wait_for(*core_, mu_, cv_, timeout, stored_, [this] { return result_.has_value(); });
     if (!ok) {
       return fail(errc::timeout, "no reply within the get() timeout");
     }
@@ -138,6 +144,7 @@ class promise_state {
   bool done_ = false;
   bool consumed_ = false;
   std::optional<expected<T>> result_;
+  std::atomic<bool> stored_{false};  // result_ was stored (never reset): the hint a polling take() reads
   unique_function<void(expected<T>)> cont_;
   continuation_target target_;
 };

@@ -77,6 +77,8 @@ class system_core : public std::enable_shared_from_this<system_core> {
   virtual void bind_facade(actor_system* facade) noexcept = 0;
   /// Returns the maximum number of messages one actor handles before yielding its thread.
   [[nodiscard]] virtual std::size_t max_throughput() const noexcept = 0;
+  /// Returns how long a blocking wait polls for its result before it sleeps (0: never polls).
+  [[nodiscard]] virtual clock::duration wait_spin() const noexcept { return clock::duration::zero(); }
 };
 
 /// Returns the cell whose handler runs on this thread, or nullptr (not on a strand).
