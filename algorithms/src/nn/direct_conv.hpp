@@ -180,24 +180,23 @@ inline void forward_sample(const plan& p, const float* xp, const float* wt, floa
   (p.v == 2 ? v2[i] : v1[i])(p, xp, wt, out);
 }
 
-// gwt rows [ki0, ki0 + NR) x NT taps x V*16 channels (at the group's first channel) += the products of
-// dyt's positions with the matching inputs of xp's channel plane `xc`.
-template <int V, int NT, int NR>
-PRSGD_NN_DIRECT_KERNEL void weight_grad_rows(const plan& p, const float* xc, const float* dyt, float* gw) {
-  __m512 acc[NR][NT][V];
+// gwt taps [T0, T0 + NT) of one input channel (tap t = ki * K + kj; consecutive rows of gwt) x V*16
+// channels (gw at tap T0 and the group's first channel) += the products of dyt's positions with the
+// matching inputs of xp's channel plane `xc`.
+template <int V, int K, int T0, int NT>
+PRSGD_NN_DIRECT_KERNEL void weight_grad_taps(const plan& p, const float* xc, const float* dyt, float* gw) {
+  __m512 acc[NT][V];
   const index cout = p.cout;
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) {
+  const index wp = p.wp;
+#pragma GCC unroll 32
+  for (int t = 0; t < NT; ++t) {
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) {
-        acc[r][t][v] = _mm512_loadu_ps(gw + (r * NT + t) * cout + 16 * v);
-      }
+    for (int v = 0; v < V; ++v) {
+      acc[t][v] = _mm512_loadu_ps(gw + t * cout + 16 * v);
     }
   }
   for (index h = 0; h < p.h; ++h) {
-    const float* xrow = xc + h * p.wp;
+    const float* xrow = xc + h * wp;
     const float* drow = dyt + h * p.w * cout;
     for (index w = 0; w < p.w; ++w) {
       __m512 d[V];
@@ -205,52 +204,49 @@ PRSGD_NN_DIRECT_KERNEL void weight_grad_rows(const plan& p, const float* xc, con
       for (int v = 0; v < V; ++v) {
         d[v] = _mm512_loadu_ps(drow + w * cout + 16 * v);
       }
-#pragma GCC unroll 8
-      for (int r = 0; r < NR; ++r) {
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) {
-          const __m512 b = _mm512_set1_ps(xrow[r * p.wp + w + t]);
+#pragma GCC unroll 32
+      for (int t = 0; t < NT; ++t) {
+        constexpr int ki0 = T0 / K;
+        const int ki = (T0 + t) / K - ki0;
+        const int kj = (T0 + t) % K;
+        const __m512 b = _mm512_set1_ps(xrow[(ki0 + ki) * wp + w + kj]);
 #pragma GCC unroll 4
-          for (int v = 0; v < V; ++v) {
-            acc[r][t][v] = _mm512_fmadd_ps(b, d[v], acc[r][t][v]);
-          }
+        for (int v = 0; v < V; ++v) {
+          acc[t][v] = _mm512_fmadd_ps(b, d[v], acc[t][v]);
         }
       }
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < NR; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 32
+  for (int t = 0; t < NT; ++t) {
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) {
-        _mm512_storeu_ps(gw + (r * NT + t) * cout + 16 * v, acc[r][t][v]);
-      }
+    for (int v = 0; v < V; ++v) {
+      _mm512_storeu_ps(gw + t * cout + 16 * v, acc[t][v]);
     }
   }
 }
 
-template <int V, int NT, int NR>
-PRSGD_NN_DIRECT_TARGET void weight_grad_rows_n(int nr, const plan& p, const float* xc, const float* dyt, float* gw) {
-  if (nr == NR) {
-    weight_grad_rows<V, NT, NR>(p, xc, dyt, gw);
-  } else if constexpr (NR > 1) {
-    weight_grad_rows_n<V, NT, NR - 1>(nr, p, xc, dyt, gw);
+// Taps [T0, K*K) in blocks of up to 26 accumulators (k = 5, V = 2: 13 + 12 taps; V = 1: all 25).
+template <int V, int K, int T0>
+PRSGD_NN_DIRECT_TARGET void weight_grad_taps_from(const plan& p, const float* xc, const float* dyt, float* gw) {
+  constexpr int total = K * K;
+  constexpr int most = 26 / V;
+  constexpr int blocks = (total + most - 1) / most;
+  constexpr int per_block = (total + blocks - 1) / blocks;
+  if constexpr (T0 < total) {
+    constexpr int n = std::min(per_block, total - T0);
+    weight_grad_taps<V, K, T0, n>(p, xc, dyt, gw + T0 * p.cout);
+    weight_grad_taps_from<V, K, T0 + n>(p, xc, dyt, gw);
   }
 }
 
-template <int V, int NT>
+template <int V, int K>
 PRSGD_NN_DIRECT_TARGET void weight_grad_sample_t(const plan& p, const float* xp, const float* dyt, float* gwt) {
-  // Up to ~26 accumulators (k = 5: 2 rows x 5 taps x V = 2, or 5 x 5 x 1).
-  constexpr int max_rows = std::clamp(26 / (NT * V), 1, NT);
   const index cout = p.cout;
   for (index ci = 0; ci < p.cin; ++ci) {
     const float* xc = xp + ci * p.plane_p();
-    for (int ki0 = 0; ki0 < NT; ki0 += max_rows) {
-      const int nr = std::min(max_rows, NT - ki0);
-      for (index g = 0; g < cout; g += 16 * V) {
-        weight_grad_rows_n<V, NT, max_rows>(nr, p, xc + ki0 * p.wp, dyt + g, gwt + (ci * NT + ki0) * NT * cout + g);
-      }
+    for (index g = 0; g < cout; g += 16 * V) {
+      weight_grad_taps_from<V, K, 0>(p, xc, dyt + g, gwt + ci * K * K * cout + g);
     }
   }
 }
@@ -333,13 +329,23 @@ PRSGD_NN_DIRECT_TARGET inline void columns_to_rows(const float* src, index n, in
 PRSGD_NN_DIRECT_TARGET inline void pad_sample(const plan& p, const float* src, index ld, index b, float* xp) {
   const index plane = p.h * p.w;
   const index pad = p.pad();
+  const float* end = xp + p.cin * p.plane_p();
   for (index c = 0; c < p.cin; ++c) {
     const float* s = src + c * ld + b * plane;
     float* d = xp + c * p.plane_p() + pad * p.wp + pad;
     for (index h = 0; h < p.h; ++h) {
       for (index w0 = 0; w0 < p.w; w0 += 16) {
         const __mmask16 mask = lanes(std::min<index>(16, p.w - w0));
-        _mm512_mask_storeu_ps(d + h * p.wp + w0, mask, _mm512_maskz_loadu_ps(mask, s + h * p.w + w0));
+        const __m512 v = _mm512_maskz_loadu_ps(mask, s + h * p.w + w0);
+        float* at = d + h * p.wp + w0;
+        // A full store writes zeros past the row: into its right padding, the next row's left padding
+        // and image (written after this one) or the bottom padding, all zero or rewritten; it stays masked
+        // only where it would leave the buffer.
+        if (end - at >= 16) {
+          _mm512_storeu_ps(at, v);
+        } else {
+          _mm512_mask_storeu_ps(at, mask, v);
+        }
       }
     }
   }

@@ -536,6 +536,10 @@ class conv2d_layer final : public layer {
   // dst (p.cout channel rows), adding bias[c] if not null.
   static void unpack_sample(const direct_conv::plan& p, const float* out, const float* bias, index b, tensor& dst) {
     float* d = dst.data() + b * p.h * p.w;
+    if (p.wo_pad == p.w) {  // no junk columns (fmnist-cnn's 28 and 14): the plane is one run of positions
+      direct_conv::rows_to_columns(out, p.h * p.w, p.cout, bias, d, dst.cols());
+      return;
+    }
     for (index h = 0; h < p.h; ++h) {
       direct_conv::rows_to_columns(out + h * p.wo_pad * p.cout, p.w, p.cout, bias, d + h * p.w, dst.cols());
     }
