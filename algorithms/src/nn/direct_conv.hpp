@@ -60,7 +60,7 @@ struct plan {
   [[nodiscard]] index plane_p() const { return hp * wp; }
 };
 
-/// Whether the CPU runs these kernels (AVX-512F).
+/// Whether the CPU runs these kernels (AVX-512F); also picks layers.cpp's AVX-512 pool rows.
 inline bool cpu_supported() {
 #if PRSGD_NN_DIRECT_CONV
   static const bool yes = __builtin_cpu_supports("avx512f") != 0;
@@ -280,8 +280,11 @@ PRSGD_NN_DIRECT_TARGET inline void transpose16(__m512* r) {
   }
 }
 
-// Lanes [0, n) for 0 <= n <= 16.
-PRSGD_NN_DIRECT_TARGET inline __mmask16 lanes(index n) {
+/// Lanes [0, n) of a 16-lane mask (none for n <= 0, all for n >= 16); also used by layers.cpp's pool.
+inline __mmask16 first_lanes(index n) {
+  if (n <= 0) {
+    return 0;
+  }
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1U << static_cast<unsigned>(n)) - 1U);
 }
 
@@ -296,7 +299,7 @@ PRSGD_NN_DIRECT_TARGET inline void rows_to_columns(const float* src, index n, in
         r[i] = i < m ? _mm512_loadu_ps(src + (i0 + i) * cols + c0) : _mm512_setzero_ps();
       }
       transpose16(r);
-      const __mmask16 mask = lanes(m);
+      const __mmask16 mask = first_lanes(m);
       for (index c = 0; c < 16; ++c) {
         const __m512 v = bias != nullptr ? _mm512_add_ps(r[c], _mm512_set1_ps(bias[c0 + c])) : r[c];
         _mm512_mask_storeu_ps(dst + (c0 + c) * ld + i0, mask, v);
@@ -310,7 +313,7 @@ PRSGD_NN_DIRECT_TARGET inline void columns_to_rows(const float* src, index n, in
   for (index c0 = 0; c0 < rows; c0 += 16) {
     for (index i0 = 0; i0 < n; i0 += 16) {
       const index m = std::min<index>(16, n - i0);
-      const __mmask16 mask = lanes(m);
+      const __mmask16 mask = first_lanes(m);
       __m512 r[16];
       for (index c = 0; c < 16; ++c) {
         r[c] = _mm512_maskz_loadu_ps(mask, src + (c0 + c) * ld + i0);
@@ -335,7 +338,7 @@ PRSGD_NN_DIRECT_TARGET inline void pad_sample(const plan& p, const float* src, i
     float* d = xp + c * p.plane_p() + pad * p.wp + pad;
     for (index h = 0; h < p.h; ++h) {
       for (index w0 = 0; w0 < p.w; w0 += 16) {
-        const __mmask16 mask = lanes(std::min<index>(16, p.w - w0));
+        const __mmask16 mask = first_lanes(std::min<index>(16, p.w - w0));
         const __m512 v = _mm512_maskz_loadu_ps(mask, s + h * p.w + w0);
         float* at = d + h * p.wp + w0;
         // A full store writes zeros past the row: into its right padding, the next row's left padding

@@ -200,18 +200,7 @@ PRSGD_NN_WIDE_VECTORS void masked_add(float* __restrict dst, const float* __rest
 // (the library's baseline is x86-64-v2); the scalar loops in max_pool_layer are the fallback and define
 // the semantics: the first maximum in scan order (a, b / c, d) wins, which is the same as
 // top = b > a ? b : a, bottom = d > c ? d : c, then bottom > top ? bottom : top.
-bool have_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") != 0;
-  return yes;
-}
-
-// Lanes [0, n) of a 16-lane mask (none for n <= 0, all for n >= 16).
-inline __mmask16 first_lanes(index n) {
-  if (n <= 0) {
-    return 0;
-  }
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1U << static_cast<unsigned>(n)) - 1U);
-}
+using direct_conv::first_lanes;
 
 // One output row: out[j], arg[j] for j < ow from input rows r0 and r1 (2*ow floats each); `at0` is the
 // index that arg uses for r0[0], `wd` the distance from r0 to r1 in those indices. With `relu`, outputs
@@ -529,9 +518,6 @@ class conv2d_layer final : public layer {
     }
     return buf.data();
   }
-  static void pad_sample(const direct_conv::plan& p, const tensor& src, index b, float* xp) {
-    direct_conv::pad_sample(p, src.data(), src.cols(), b, xp);
-  }
   // Writes the valid positions of a direct kernel's output (ho_pad, wo_pad, p.cout) into sample b of
   // dst (p.cout channel rows), adding bias[c] if not null.
   static void unpack_sample(const direct_conv::plan& p, const float* out, const float* bias, index b, tensor& dst) {
@@ -559,7 +545,7 @@ class conv2d_layer final : public layer {
     out_buf_.resize(static_cast<std::size_t>(p.ho_pad * p.wo_pad * cout));
     const float* bias = bias_ ? w_ + weights() : nullptr;
     for (index b = 0; b < batch; ++b) {
-      pad_sample(p, x, b, xp);
+      direct_conv::pad_sample(p, x.data(), x.cols(), b, xp);
       direct_conv::forward_sample(p, xp, wt_.data(), out_buf_.data());
       unpack_sample(p, out_buf_.data(), bias, b, y);
     }
@@ -574,7 +560,7 @@ class conv2d_layer final : public layer {
     float* xp = padded_buffer(xpad_, p);
     dyt_.resize(static_cast<std::size_t>(oplane * cout));
     for (index b = 0; b < batch; ++b) {
-      pad_sample(p, x, b, xp);
+      direct_conv::pad_sample(p, x.data(), x.cols(), b, xp);
       direct_conv::columns_to_rows(dy.data() + b * oplane, oplane, cout, dy.cols(), dyt_.data());
       direct_conv::weight_grad_sample(p, xp, dyt_.data(), gwt_.data());
     }
@@ -598,7 +584,7 @@ class conv2d_layer final : public layer {
     float* yp = padded_buffer(dypad_, p);
     out_buf_.resize(std::max(out_buf_.size(), static_cast<std::size_t>(p.ho_pad * p.wo_pad * cin)));
     for (index b = 0; b < batch; ++b) {
-      pad_sample(p, dy, b, yp);
+      direct_conv::pad_sample(p, dy.data(), dy.cols(), b, yp);
       direct_conv::forward_sample(p, yp, wt_.data(), out_buf_.data());
       unpack_sample(p, out_buf_.data(), nullptr, b, dx);
     }
@@ -867,7 +853,7 @@ class max_pool_layer final : public layer {
         const float* plane = x.data() + c * x.cols() + base;
         if (k_ == 2) {
 #if PRSGD_NN_AVX512_POOL
-          if (have_avx512()) {
+          if (direct_conv::cpu_supported()) {
             for (index i = 0; i < oh; ++i) {
               const index r0 = 2 * i * wd;
               pool2_forward_row_avx512(plane + r0, plane + r0 + wd, out, arg, ow, static_cast<std::int32_t>(base + r0),
@@ -960,7 +946,7 @@ class max_pool_layer final : public layer {
         const index base = b * iplane;
         if (k_ == 2) {
 #if PRSGD_NN_AVX512_POOL
-          if (have_avx512()) {
+          if (direct_conv::cpu_supported()) {
             for (index i = 0; i < oh; ++i) {
               const index r0 = base + 2 * i * wd;
               pool2_backward_row_avx512(g, arg, d + r0, d + r0 + wd, ow, static_cast<std::int32_t>(r0),
