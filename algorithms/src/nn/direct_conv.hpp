@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -100,7 +101,9 @@ inline plan make_plan(index cin, index cout, index k, index h, index w) {
 
 // One register block: R rows x NPW positions x V*16 channels of `out` (row stride out_ld floats,
 // position stride cout) from xp (at the block's top-left input) and wt (at the block's first channel).
-template <int V, int R, int NPW>
+// Input position stride XS: 1 for planar inputs; cin (with plane_p = 1) for position-major ones, where
+// a block with k = 1 is a GEMM out (positions x cout) = xp (positions x cin) * wt (cin x cout).
+template <int V, int R, int NPW, int XS>
 PRSGD_NN_DIRECT_KERNEL void forward_block(const float* xp, index plane_p, index wp, const float* wt, index cin,
                                           index k, index cout, float* out, index out_ld) {
   __m512 acc[R][NPW][V];
@@ -114,11 +117,12 @@ PRSGD_NN_DIRECT_KERNEL void forward_block(const float* xp, index plane_p, index 
       }
     }
   }
+  const index taps = XS == 1 ? k : 1;  // a compile-time 1 for the GEMM: no tap loops
   for (index ci = 0; ci < cin; ++ci) {
-    for (index ki = 0; ki < k; ++ki) {
-      const float* xr = xp + ci * plane_p + ki * wp;
-      const float* wr = wt + (ci * k + ki) * k * cout;
-      for (index kj = 0; kj < k; ++kj) {
+    for (index ki = 0; ki < taps; ++ki) {
+      const float* xr = xp + ci * plane_p + ki * wp * XS;
+      const float* wr = wt + (ci * taps + ki) * taps * cout;
+      for (index kj = 0; kj < taps; ++kj) {
         __m512 wv[V];
 #pragma GCC unroll 4
         for (int v = 0; v < V; ++v) {
@@ -128,7 +132,7 @@ PRSGD_NN_DIRECT_KERNEL void forward_block(const float* xp, index plane_p, index 
         for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 32
           for (int j = 0; j < NPW; ++j) {
-            const __m512 b = _mm512_set1_ps(xr[r * wp + j + kj]);
+            const __m512 b = _mm512_set1_ps(xr[(r * wp + j + kj) * XS]);
 #pragma GCC unroll 4
             for (int v = 0; v < V; ++v) {
               acc[r][j][v] = _mm512_fmadd_ps(b, wv[v], acc[r][j][v]);
@@ -150,15 +154,15 @@ PRSGD_NN_DIRECT_KERNEL void forward_block(const float* xp, index plane_p, index 
   }
 }
 
-template <int V, int R, int NPW>
+template <int V, int R, int NPW, int XS>
 PRSGD_NN_DIRECT_TARGET void forward_sample_t(const plan& p, const float* xp, const float* wt, float* out) {
   const index out_ld = p.wo_pad * p.cout;
-  const index plane_p = p.plane_p();
+  const index plane_p = XS == 1 ? p.plane_p() : 1;
   for (index hb = 0; hb < p.ho_pad; hb += R) {
     for (index wb = 0; wb < p.wo_pad; wb += NPW) {
       for (index g = 0; g < p.cout; g += 16 * V) {
-        forward_block<V, R, NPW>(xp + hb * p.wp + wb, plane_p, p.wp, wt + g, p.cin, p.k, p.cout,
-                                 out + hb * out_ld + wb * p.cout + g, out_ld);
+        forward_block<V, R, NPW, XS>(xp + (hb * p.wp + wb) * XS, plane_p, p.wp, wt + g, p.cin, p.k, p.cout,
+                                     out + hb * out_ld + wb * p.cout + g, out_ld);
       }
     }
   }
@@ -166,18 +170,33 @@ PRSGD_NN_DIRECT_TARGET void forward_sample_t(const plan& p, const float* xp, con
 
 using forward_fn = void (*)(const plan&, const float*, const float*, float*);
 
-template <int V, int R, std::size_t... N>
+template <int V, int R, int XS, std::size_t... N>
 constexpr std::array<forward_fn, sizeof...(N)> forward_table(std::index_sequence<N...> /*unused*/) {
-  return {&forward_sample_t<V, R, static_cast<int>(N) + 1>...};
+  return {&forward_sample_t<V, R, static_cast<int>(N) + 1, XS>...};
+}
+
+template <int XS>
+void forward_sample_xs(const plan& p, const float* xp, const float* wt, float* out) {
+  static constexpr auto v2 = forward_table<2, 1, XS>(std::make_index_sequence<max_npw>{});
+  static constexpr auto v1 = forward_table<1, 2, XS>(std::make_index_sequence<max_npw>{});
+  const auto i = static_cast<std::size_t>(p.npw - 1);
+  (p.v == 2 ? v2[i] : v1[i])(p, xp, wt, out);
 }
 
 /// out (ho_pad x wo_pad x cout) = the "same" convolution of one padded sample xp with wt.
 /// @pre cpu_supported(), forward_supported(p.cout, p.k), p from make_plan().
 inline void forward_sample(const plan& p, const float* xp, const float* wt, float* out) {
-  static constexpr auto v2 = forward_table<2, 1>(std::make_index_sequence<max_npw>{});
-  static constexpr auto v1 = forward_table<1, 2>(std::make_index_sequence<max_npw>{});
-  const auto i = static_cast<std::size_t>(p.npw - 1);
-  (p.v == 2 ? v2[i] : v1[i])(p, xp, wt, out);
+  forward_sample_xs<1>(p, xp, wt, out);
+}
+
+/// Position-major inputs with a stride of cin floats for which gemm_sample() is instantiated.
+inline bool gemm_supported(index cin) { return cin == 16 || cin == 32; }
+
+/// out (ho_pad x wo_pad x cout) = xp (positions x cin, one position per cin floats) * wt (cin x cout),
+/// the positions laid out as for forward_sample() with k = 1. @pre cpu_supported(), cout % 16 == 0,
+/// gemm_supported(p.cin), p from make_plan(cin, cout, 1, h, w).
+inline void gemm_sample(const plan& p, const float* xp, const float* wt, float* out) {
+  (p.cin == 16 ? forward_sample_xs<16> : forward_sample_xs<32>)(p, xp, wt, out);
 }
 
 // gwt taps [T0, T0 + NT) of one input channel (tap t = ki * K + kj; consecutive rows of gwt) x V*16
@@ -351,6 +370,84 @@ PRSGD_NN_DIRECT_TARGET inline void pad_sample(const plan& p, const float* src, i
         }
       }
     }
+  }
+}
+
+/// The maximum of a 2x2 window per lane (inputs top-left, top-right, bottom-left, bottom-right) with the
+/// first maximum in scan order winning, which is top = b > a ? b : a, bottom = d > c ? d : c, then
+/// bottom > top ? bottom : top; the masks say which comparisons picked the later input.
+struct pool2_max {
+  __m512 v;
+  __mmask16 top_right;
+  __mmask16 bottom_right;
+  __mmask16 use_bottom;
+};
+
+PRSGD_NN_DIRECT_TARGET inline pool2_max max_of_window(__m512 a0, __m512 a1, __m512 b0, __m512 b1) {
+  pool2_max m{};
+  m.top_right = _mm512_cmp_ps_mask(a1, a0, _CMP_GT_OQ);
+  m.bottom_right = _mm512_cmp_ps_mask(b1, b0, _CMP_GT_OQ);
+  const __m512 top = _mm512_mask_blend_ps(m.top_right, a0, a1);
+  const __m512 bottom = _mm512_mask_blend_ps(m.bottom_right, b0, b1);
+  m.use_bottom = _mm512_cmp_ps_mask(bottom, top, _CMP_GT_OQ);
+  m.v = _mm512_mask_blend_ps(m.use_bottom, top, bottom);
+  return m;
+}
+
+/// The ReLU and 2x2 max pool of one position-major sample `out` (h x w positions in rows of out_w, cout
+/// floats each; h and w even) plus bias[c] (if not null) as pooled (h/2 x w/2 positions, cout floats
+/// each), and for each pooled position and 16-channel group the four masks of the channels whose
+/// gradient goes to the window's top-left, top-right, bottom-left and bottom-right input (none where the
+/// maximum is not positive). Ties and NaNs as in layers.cpp's max pool: the first maximum in scan order.
+PRSGD_NN_DIRECT_TARGET inline void relu_max_pool2_sample(const float* out, index out_w, index h, index w, index cout,
+                                                         const float* bias, float* pooled, std::uint16_t* masks) {
+  const index below = out_w * cout;
+  for (index i = 0; i < h / 2; ++i) {
+    for (index j = 0; j < w / 2; ++j) {
+      const float* at = out + (2 * i * out_w + 2 * j) * cout;
+      for (index g = 0; g < cout; g += 16) {
+        const __m512 b = bias != nullptr ? _mm512_loadu_ps(bias + g) : _mm512_setzero_ps();
+        const __m512 a0 = _mm512_add_ps(_mm512_loadu_ps(at + g), b);
+        const __m512 a1 = _mm512_add_ps(_mm512_loadu_ps(at + cout + g), b);
+        const __m512 b0 = _mm512_add_ps(_mm512_loadu_ps(at + below + g), b);
+        const __m512 b1 = _mm512_add_ps(_mm512_loadu_ps(at + below + cout + g), b);
+        const pool2_max m = max_of_window(a0, a1, b0, b1);
+        const __mmask16 live = _mm512_cmp_ps_mask(m.v, _mm512_setzero_ps(), _CMP_GT_OQ);
+        _mm512_storeu_ps(pooled + (i * (w / 2) + j) * cout + g, _mm512_maskz_mov_ps(live, m.v));
+        const auto top_live = static_cast<__mmask16>(live & ~m.use_bottom);
+        const auto bottom_live = static_cast<__mmask16>(live & m.use_bottom);
+        masks[0] = static_cast<std::uint16_t>(top_live & ~m.top_right);
+        masks[1] = static_cast<std::uint16_t>(top_live & m.top_right);
+        masks[2] = static_cast<std::uint16_t>(bottom_live & ~m.bottom_right);
+        masks[3] = static_cast<std::uint16_t>(bottom_live & m.bottom_right);
+        masks += 4;
+      }
+    }
+  }
+}
+
+/// The backward of relu_max_pool2_sample(): dyt (h x w positions, cout floats each) = the pooled
+/// gradient gp (h/2 x w/2 positions, cout floats each) routed by `masks`, 0 elsewhere; bias_grad[c] +=
+/// the sum of channel c of dyt.
+PRSGD_NN_DIRECT_TARGET inline void max_pool2_grad_sample(const float* gp, const std::uint16_t* masks, index h, index w,
+                                                         index cout, float* dyt, float* bias_grad) {
+  const index below = w * cout;
+  for (index g = 0; g < cout; g += 16) {
+    __m512 sum = _mm512_setzero_ps();
+    for (index i = 0; i < h / 2; ++i) {
+      for (index j = 0; j < w / 2; ++j) {
+        const index q = i * (w / 2) + j;
+        const std::uint16_t* m = masks + (q * (cout / 16) + g / 16) * 4;
+        const __m512 v = _mm512_loadu_ps(gp + q * cout + g);
+        float* at = dyt + (2 * i * w + 2 * j) * cout + g;
+        _mm512_storeu_ps(at, _mm512_maskz_mov_ps(m[0], v));
+        _mm512_storeu_ps(at + cout, _mm512_maskz_mov_ps(m[1], v));
+        _mm512_storeu_ps(at + below, _mm512_maskz_mov_ps(m[2], v));
+        _mm512_storeu_ps(at + below + cout, _mm512_maskz_mov_ps(m[3], v));
+        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(static_cast<__mmask16>(m[0] | m[1] | m[2] | m[3]), v));
+      }
+    }
+    _mm512_storeu_ps(bias_grad + g, _mm512_add_ps(_mm512_loadu_ps(bias_grad + g), sum));
   }
 }
 

@@ -15,6 +15,8 @@
 
 #include "prsgd/common/check.hpp"
 #include "direct_conv.hpp"
+#include "layer_fusion.hpp"
+#include "winograd.hpp"
 
 #if PRSGD_NN_BLAS
 // OpenBLAS's thread control, if the BLAS loaded at run time is OpenBLAS (weak: absent otherwise).
@@ -225,16 +227,12 @@ __attribute__((target("avx512f"))) void pool2_forward_row_avx512(const float* r0
     const __m512 o0 = _mm512_permutex2var_ps(a0, odd, a1);
     const __m512 e1 = _mm512_permutex2var_ps(b0, even, b1);
     const __m512 o1 = _mm512_permutex2var_ps(b0, odd, b1);
-    const __mmask16 top_right = _mm512_cmp_ps_mask(o0, e0, _CMP_GT_OQ);
-    const __mmask16 bottom_right = _mm512_cmp_ps_mask(o1, e1, _CMP_GT_OQ);
-    const __m512 top = _mm512_mask_blend_ps(top_right, e0, o0);
-    const __m512 bottom = _mm512_mask_blend_ps(bottom_right, e1, o1);
-    const __mmask16 use_bottom = _mm512_cmp_ps_mask(bottom, top, _CMP_GT_OQ);
-    __m512 v = _mm512_mask_blend_ps(use_bottom, top, bottom);
-    const __m512i top_off = _mm512_maskz_mov_epi32(top_right, one);
-    const __m512i bottom_off = _mm512_mask_add_epi32(down, bottom_right, down, one);
+    const direct_conv::pool2_max best = direct_conv::max_of_window(e0, o0, e1, o1);
+    __m512 v = best.v;
+    const __m512i top_off = _mm512_maskz_mov_epi32(best.top_right, one);
+    const __m512i bottom_off = _mm512_mask_add_epi32(down, best.bottom_right, down, one);
     __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(at0 + 2 * static_cast<std::int32_t>(j)), even);
-    idx = _mm512_add_epi32(idx, _mm512_mask_blend_epi32(use_bottom, top_off, bottom_off));
+    idx = _mm512_add_epi32(idx, _mm512_mask_blend_epi32(best.use_bottom, top_off, bottom_off));
     if (relu) {
       const __mmask16 live = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
       v = _mm512_maskz_mov_ps(live, v);
@@ -367,8 +365,9 @@ class relu_layer final : public layer {
 
 class conv2d_layer final : public layer {
  public:
-  conv2d_layer(shape3 in, int out_channels, int kernel, int stride, int padding, bool bias)
-      : in_(in), k_(kernel), s_(stride), p_(padding), bias_(bias) {
+  // With pool = 2 the layer is this convolution followed by relu + max_pool2d(2) (see pools()).
+  conv2d_layer(shape3 in, int out_channels, int kernel, int stride, int padding, bool bias, int pool = 0)
+      : in_(in), k_(kernel), s_(stride), p_(padding), bias_(bias), pool_(pool) {
     limit_blas_threads();
     PRSGD_CHECK(kernel > 0 && stride > 0 && padding >= 0 && out_channels > 0) << "bad conv2d geometry";
     out_ = {out_channels, (in.height + 2 * padding - kernel) / stride + 1,
@@ -376,9 +375,11 @@ class conv2d_layer final : public layer {
     PRSGD_CHECK(out_.height > 0 && out_.width > 0) << "conv2d output would be empty";
     // Direct AVX-512 kernels (direct_conv.hpp) for "same" stride-1 convolutions with cout a multiple of
     // 16 (forward, weight gradient) and cin a multiple of 16 (input gradient); im2col + GEMM otherwise,
-    // on CPUs without AVX-512F, and always with PRSGD_NN_CONV=gemm.
+    // on CPUs without AVX-512F, and always with PRSGD_NN_CONV=gemm. The forward and input-gradient
+    // convolutions that winograd.hpp covers run there, unless PRSGD_NN_CONV=direct.
     const char* mode = std::getenv("PRSGD_NN_CONV");
     const bool gemm_forced = mode != nullptr && std::string_view(mode) == "gemm";
+    const bool winograd_off = mode != nullptr && std::string_view(mode) == "direct";
     direct_ = !gemm_forced && direct_conv::cpu_supported() && same_geometry() &&
               direct_conv::forward_supported(out_.channels, k_);
     direct_dx_ = direct_ && direct_conv::forward_supported(in_.channels, k_);
@@ -386,14 +387,37 @@ class conv2d_layer final : public layer {
       fplan_ = direct_conv::make_plan(in_.channels, out_.channels, k_, in_.height, in_.width);
       bplan_ = direct_conv::make_plan(out_.channels, in_.channels, k_, in_.height, in_.width);
     }
+#if PRSGD_NN_DIRECT_CONV
+    if (direct_ && !winograd_off && winograd::supported(in_.channels, out_.channels, k_)) {
+      wino_fwd_ = std::make_unique<winograd::conv>(in_.channels, out_.channels, in_.height, in_.width);
+    }
+    if (direct_dx_ && !winograd_off && winograd::supported(out_.channels, in_.channels, k_)) {
+      wino_dx_ = std::make_unique<winograd::conv>(out_.channels, in_.channels, in_.height, in_.width);
+    }
+#endif
+    PRSGD_CHECK(pool_ == 0 || pools(pool_)) << "conv2d cannot fuse a max pool of " << pool_;
   }
   std::string describe() const override {
     std::ostringstream s;
     s << "conv2d(" << in_.channels << "->" << out_.channels << ", k" << k_ << ", s" << s_ << ", p" << p_ << ")";
+    if (pool_ != 0) {
+      s << "+relu+max_pool2d(" << pool_ << ")";
+    }
     return s.str();
   }
   shape3 input_shape() const override { return in_; }
-  shape3 output_shape() const override { return out_; }
+  shape3 output_shape() const override {
+    return pool_ != 0 ? shape3{out_.channels, out_.height / pool_, out_.width / pool_} : out_;
+  }
+  // Whether this convolution can run with relu + max_pool2d(kernel) fused into its direct kernels'
+  // position-major output (and their gradient into its input): the direct path, kernel 2, even sides.
+  bool pools(int kernel) const {
+    return PRSGD_NN_DIRECT_CONV != 0 && direct_ && kernel == 2 && out_.height % 2 == 0 && out_.width % 2 == 0;
+  }
+  // This layer followed by relu + max_pool2d(kernel). @pre pools(kernel), not bound yet.
+  std::unique_ptr<layer> with_relu_max_pool(int kernel) const {
+    return std::make_unique<conv2d_layer>(in_, out_.channels, k_, s_, p_, bias_, kernel);
+  }
   std::size_t num_params() const override {
     return weights() + (bias_ ? static_cast<std::size_t>(out_.channels) : 0U);
   }
@@ -411,7 +435,7 @@ class conv2d_layer final : public layer {
     const index oplane = static_cast<index>(out_.plane());
     const index ncols = batch * oplane;
     const index cout = out_.channels;
-    y.resize(cout, ncols);
+    y.resize(cout, batch * static_cast<index>(output_shape().plane()));
 #if PRSGD_NN_DIRECT_CONV
     if (direct_) {
       forward_direct(x, batch, y);
@@ -443,32 +467,43 @@ class conv2d_layer final : public layer {
     return true;
   }
   std::unique_ptr<layer> clone() const override {
-    return std::make_unique<conv2d_layer>(in_, out_.channels, k_, s_, p_, bias_);
+    return std::make_unique<conv2d_layer>(in_, out_.channels, k_, s_, p_, bias_, pool_);
   }
 
  private:
-  void run_backward(const tensor& x, const tensor& /*y*/, const tensor& dy, tensor* dx, bool accumulate) {
+  void run_backward(const tensor& x, const tensor& /*y*/, const tensor& dy_in, tensor* dx, bool accumulate) {
     const index batch = batch_of(x, in_);
     const index oplane = static_cast<index>(out_.plane());
-    const index ncols = dy.cols();
     const index cout = out_.channels;
-    if (bias_) {
-      row_sums(dy.data(), cout, ncols, ncols, gw_ + weights(), accumulate);
-    }
     if (dx != nullptr) {
       dx->resize(in_.channels, x.cols());
     }
     gwt_.resize(weights());
     bool gemm_dw = true;
     bool gemm_dx = dx != nullptr;
+    // The convolution's output gradient: dy_in, or with a fused pool the one backward_pooled() leaves.
+    const tensor& dy = pool_ != 0 ? dy_full_ : dy_in;
 #if PRSGD_NN_DIRECT_CONV
-    if (direct_) {
+    if (pool_ != 0) {
+      gemm_dx = !backward_pooled(x, dy_in, batch, dx, accumulate) && dx != nullptr;
+      gemm_dw = false;
+    }
+#endif
+    const index ncols = dy.cols();
+    if (bias_ && pool_ == 0) {
+      row_sums(dy.data(), cout, ncols, ncols, gw_ + weights(), accumulate);
+    }
+#if PRSGD_NN_DIRECT_CONV
+    if (direct_ && pool_ == 0) {
       weight_grad_direct(x, dy, batch);
       gemm_dw = false;
       if (dx != nullptr && direct_dx_) {
         input_grad_direct(dy, batch, *dx);
         gemm_dx = false;
       }
+    } else if (gemm_dx && direct_dx_) {
+      input_grad_direct(dy, batch, *dx);
+      gemm_dx = false;
     }
 #endif
     if (gemm_dw || gemm_dx) {
@@ -518,16 +553,17 @@ class conv2d_layer final : public layer {
     }
     return buf.data();
   }
-  // Writes the valid positions of a direct kernel's output (ho_pad, wo_pad, p.cout) into sample b of
-  // dst (p.cout channel rows), adding bias[c] if not null.
-  static void unpack_sample(const direct_conv::plan& p, const float* out, const float* bias, index b, tensor& dst) {
-    float* d = dst.data() + b * p.h * p.w;
-    if (p.wo_pad == p.w) {  // no junk columns (fmnist-cnn's 28 and 14): the plane is one run of positions
-      direct_conv::rows_to_columns(out, p.h * p.w, p.cout, bias, d, dst.cols());
+  // Writes the valid positions (rows < h, columns < w) of a kernel's output (rows of `out_w` positions,
+  // `cout` floats each) into sample b of dst (cout channel rows), adding bias[c] if not null.
+  static void unpack_sample(index h, index w, index out_w, index cout, const float* out, const float* bias, index b,
+                            tensor& dst) {
+    float* d = dst.data() + b * h * w;
+    if (out_w == w) {  // no junk columns (fmnist-cnn's 28 and 14): the plane is one run of positions
+      direct_conv::rows_to_columns(out, h * w, cout, bias, d, dst.cols());
       return;
     }
-    for (index h = 0; h < p.h; ++h) {
-      direct_conv::rows_to_columns(out + h * p.wo_pad * p.cout, p.w, p.cout, bias, d + h * p.w, dst.cols());
+    for (index y = 0; y < h; ++y) {
+      direct_conv::rows_to_columns(out + y * out_w * cout, w, cout, bias, d + y * w, dst.cols());
     }
   }
 
@@ -541,15 +577,84 @@ class conv2d_layer final : public layer {
         wt_[static_cast<std::size_t>(j * cout + o)] = w_[o * np + j];
       }
     }
+    const float* bias = bias_ ? w_ + weights() : nullptr;
+    if (wino_fwd_) {
+      wino_fwd_->set_weights(wt_.data());
+      for (index b = 0; b < batch; ++b) {
+        emit_sample(wino_fwd_->run(x.data(), x.cols(), b), wino_fwd_->out_width(), bias, b, y);
+      }
+      return;
+    }
     float* xp = padded_buffer(xpad_, p);
     out_buf_.resize(static_cast<std::size_t>(p.ho_pad * p.wo_pad * cout));
-    const float* bias = bias_ ? w_ + weights() : nullptr;
     for (index b = 0; b < batch; ++b) {
       direct_conv::pad_sample(p, x.data(), x.cols(), b, xp);
       direct_conv::forward_sample(p, xp, wt_.data(), out_buf_.data());
-      unpack_sample(p, out_buf_.data(), bias, b, y);
+      emit_sample(out_buf_.data(), p.wo_pad, bias, b, y);
     }
   }
+
+  // Writes sample b's forward output from its position-major convolution `out` (rows of out_w
+  // positions) into y: plus the bias, and with a fused pool the ReLU and the pool (keeping its masks).
+  void emit_sample(const float* out, index out_w, const float* bias, index b, tensor& y) {
+    const index cout = out_.channels;
+    if (pool_ == 0) {
+      unpack_sample(out_.height, out_.width, out_w, cout, out, bias, b, y);
+      return;
+    }
+    const index pplane = static_cast<index>(output_shape().plane());
+    const auto per_sample = static_cast<std::size_t>(pplane * cout / 4);  // 4 masks of 16 channels
+    const auto batch = static_cast<std::size_t>(y.cols() / pplane);
+    pool_masks_.resize(batch * per_sample);
+    pooled_.resize(static_cast<std::size_t>(pplane * cout));
+    direct_conv::relu_max_pool2_sample(out, out_w, out_.height, out_.width, cout, bias, pooled_.data(),
+                                       pool_masks_.data() + static_cast<std::size_t>(b) * per_sample);
+    unpack_sample(out_.height / 2, out_.width / 2, out_.width / 2, cout, pooled_.data(), nullptr, b, y);
+  }
+
+  // The backward through a fused relu + max pool: the bias gradient, gwt_ (as weight_grad_direct()),
+  // and dx through Winograd if it applies (returns whether dx is done); otherwise dy_full_ = the
+  // convolution's output gradient (cout x batch * h * w) for the other dx paths.
+  bool backward_pooled(const tensor& x, const tensor& dy, index batch, tensor* dx, bool accumulate) {
+    const direct_conv::plan& p = fplan_;
+    const index cout = out_.channels;
+    const index oplane = static_cast<index>(out_.plane());
+    const index pplane = oplane / 4;
+    const auto per_sample = static_cast<std::size_t>(pplane * cout / 4);
+    std::fill(gwt_.begin(), gwt_.end(), 0.0F);
+    bias_grad_.assign(static_cast<std::size_t>(cout), 0.0F);
+    float* xp = padded_buffer(xpad_, p);
+    dyt_.resize(static_cast<std::size_t>(oplane * cout));
+    pooled_.resize(static_cast<std::size_t>(pplane * cout));
+    const bool winograd_dx = dx != nullptr && wino_dx_ != nullptr;
+    if (winograd_dx) {
+      flip_weights();
+      wino_dx_->set_weights(wt_.data());
+    } else if (dx != nullptr) {
+      dy_full_.resize(cout, batch * oplane);
+    }
+    for (index b = 0; b < batch; ++b) {
+      direct_conv::columns_to_rows(dy.data() + b * pplane, pplane, cout, dy.cols(), pooled_.data());
+      direct_conv::max_pool2_grad_sample(pooled_.data(), pool_masks_.data() + static_cast<std::size_t>(b) * per_sample,
+                                         out_.height, out_.width, cout, dyt_.data(), bias_grad_.data());
+      direct_conv::pad_sample(p, x.data(), x.cols(), b, xp);
+      direct_conv::weight_grad_sample(p, xp, dyt_.data(), gwt_.data());
+      if (winograd_dx) {
+        const float* out = wino_dx_->run_rows(dyt_.data());
+        unpack_sample(in_.height, in_.width, wino_dx_->out_width(), in_.channels, out, nullptr, b, *dx);
+      } else if (dx != nullptr) {
+        direct_conv::rows_to_columns(dyt_.data(), oplane, cout, nullptr, dy_full_.data() + b * oplane, dy_full_.cols());
+      }
+    }
+    if (bias_) {
+      float* gb = gw_ + weights();
+      for (index c = 0; c < cout; ++c) {
+        gb[c] = accumulate ? gb[c] + bias_grad_[static_cast<std::size_t>(c)] : bias_grad_[static_cast<std::size_t>(c)];
+      }
+    }
+    return winograd_dx;
+  }
+
 
   // gwt_ (patch x cout) = this batch's weight gradient.
   void weight_grad_direct(const tensor& x, const tensor& dy, index batch) {
@@ -566,9 +671,8 @@ class conv2d_layer final : public layer {
     }
   }
 
-  // dx = the "same" convolution of dy with the flipped kernel, cin and cout swapped.
-  void input_grad_direct(const tensor& dy, index batch, tensor& dx) {
-    const direct_conv::plan& p = bplan_;
+  // wt_ = the weights flipped for the input gradient's convolution (cout, k, k, cin).
+  void flip_weights() {
     const index cin = in_.channels;
     const index cout = out_.channels;
     const index kk = static_cast<index>(k_) * k_;
@@ -581,12 +685,26 @@ class conv2d_layer final : public layer {
         }
       }
     }
+  }
+
+  // dx = the "same" convolution of dy with the flipped kernel, cin and cout swapped.
+  void input_grad_direct(const tensor& dy, index batch, tensor& dx) {
+    const direct_conv::plan& p = bplan_;
+    const index cin = in_.channels;
+    flip_weights();
+    if (wino_dx_) {
+      wino_dx_->set_weights(wt_.data());
+      for (index b = 0; b < batch; ++b) {
+        unpack_sample(p.h, p.w, wino_dx_->out_width(), cin, wino_dx_->run(dy.data(), dy.cols(), b), nullptr, b, dx);
+      }
+      return;
+    }
     float* yp = padded_buffer(dypad_, p);
     out_buf_.resize(std::max(out_buf_.size(), static_cast<std::size_t>(p.ho_pad * p.wo_pad * cin)));
     for (index b = 0; b < batch; ++b) {
       direct_conv::pad_sample(p, dy.data(), dy.cols(), b, yp);
       direct_conv::forward_sample(p, yp, wt_.data(), out_buf_.data());
-      unpack_sample(p, out_buf_.data(), nullptr, b, dx);
+      unpack_sample(p.h, p.w, p.wo_pad, cin, out_buf_.data(), nullptr, b, dx);
     }
   }
 #endif
@@ -807,6 +925,7 @@ class conv2d_layer final : public layer {
   int s_;
   int p_;
   bool bias_;
+  int pool_;  // 0, or 2: relu + max_pool2d(2) fused (see pools())
   float* w_ = nullptr;
   float* gw_ = nullptr;
   std::vector<float> cols_;
@@ -822,6 +941,14 @@ class conv2d_layer final : public layer {
   std::vector<float> dypad_;    // one padded output-gradient sample (bplan_)
   std::vector<float> out_buf_;  // one sample's direct output, positions x channels
   std::vector<float> dyt_;      // one sample's output gradient, positions x channels
+#if PRSGD_NN_DIRECT_CONV
+  std::unique_ptr<winograd::conv> wino_fwd_;  // the forward convolution through winograd.hpp, if it applies
+  std::unique_ptr<winograd::conv> wino_dx_;   // the input gradient's convolution, likewise
+#endif
+  std::vector<std::uint16_t> pool_masks_;  // the fused pool's masks (direct_conv::relu_max_pool2_sample)
+  std::vector<float> pooled_;     // one sample's pooled output or its gradient, positions x channels
+  std::vector<float> bias_grad_;  // the fused pool's bias gradient sums
+  tensor dy_full_;                // the convolution's output gradient with a fused pool (not via Winograd)
 };
 
 class max_pool_layer final : public layer {
@@ -1311,6 +1438,10 @@ std::unique_ptr<layer> make_linear(shape3 in, int out_features) {
 std::unique_ptr<layer> make_relu(shape3 in) { return std::make_unique<relu_layer>(in); }
 std::unique_ptr<layer> make_conv2d(shape3 in, int out_channels, int kernel, int stride, int padding, bool bias) {
   return std::make_unique<conv2d_layer>(in, out_channels, kernel, stride, padding, bias);
+}
+std::unique_ptr<layer> fuse_relu_max_pool(const layer& conv, int kernel) {
+  const auto* c = dynamic_cast<const conv2d_layer*>(&conv);
+  return c != nullptr && c->pools(kernel) ? c->with_relu_max_pool(kernel) : nullptr;
 }
 std::unique_ptr<layer> make_max_pool2d(shape3 in, int kernel) {
   return std::make_unique<max_pool_layer>(in, kernel, false);

@@ -8,6 +8,7 @@
 
 #include "prsgd/algorithms/models.hpp"
 #include "prsgd/common/check.hpp"
+#include "layer_fusion.hpp"
 
 namespace prsgd::algorithms {
 
@@ -35,6 +36,14 @@ network_builder& network_builder::relu() {
 network_builder& network_builder::max_pool(int kernel) {
   if (last_is_relu_) {
     layers_.pop_back();  // a ReLU keeps the shape, so shape_ is still its input's
+    // conv2d + relu + max pool as one layer where the convolution's kernels can pool (layer_fusion.hpp).
+    if (!layers_.empty()) {
+      if (auto fused = fuse_relu_max_pool(*layers_.back(), kernel)) {
+        layers_.pop_back();
+        shape_ = fused->input_shape();
+        return add(std::move(fused));
+      }
+    }
     return add(make_relu_max_pool2d(shape_, kernel));
   }
   return add(make_max_pool2d(shape_, kernel));

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/algorithms/layers.hpp"
 
+#include "prsgd/algorithms/model.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -221,23 +223,41 @@ TEST(NnLayersTest, ConvOverSeveralChunksMatchesNaiveAndFiniteDifferences) {
   g.check(x, true, 1e-2F, 3e-3, 1e-2);
 }
 
-// Builds a conv2d with PRSGD_NN_CONV=gemm (the im2col + GEMM path) or unset (the direct AVX-512 kernels
-// where they apply: stride-1 "same" geometry, cout % 16 == 0, AVX-512F), restoring the variable after.
-std::unique_ptr<layer> make_conv_on_path(shape3 in, int out, int k, bool gemm) {
-  const char* old = std::getenv("PRSGD_NN_CONV");
-  const std::optional<std::string> saved = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
-  if (gemm) {
-    setenv("PRSGD_NN_CONV", "gemm", 1);
-  } else {
-    unsetenv("PRSGD_NN_CONV");
+// The conv2d implementations PRSGD_NN_CONV picks: im2col + GEMM ("gemm"), the direct AVX-512 kernels
+// ("direct": where they apply, stride-1 "same" geometry, cout % 16 == 0, AVX-512F) and, unset, also
+// Winograd F(2x2, 5x5) for the 5x5 forward and input-gradient convolutions with 16 or 32 input channels.
+enum class conv_path { gemm, direct, fastest };
+
+// Sets PRSGD_NN_CONV for `path` (conv2d reads it when built), restoring it when destroyed.
+class scoped_conv_path {
+ public:
+  explicit scoped_conv_path(conv_path path) {
+    const char* old = std::getenv("PRSGD_NN_CONV");
+    saved_ = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
+    if (path == conv_path::fastest) {
+      unsetenv("PRSGD_NN_CONV");
+    } else {
+      setenv("PRSGD_NN_CONV", path == conv_path::gemm ? "gemm" : "direct", 1);
+    }
   }
-  auto l = make_conv2d(in, out, k, 1, (k - 1) / 2, true);
-  if (saved) {
-    setenv("PRSGD_NN_CONV", saved->c_str(), 1);
-  } else {
-    unsetenv("PRSGD_NN_CONV");
+  scoped_conv_path(const scoped_conv_path&) = delete;
+  scoped_conv_path& operator=(const scoped_conv_path&) = delete;
+  ~scoped_conv_path() {
+    if (saved_) {
+      setenv("PRSGD_NN_CONV", saved_->c_str(), 1);
+    } else {
+      unsetenv("PRSGD_NN_CONV");
+    }
   }
-  return l;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+// Builds a "same" conv2d (with bias) on `path`.
+std::unique_ptr<layer> make_conv_on_path(shape3 in, int out, int k, conv_path path) {
+  const scoped_conv_path on(path);
+  return make_conv2d(in, out, k, 1, (k - 1) / 2, true);
 }
 
 float max_abs_diff(const float* a, const float* b, std::size_t n) {
@@ -247,6 +267,32 @@ float max_abs_diff(const float* a, const float* b, std::size_t n) {
   }
   return m;
 }
+
+// Parameters shared by a reference layer and one under test, each with its own gradients (0.5 to start,
+// so that an accumulating backward shows), initialised through the reference.
+struct shared_params {
+  shared_params(layer& ref, layer& test, std::uint64_t seed)
+      : rng(seed), values(ref.num_params()), g_ref(values.size(), 0.5F), g_test(values.size(), 0.5F) {
+    ref.bind(values.data(), nullptr, nullptr);
+    ref.reset_parameters(rng);
+    ref.bind(values.data(), g_ref.data(), nullptr);
+    test.bind(values.data(), g_test.data(), nullptr);
+  }
+  [[nodiscard]] float grad_diff() const { return max_abs_diff(g_ref.data(), g_test.data(), values.size()); }
+  tensor random(Eigen::Index rows, Eigen::Index cols) {
+    std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+    tensor t(rows, cols);
+    for (Eigen::Index i = 0; i < t.size(); ++i) {
+      t.data()[i] = dist(rng);
+    }
+    return t;
+  }
+
+  std::mt19937_64 rng;
+  std::vector<float> values;
+  std::vector<float> g_ref;
+  std::vector<float> g_test;
+};
 
 struct same_conv_case {
   int cin;
@@ -259,27 +305,14 @@ struct same_conv_case {
 
 class NnDirectConvTest : public ::testing::TestWithParam<same_conv_case> {};
 
-// The direct kernels against im2col + GEMM: forward y, dx, dw and the bias gradient, in both the
-// overwriting and the accumulating backward.
-TEST_P(NnDirectConvTest, MatchesGemmPath) {
-  const same_conv_case c = GetParam();
+// The direct kernels (and Winograd) against im2col + GEMM: forward y, dx, dw and the bias gradient, in
+// both the overwriting and the accumulating backward.
+void expect_matches_gemm_path(const same_conv_case& c, conv_path path) {
   const shape3 in{c.cin, c.h, c.w};
-  auto gemm = make_conv_on_path(in, c.cout, c.k, true);
-  auto direct = make_conv_on_path(in, c.cout, c.k, false);
-  std::vector<float> params(gemm->num_params());
-  std::mt19937_64 rng(11);
-  gemm->bind(params.data(), nullptr, nullptr);
-  gemm->reset_parameters(rng);
-  std::vector<float> g_gemm(params.size(), 0.5F);
-  std::vector<float> g_direct(params.size(), 0.5F);
-  gemm->bind(params.data(), g_gemm.data(), nullptr);
-  direct->bind(params.data(), g_direct.data(), nullptr);
-
-  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
-  tensor x(c.cin, c.batch * c.h * c.w);
-  for (Eigen::Index i = 0; i < x.size(); ++i) {
-    x.data()[i] = dist(rng);
-  }
+  auto gemm = make_conv_on_path(in, c.cout, c.k, conv_path::gemm);
+  auto direct = make_conv_on_path(in, c.cout, c.k, path);
+  shared_params params(*gemm, *direct, 11);
+  const tensor x = params.random(c.cin, c.batch * c.h * c.w);
   tensor y_gemm;
   tensor y_direct;
   gemm->forward(x, y_gemm, true);
@@ -288,10 +321,7 @@ TEST_P(NnDirectConvTest, MatchesGemmPath) {
   ASSERT_EQ(y_gemm.cols(), y_direct.cols());
   EXPECT_LT((y_gemm - y_direct).cwiseAbs().maxCoeff(), 1e-4F);
 
-  tensor dy(y_gemm.rows(), y_gemm.cols());
-  for (Eigen::Index i = 0; i < dy.size(); ++i) {
-    dy.data()[i] = dist(rng);
-  }
+  const tensor dy = params.random(y_gemm.rows(), y_gemm.cols());
   const float tol = 1e-4F * static_cast<float>(c.batch * c.h * c.w);  // dw sums over the batch's positions
   for (const bool overwrite : {true, false}) {
     tensor dx_gemm;
@@ -306,14 +336,18 @@ TEST_P(NnDirectConvTest, MatchesGemmPath) {
     ASSERT_EQ(dx_gemm.rows(), dx_direct.rows());
     ASSERT_EQ(dx_gemm.cols(), dx_direct.cols());
     EXPECT_LT((dx_gemm - dx_direct).cwiseAbs().maxCoeff(), 1e-4F) << "overwrite " << overwrite;
-    EXPECT_LT(max_abs_diff(g_gemm.data(), g_direct.data(), params.size()), tol) << "overwrite " << overwrite;
+    EXPECT_LT(params.grad_diff(), tol) << "overwrite " << overwrite;
   }
   // Without dx (the first layer) and accumulating once more: twice the batch's gradient plus nothing
   // else, so the two paths still agree.
   gemm->backward(x, y_gemm, dy, nullptr);
   direct->backward(x, y_direct, dy, nullptr);
-  EXPECT_LT(max_abs_diff(g_gemm.data(), g_direct.data(), params.size()), 2 * tol);
+  EXPECT_LT(params.grad_diff(), 2 * tol);
 }
+
+TEST_P(NnDirectConvTest, DirectMatchesGemmPath) { expect_matches_gemm_path(GetParam(), conv_path::direct); }
+
+TEST_P(NnDirectConvTest, FastestMatchesGemmPath) { expect_matches_gemm_path(GetParam(), conv_path::fastest); }
 
 INSTANTIATE_TEST_SUITE_P(Geometries, NnDirectConvTest,
                          ::testing::Values(same_conv_case{16, 32, 5, 14, 14, 3},  // fmnist-cnn's conv2
@@ -327,14 +361,126 @@ INSTANTIATE_TEST_SUITE_P(Geometries, NnDirectConvTest,
                                            same_conv_case{16, 32, 7, 9, 9, 3},
                                            same_conv_case{3, 48, 3, 9, 9, 1},    // V = 1 with 3 groups
                                            same_conv_case{16, 32, 3, 29, 31, 1},  // 3 blocks of 11 per row
-                                           same_conv_case{16, 8, 3, 7, 7, 3}));  // cout % 16 != 0: GEMM
+                                           same_conv_case{16, 8, 3, 7, 7, 3},    // cout % 16 != 0: GEMM
+                                           // Winograd forward and dx (the fastest path) with odd sizes and
+                                           // one- and two-row GEMMs; cin or cout outside {16, 32} on the
+                                           // direct kernels for that convolution
+                                           same_conv_case{32, 16, 5, 7, 7, 3},
+                                           same_conv_case{32, 32, 5, 13, 11, 2},
+                                           same_conv_case{16, 16, 5, 1, 3, 2},
+                                           same_conv_case{48, 16, 5, 6, 6, 2},
+                                           same_conv_case{16, 48, 5, 5, 8, 2}));
 
-// Finite differences through the direct kernels (forward, dx and dw all direct here).
+// Finite differences through the direct kernels (forward, dx and dw all direct here) and Winograd
+// (16 -> 16, 5x5: forward and dx).
 TEST(NnLayersTest, DirectConvMatchesFiniteDifferences) {
-  for (const same_conv_case c : {same_conv_case{16, 16, 3, 5, 9, 2}, same_conv_case{1, 16, 5, 7, 7, 2}}) {
-    gradient_checker g(make_conv_on_path({c.cin, c.h, c.w}, c.cout, c.k, false));
+  for (const same_conv_case c : {same_conv_case{16, 16, 3, 5, 9, 2}, same_conv_case{1, 16, 5, 7, 7, 2},
+                                 same_conv_case{16, 16, 5, 5, 7, 2}}) {
+    gradient_checker g(make_conv_on_path({c.cin, c.h, c.w}, c.cout, c.k, conv_path::fastest));
     g.check(g.random_input(c.batch), true);
   }
+}
+
+// conv2d + relu + max_pool2d(2) as network_builder fuses them (on CPUs with AVX-512F: the pool runs on
+// the direct / Winograd kernels' output and routes its gradient into theirs) against the same
+// convolution unfused followed by relu+max_pool2d, on the same parameters: forward, dx, dw and bias
+// gradients in both backward modes and without dx. The unfused convolution is checked against GEMM above.
+class NnConvPoolTest : public ::testing::TestWithParam<same_conv_case> {};
+
+std::vector<std::unique_ptr<layer>> build_conv_relu_pool(const same_conv_case& c, conv_path path) {
+  const scoped_conv_path on(path);
+  network_builder b({c.cin, c.h, c.w});
+  b.conv2d(c.cout, c.k, 1, (c.k - 1) / 2).relu().max_pool(2);
+  return b.take();
+}
+
+void expect_fused_matches_unfused(const same_conv_case& c, conv_path path) {
+  auto built = build_conv_relu_pool(c, path);
+  if (__builtin_cpu_supports("avx512f") == 0) {
+    ASSERT_EQ(built.size(), 2U);
+    GTEST_SKIP() << "no AVX-512F: conv2d and relu+max_pool2d stay separate";
+  }
+  ASSERT_EQ(built.size(), 1U);
+  layer& fused = *built[0];
+  const shape3 in{c.cin, c.h, c.w};
+  EXPECT_EQ(fused.output_shape(), (shape3{c.cout, c.h / 2, c.w / 2}));
+  auto conv = make_conv_on_path(in, c.cout, c.k, path);
+  EXPECT_EQ(fused.describe(), conv->describe() + "+relu+max_pool2d(2)");
+  auto pool = make_relu_max_pool2d(conv->output_shape(), 2);
+  ASSERT_EQ(fused.num_params(), conv->num_params());
+  shared_params params(*conv, fused, 13);
+  const tensor x = params.random(c.cin, c.batch * c.h * c.w);
+  tensor y_conv;
+  tensor y_ref;
+  tensor y_fused;
+  conv->forward(x, y_conv, true);
+  pool->forward(y_conv, y_ref, true);
+  fused.forward(x, y_fused, true);
+  ASSERT_EQ(y_fused.rows(), y_ref.rows());
+  ASSERT_EQ(y_fused.cols(), y_ref.cols());
+  EXPECT_EQ(y_fused, y_ref);  // the same convolution, bias addition and pool: bit for bit
+
+  const tensor dy = params.random(y_ref.rows(), y_ref.cols());
+  const float tol = 1e-5F * static_cast<float>(c.batch * c.h * c.w);  // bias sums in another order
+  for (const bool overwrite : {true, false}) {
+    tensor d_conv;
+    tensor dx_ref;
+    tensor dx_fused;
+    pool->backward(y_conv, y_ref, dy, &d_conv);
+    if (overwrite) {
+      ASSERT_TRUE(conv->backward_overwrite(x, y_conv, d_conv, &dx_ref));
+      ASSERT_TRUE(fused.backward_overwrite(x, y_fused, dy, &dx_fused));
+    } else {
+      conv->backward(x, y_conv, d_conv, &dx_ref);
+      fused.backward(x, y_fused, dy, &dx_fused);
+    }
+    ASSERT_EQ(dx_fused.rows(), dx_ref.rows());
+    ASSERT_EQ(dx_fused.cols(), dx_ref.cols());
+    EXPECT_LT((dx_fused - dx_ref).cwiseAbs().maxCoeff(), 1e-5F) << "overwrite " << overwrite;
+    EXPECT_LT(params.grad_diff(), tol) << "overwrite " << overwrite;
+  }
+  tensor d_conv;
+  pool->backward(y_conv, y_ref, dy, &d_conv);
+  conv->backward(x, y_conv, d_conv, nullptr);
+  fused.backward(x, y_fused, dy, nullptr);
+  EXPECT_LT(params.grad_diff(), 2 * tol);
+}
+
+TEST_P(NnConvPoolTest, FusedMatchesUnfusedOnDirectPath) { expect_fused_matches_unfused(GetParam(), conv_path::direct); }
+
+TEST_P(NnConvPoolTest, FusedMatchesUnfusedOnFastestPath) {
+  expect_fused_matches_unfused(GetParam(), conv_path::fastest);
+}
+
+TEST(NnLayersTest, GemmPathKeepsConvAndPoolSeparate) {
+  const auto layers = build_conv_relu_pool({16, 32, 5, 14, 14, 1}, conv_path::gemm);
+  ASSERT_EQ(layers.size(), 2U);
+  EXPECT_EQ(layers[1]->describe(), "relu+max_pool2d(2)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometries, NnConvPoolTest,
+                         ::testing::Values(same_conv_case{1, 16, 5, 28, 28, 2},   // fmnist-cnn's conv1 (dx: GEMM)
+                                           same_conv_case{16, 32, 5, 14, 14, 2},  // conv2 (dx: Winograd)
+                                           same_conv_case{32, 16, 5, 6, 6, 2},    // Winograd both ways
+                                           same_conv_case{48, 16, 3, 8, 8, 2},    // dx: direct
+                                           same_conv_case{16, 32, 3, 4, 10, 3},
+                                           same_conv_case{3, 16, 3, 4, 6, 2}));   // dx: GEMM
+
+TEST(NnLayersTest, FusedConvPoolMatchesFiniteDifferences) {
+  for (const same_conv_case c : {same_conv_case{16, 16, 5, 4, 6, 2}, same_conv_case{1, 16, 3, 4, 4, 1}}) {
+    auto built = build_conv_relu_pool(c, conv_path::fastest);
+    gradient_checker g(std::move(built.front()));
+    if (built.size() == 1) {
+      // A small step: a parameter moves many conv outputs, and a larger one reorders near-tied windows.
+      g.check(g.random_input(c.batch), true, 1e-3F);
+    }
+  }
+}
+
+TEST(NnLayersTest, ConvWithOddSidesKeepsItsPoolSeparate) {
+  const auto layers = build_conv_relu_pool({16, 16, 3, 7, 6, 1}, conv_path::fastest);
+  ASSERT_EQ(layers.size(), 2U);
+  EXPECT_EQ(layers[1]->describe(), "relu+max_pool2d(2)");
 }
 
 TEST(NnLayersTest, MaxPoolPicksMaximaAndRoutesGradients) {

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+// Winograd F(2x2, 5x5) for stride-1 "same" 5x5 convolutions with 16 or 32 input channels and a multiple
+// of 16 output channels (fmnist-cnn's conv2 forward, 16 -> 32, and its input gradient, 32 -> 16), used by
+// conv2d_layer in layers.cpp instead of direct_conv::forward_sample() where it applies. Private to
+// layers.cpp.
+//
+// Each 2x2 output tile is A^T [(G g G^T) . (B^T d B)] A over the tile's 6x6 input patch d: 36 products per
+// input / output channel pair instead of the direct convolution's 100, the products summed over input
+// channels as 36 GEMMs (direct_conv::gemm_sample). The interpolation points are 0, 1, -1, 2, -2 and
+// infinity (B^T is the one of F(4, 3) on the same points):
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+//   G   = [1/4 0 0 0 0; -1/6 x5; -1/6 1/6 -1/6 1/6 -1/6; 1/24 1/12 1/6 1/3 2/3; 1/24 -1/12 1/6 -1/3 2/3;
+//          0 0 0 0 1]
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1]
+// All transforms run on 16 channels at a time (channels contiguous), so the input is first copied
+// position-major and the output comes out position-major, like forward_sample()'s.
+#pragma once
+
+#include "direct_conv.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace prsgd::algorithms::winograd {
+
+using index = Eigen::Index;
+
+/// Whether conv (cin -> cout, k x k) runs here (besides direct_conv::cpu_supported()).
+inline bool supported(index cin, index cout, index k) {
+  return PRSGD_NN_DIRECT_CONV != 0 && k == 5 && direct_conv::gemm_supported(cin) && cout % 16 == 0;
+}
+
+#if PRSGD_NN_DIRECT_CONV
+
+// The 1-D transforms on 16-channel vectors: in[0, NI) -> out[0, NO).
+struct input_transform {  // B^T d
+  static constexpr int ni = 6;
+  static constexpr int no = 6;
+  PRSGD_NN_DIRECT_TARGET static void apply(const __m512* d, __m512* v) {
+    const __m512 two = _mm512_set1_ps(2.0F);
+    const __m512 four = _mm512_set1_ps(4.0F);
+    const __m512 five = _mm512_set1_ps(5.0F);
+    v[0] = _mm512_fmadd_ps(four, d[0], _mm512_fnmadd_ps(five, d[2], d[4]));
+    v[1] = _mm512_fnmadd_ps(four, _mm512_add_ps(d[1], d[2]), _mm512_add_ps(d[3], d[4]));
+    v[2] = _mm512_fmadd_ps(four, _mm512_sub_ps(d[1], d[2]), _mm512_sub_ps(d[4], d[3]));
+    const __m512 even = _mm512_sub_ps(d[4], d[2]);
+    const __m512 odd = _mm512_sub_ps(d[3], d[1]);
+    v[3] = _mm512_fmadd_ps(two, odd, even);
+    v[4] = _mm512_fnmadd_ps(two, odd, even);
+    v[5] = _mm512_fmadd_ps(four, d[1], _mm512_fnmadd_ps(five, d[3], d[5]));
+  }
+};
+
+struct weight_transform {  // G g
+  static constexpr int ni = 5;
+  static constexpr int no = 6;
+  PRSGD_NN_DIRECT_TARGET static void apply(const __m512* g, __m512* u) {
+    const __m512 even = _mm512_add_ps(_mm512_add_ps(g[0], g[2]), g[4]);
+    const __m512 odd = _mm512_add_ps(g[1], g[3]);
+    // g0 + 4 g2 + 16 g4 and 2 g1 + 8 g3
+    const __m512 even4 =
+        _mm512_fmadd_ps(_mm512_set1_ps(16.0F), g[4], _mm512_fmadd_ps(_mm512_set1_ps(4.0F), g[2], g[0]));
+    const __m512 odd4 = _mm512_fmadd_ps(_mm512_set1_ps(8.0F), g[3], _mm512_mul_ps(_mm512_set1_ps(2.0F), g[1]));
+    const __m512 sixth = _mm512_set1_ps(-1.0F / 6.0F);
+    const __m512 twenty_fourth = _mm512_set1_ps(1.0F / 24.0F);
+    u[0] = _mm512_mul_ps(_mm512_set1_ps(0.25F), g[0]);
+    u[1] = _mm512_mul_ps(sixth, _mm512_add_ps(even, odd));
+    u[2] = _mm512_mul_ps(sixth, _mm512_sub_ps(even, odd));
+    u[3] = _mm512_mul_ps(twenty_fourth, _mm512_add_ps(even4, odd4));
+    u[4] = _mm512_mul_ps(twenty_fourth, _mm512_sub_ps(even4, odd4));
+    u[5] = g[4];
+  }
+};
+
+struct output_transform {  // A^T m
+  static constexpr int ni = 6;
+  static constexpr int no = 2;
+  PRSGD_NN_DIRECT_TARGET static void apply(const __m512* m, __m512* y) {
+    const __m512 plus = _mm512_add_ps(m[1], m[2]);
+    const __m512 minus = _mm512_sub_ps(m[1], m[2]);
+    y[0] = _mm512_add_ps(_mm512_add_ps(m[0], plus), _mm512_add_ps(m[3], m[4]));
+    y[1] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(2.0F), _mm512_sub_ps(m[3], m[4]), minus), m[5]);
+  }
+};
+
+// The 2-D transform T x T^T of one NI x NI block of 16-channel vectors: element (i, j) at
+// src + i * src_row + j * src_col, result (a, b) to dst + a * dst_row + b * dst_col.
+template <typename T>
+PRSGD_NN_DIRECT_TARGET inline void transform_2d(const float* src, index src_row, index src_col, float* dst,
+                                                index dst_row, index dst_col) {
+  __m512 rows[T::ni][T::no];
+  for (int i = 0; i < T::ni; ++i) {
+    __m512 in[T::ni];
+    for (int j = 0; j < T::ni; ++j) {
+      in[j] = _mm512_loadu_ps(src + i * src_row + j * src_col);
+    }
+    T::apply(in, rows[i]);
+  }
+  for (int b = 0; b < T::no; ++b) {
+    __m512 in[T::ni];
+    for (int i = 0; i < T::ni; ++i) {
+      in[i] = rows[i][b];
+    }
+    __m512 out[T::no];
+    T::apply(in, out);
+    for (int a = 0; a < T::no; ++a) {
+      _mm512_storeu_ps(dst + a * dst_row + b * dst_col, out[a]);
+    }
+  }
+}
+
+/// One convolution (cin -> cout, 5 x 5, "same", h x w) and its buffers.
+class conv {
+ public:
+  static constexpr index alpha = 6;  // input tile side
+  static constexpr index taps = alpha * alpha;
+
+  /// @pre direct_conv::cpu_supported(), supported(cin, cout, 5).
+  conv(index cin, index cout, index h, index w) : cin_(cin), cout_(cout), h_(h), w_(w) {
+    th_ = (h + 1) / 2;
+    tw_ = (w + 1) / 2;
+    hp_ = 2 * th_ + 4;
+    wp_ = 2 * tw_ + 4;
+    // One GEMM row of all tiles when cout is a multiple of 32; two rows for direct_conv's V = 1 blocks.
+    const index tiles = th_ * tw_;
+    const index rows = cout % 32 == 0 ? 1 : 2;
+    gemm_ = direct_conv::make_plan(cin, cout, 1, rows, (tiles + rows - 1) / rows);
+    tiles_pad_ = gemm_.ho_pad * gemm_.wo_pad;
+    u_.assign(static_cast<std::size_t>(taps * cin * cout), 0.0F);
+    xt_.assign(static_cast<std::size_t>(hp_ * wp_ * cin), 0.0F);
+    vt_.assign(static_cast<std::size_t>(taps * tiles_pad_ * cin), 0.0F);
+    m_.assign(static_cast<std::size_t>(taps * tiles_pad_ * cout), 0.0F);
+    out_.assign(static_cast<std::size_t>(4 * th_ * tw_ * cout), 0.0F);
+  }
+
+  /// Output positions per row of run()'s result (the rows past h and columns past w are junk).
+  [[nodiscard]] index out_width() const { return 2 * tw_; }
+
+  /// Transforms the weights wt (cin, 5, 5, cout), cout contiguous.
+  PRSGD_NN_DIRECT_TARGET void set_weights(const float* wt) {
+    for (index ci = 0; ci < cin_; ++ci) {
+      for (index g = 0; g < cout_; g += 16) {
+        transform_2d<weight_transform>(wt + ci * 25 * cout_ + g, 5 * cout_, cout_, u_.data() + ci * cout_ + g,
+                                       alpha * cin_ * cout_, cin_ * cout_);
+      }
+    }
+  }
+
+  /// The convolution of sample b (channel c at src + c * ld + b * h * w) as (2 th, 2 tw, cout).
+  PRSGD_NN_DIRECT_TARGET const float* run(const float* src, index ld, index b) {
+    for (index y = 0; y < h_; ++y) {
+      direct_conv::columns_to_rows(src + b * h_ * w_ + y * w_, w_, cin_, ld, image_row(y));
+    }
+    return convolve();
+  }
+
+  /// The convolution of one position-major sample (h x w positions, cin floats each), as run().
+  const float* run_rows(const float* rows) {
+    for (index y = 0; y < h_; ++y) {
+      std::copy_n(rows + y * w_ * cin_, w_ * cin_, image_row(y));
+    }
+    return convolve();
+  }
+
+ private:
+  float* image_row(index y) { return xt_.data() + ((y + 2) * wp_ + 2) * cin_; }
+
+  // out_ = the convolution of the image in xt_.
+  PRSGD_NN_DIRECT_TARGET const float* convolve() {
+    const float* xt = xt_.data();
+    const index vt_tap = tiles_pad_ * cin_;
+    for (index ty = 0; ty < th_; ++ty) {
+      for (index tx = 0; tx < tw_; ++tx) {
+        const float* d = xt + (2 * ty * wp_ + 2 * tx) * cin_;
+        float* v = vt_.data() + (ty * tw_ + tx) * cin_;
+        for (index g = 0; g < cin_; g += 16) {
+          transform_2d<input_transform>(d + g, wp_ * cin_, cin_, v + g, alpha * vt_tap, vt_tap);
+        }
+      }
+    }
+    const index m_tap = tiles_pad_ * cout_;
+    for (index t = 0; t < taps; ++t) {
+      direct_conv::gemm_sample(gemm_, vt_.data() + t * vt_tap, u_.data() + t * cin_ * cout_, m_.data() + t * m_tap);
+    }
+    const index ow = out_width();
+    for (index ty = 0; ty < th_; ++ty) {
+      for (index tx = 0; tx < tw_; ++tx) {
+        const float* m = m_.data() + (ty * tw_ + tx) * cout_;
+        float* y = out_.data() + (2 * ty * ow + 2 * tx) * cout_;
+        for (index g = 0; g < cout_; g += 16) {
+          transform_2d<output_transform>(m + g, alpha * m_tap, m_tap, y + g, ow * cout_, cout_);
+        }
+      }
+    }
+    return out_.data();
+  }
+
+  index cin_;
+  index cout_;
+  index h_;
+  index w_;
+  index th_ = 0;  // tile rows and columns
+  index tw_ = 0;
+  index hp_ = 0;  // the position-major padded input's rows and columns (2 th + 4, 2 tw + 4)
+  index wp_ = 0;
+  direct_conv::plan gemm_;  // one tap's GEMM, tiles as positions
+  index tiles_pad_ = 0;     // positions per tap in vt_ and m_ (tiles and the GEMM blocks' overhang)
+  std::vector<float> u_;    // transformed weights (36, cin, cout)
+  std::vector<float> xt_;   // the padded input, position-major (hp, wp, cin); the borders stay zero
+  std::vector<float> vt_;   // transformed input tiles (36, tiles_pad, cin)
+  std::vector<float> m_;    // the GEMMs' products (36, tiles_pad, cout)
+  std::vector<float> out_;  // the output (2 th, 2 tw, cout)
+};
+
+#endif  // PRSGD_NN_DIRECT_CONV
+
+}  // namespace prsgd::algorithms::winograd
