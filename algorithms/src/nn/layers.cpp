@@ -376,7 +376,7 @@ class conv2d_layer final : public layer {
     // Direct AVX-512 kernels (direct_conv.hpp) for "same" stride-1 convolutions with cout a multiple of
     // 16 (forward, weight gradient) and cin a multiple of 16 (input gradient); im2col + GEMM otherwise,
     // on CPUs without AVX-512F, and always with PRSGD_NN_CONV=gemm. The forward and input-gradient
-    // convolutions that winograd.hpp covers run there, unless PRSGD_NN_CONV=direct.
+    // convolutions (and weight gradients) that winograd.hpp covers run there, unless PRSGD_NN_CONV=direct.
     const char* mode = std::getenv("PRSGD_NN_CONV");
     const bool gemm_forced = mode != nullptr && std::string_view(mode) == "gemm";
     const bool winograd_off = mode != nullptr && std::string_view(mode) == "direct";
@@ -616,14 +616,12 @@ class conv2d_layer final : public layer {
   // and dx through Winograd if it applies (returns whether dx is done); otherwise dy_full_ = the
   // convolution's output gradient (cout x batch * h * w) for the other dx paths.
   bool backward_pooled(const tensor& x, const tensor& dy, index batch, tensor* dx, bool accumulate) {
-    const direct_conv::plan& p = fplan_;
     const index cout = out_.channels;
     const index oplane = static_cast<index>(out_.plane());
     const index pplane = oplane / 4;
     const auto per_sample = static_cast<std::size_t>(pplane * cout / 4);
     std::fill(gwt_.begin(), gwt_.end(), 0.0F);
     bias_grad_.assign(static_cast<std::size_t>(cout), 0.0F);
-    float* xp = padded_buffer(xpad_, p);
     dyt_.resize(static_cast<std::size_t>(oplane * cout));
     pooled_.resize(static_cast<std::size_t>(pplane * cout));
     const bool winograd_dx = dx != nullptr && wino_dx_ != nullptr;
@@ -637,8 +635,7 @@ class conv2d_layer final : public layer {
       direct_conv::columns_to_rows(dy.data() + b * pplane, pplane, cout, dy.cols(), pooled_.data());
       direct_conv::max_pool2_grad_sample(pooled_.data(), pool_masks_.data() + static_cast<std::size_t>(b) * per_sample,
                                          out_.height, out_.width, cout, dyt_.data(), bias_grad_.data());
-      direct_conv::pad_sample(p, x.data(), x.cols(), b, xp);
-      direct_conv::weight_grad_sample(p, xp, dyt_.data(), gwt_.data());
+      weight_grad_add(x, b);
       if (winograd_dx) {
         const float* out = wino_dx_->run_rows(dyt_.data());
         unpack_sample(in_.height, in_.width, wino_dx_->out_width(), in_.channels, out, nullptr, b, *dx);
@@ -646,6 +643,7 @@ class conv2d_layer final : public layer {
         direct_conv::rows_to_columns(dyt_.data(), oplane, cout, nullptr, dy_full_.data() + b * oplane, dy_full_.cols());
       }
     }
+    weight_grad_done();
     if (bias_) {
       float* gb = gw_ + weights();
       for (index c = 0; c < cout; ++c) {
@@ -655,19 +653,36 @@ class conv2d_layer final : public layer {
     return winograd_dx;
   }
 
-
   // gwt_ (patch x cout) = this batch's weight gradient.
   void weight_grad_direct(const tensor& x, const tensor& dy, index batch) {
-    const direct_conv::plan& p = fplan_;
     const index cout = out_.channels;
     const index oplane = static_cast<index>(out_.plane());
     std::fill(gwt_.begin(), gwt_.end(), 0.0F);
-    float* xp = padded_buffer(xpad_, p);
     dyt_.resize(static_cast<std::size_t>(oplane * cout));
     for (index b = 0; b < batch; ++b) {
-      direct_conv::pad_sample(p, x.data(), x.cols(), b, xp);
       direct_conv::columns_to_rows(dy.data() + b * oplane, oplane, cout, dy.cols(), dyt_.data());
-      direct_conv::weight_grad_sample(p, xp, dyt_.data(), gwt_.data());
+      weight_grad_add(x, b);
+    }
+    weight_grad_done();
+  }
+
+  // Whether the weight gradient goes through Winograd (with the forward convolution's buffers).
+  bool winograd_dw() const { return wino_fwd_ != nullptr && wino_fwd_->weight_grad_supported(); }
+
+  // gwt_ += sample b's weight gradient from x and dyt_; through Winograd, weight_grad_done() writes it.
+  void weight_grad_add(const tensor& x, index b) {
+    if (winograd_dw()) {
+      wino_fwd_->weight_grad_sample(x.data(), x.cols(), b, dyt_.data());
+      return;
+    }
+    float* xp = padded_buffer(xpad_, fplan_);
+    direct_conv::pad_sample(fplan_, x.data(), x.cols(), b, xp);
+    direct_conv::weight_grad_sample(fplan_, xp, dyt_.data(), gwt_.data());
+  }
+
+  void weight_grad_done() {
+    if (winograd_dw()) {
+      wino_fwd_->take_weight_grad(gwt_.data());
     }
   }
 

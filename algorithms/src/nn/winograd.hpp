@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Winograd F(2x2, 5x5) for stride-1 "same" 5x5 convolutions with 16 or 32 input channels and a multiple
 // of 16 output channels (fmnist-cnn's conv2 forward, 16 -> 32, and its input gradient, 32 -> 16), used by
-// conv2d_layer in layers.cpp instead of direct_conv::forward_sample() where it applies. Private to
+// conv2d_layer in layers.cpp instead of direct_conv::forward_sample() where it applies; also the weight
+// gradient (even sides, cout % 32 == 0) instead of direct_conv::weight_grad_sample(). Private to
 // layers.cpp.
 //
 // Each 2x2 output tile is A^T [(G g G^T) . (B^T d B)] A over the tile's 6x6 input patch d: 36 products per
@@ -83,6 +84,39 @@ struct output_transform {  // A^T m
   }
 };
 
+// The transposes for the weight gradient: with Y = A^T [U . V] A and U = G g G^T, dL/dU = (A dY A^T) . V
+// per tile, summed over tiles and channels as 36 GEMMs, and dL/dg = G^T (dL/dU) G.
+struct output_grad_transform {  // A dy
+  static constexpr int ni = 2;
+  static constexpr int no = 6;
+  PRSGD_NN_DIRECT_TARGET static void apply(const __m512* y, __m512* m) {
+    const __m512 twice = _mm512_add_ps(y[1], y[1]);
+    m[0] = y[0];
+    m[1] = _mm512_add_ps(y[0], y[1]);
+    m[2] = _mm512_sub_ps(y[0], y[1]);
+    m[3] = _mm512_add_ps(y[0], twice);
+    m[4] = _mm512_sub_ps(y[0], twice);
+    m[5] = y[1];
+  }
+};
+
+struct weight_grad_transform {  // G^T u
+  static constexpr int ni = 6;
+  static constexpr int no = 5;
+  PRSGD_NN_DIRECT_TARGET static void apply(const __m512* u, __m512* g) {
+    const __m512 sixth = _mm512_set1_ps(-1.0F / 6.0F);
+    const __m512 plus12 = _mm512_mul_ps(sixth, _mm512_add_ps(u[1], u[2]));   // -(u1 + u2) / 6
+    const __m512 minus12 = _mm512_mul_ps(sixth, _mm512_sub_ps(u[1], u[2]));  // -(u1 - u2) / 6
+    const __m512 plus34 = _mm512_add_ps(u[3], u[4]);
+    const __m512 minus34 = _mm512_sub_ps(u[3], u[4]);
+    g[0] = _mm512_fmadd_ps(_mm512_set1_ps(0.25F), u[0], _mm512_fmadd_ps(_mm512_set1_ps(1.0F / 24.0F), plus34, plus12));
+    g[1] = _mm512_fmadd_ps(_mm512_set1_ps(1.0F / 12.0F), minus34, minus12);
+    g[2] = _mm512_fmadd_ps(_mm512_set1_ps(1.0F / 6.0F), plus34, plus12);
+    g[3] = _mm512_fmadd_ps(_mm512_set1_ps(1.0F / 3.0F), minus34, minus12);
+    g[4] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(2.0F / 3.0F), plus34, plus12), u[5]);
+  }
+};
+
 // The 2-D transform T x T^T of one NI x NI block of 16-channel vectors: element (i, j) at
 // src + i * src_row + j * src_col, result (a, b) to dst + a * dst_row + b * dst_col.
 template <typename T>
@@ -126,6 +160,20 @@ class conv {
     const index rows = cout % 32 == 0 ? 1 : 2;
     gemm_ = direct_conv::make_plan(cin, cout, 1, rows, (tiles + rows - 1) / rows);
     tiles_pad_ = gemm_.ho_pad * gemm_.wo_pad;
+    if (weight_grad_supported()) {
+      // dU (cin x cout) = V^T (cin x tiles) . M (tiles x cout): positions are input channels, one row of
+      // cin in blocks that divide it (so that consecutive tiles' channels are cin floats apart).
+      dw_gemm_ = direct_conv::make_plan(tiles, cout, 1, 1, cin);
+      index blocks = (cin + direct_conv::max_npw - 1) / direct_conv::max_npw;
+      while (cin % blocks != 0) {
+        ++blocks;
+      }
+      dw_gemm_.npw = static_cast<int>(cin / blocks);
+      dw_gemm_.wo_pad = cin;
+      dw_gemm_.wp = cin;
+      du_.assign(static_cast<std::size_t>(taps * cin * cout), 0.0F);
+      du_sample_.assign(static_cast<std::size_t>(cin * cout), 0.0F);
+    }
     u_.assign(static_cast<std::size_t>(taps * cin * cout), 0.0F);
     xt_.assign(static_cast<std::size_t>(hp_ * wp_ * cin), 0.0F);
     vt_.assign(static_cast<std::size_t>(taps * tiles_pad_ * cin), 0.0F);
@@ -135,6 +183,39 @@ class conv {
 
   /// Output positions per row of run()'s result (the rows past h and columns past w are junk).
   [[nodiscard]] index out_width() const { return 2 * tw_; }
+
+  /// Whether weight_grad_sample() runs here: whole tiles (even sides) and one GEMM row (cout % 32 == 0).
+  [[nodiscard]] bool weight_grad_supported() const { return h_ % 2 == 0 && w_ % 2 == 0 && cout_ % 32 == 0; }
+
+  /// Adds the weight gradient (in the transformed domain) of sample b of the input (as for run()) with
+  /// the output gradient dyt (h x w positions, cout floats each). @pre weight_grad_supported().
+  PRSGD_NN_DIRECT_TARGET void weight_grad_sample(const float* src, index ld, index b, const float* dyt) {
+    load(src, ld, b);
+    transform_input();
+    const index m_tap = tiles_pad_ * cout_;
+    transform_tiles<output_grad_transform>(cout_, dyt, {2 * w_ * cout_, 2 * cout_, w_ * cout_, cout_}, m_.data(),
+                                           transformed(cout_));
+    const index n = cin_ * cout_;
+    for (index t = 0; t < taps; ++t) {
+      direct_conv::forward_sample(dw_gemm_, vt_.data() + t * tiles_pad_ * cin_, m_.data() + t * m_tap,
+                                  du_sample_.data());
+      float* du = du_.data() + t * n;
+      for (index i = 0; i < n; i += 16) {
+        _mm512_storeu_ps(du + i, _mm512_add_ps(_mm512_loadu_ps(du + i), _mm512_loadu_ps(du_sample_.data() + i)));
+      }
+    }
+  }
+
+  /// gwt (cin, 5, 5, cout) = the weight gradient summed since the last call, which starts the next sum.
+  PRSGD_NN_DIRECT_TARGET void take_weight_grad(float* gwt) {
+    for (index ci = 0; ci < cin_; ++ci) {
+      for (index g = 0; g < cout_; g += 16) {
+        transform_2d<weight_grad_transform>(du_.data() + ci * cout_ + g, alpha * cin_ * cout_, cin_ * cout_,
+                                            gwt + ci * 25 * cout_ + g, 5 * cout_, cout_);
+      }
+    }
+    std::fill(du_.begin(), du_.end(), 0.0F);
+  }
 
   /// Transforms the weights wt (cin, 5, 5, cout), cout contiguous.
   PRSGD_NN_DIRECT_TARGET void set_weights(const float* wt) {
@@ -148,9 +229,7 @@ class conv {
 
   /// The convolution of sample b (channel c at src + c * ld + b * h * w) as (2 th, 2 tw, cout).
   PRSGD_NN_DIRECT_TARGET const float* run(const float* src, index ld, index b) {
-    for (index y = 0; y < h_; ++y) {
-      direct_conv::columns_to_rows(src + b * h_ * w_ + y * w_, w_, cin_, ld, image_row(y));
-    }
+    load(src, ld, b);
     return convolve();
   }
 
@@ -165,33 +244,59 @@ class conv {
  private:
   float* image_row(index y) { return xt_.data() + ((y + 2) * wp_ + 2) * cin_; }
 
-  // out_ = the convolution of the image in xt_.
-  PRSGD_NN_DIRECT_TARGET const float* convolve() {
-    const float* xt = xt_.data();
-    const index vt_tap = tiles_pad_ * cin_;
+  // xt_ = sample b of src (as for run()).
+  PRSGD_NN_DIRECT_TARGET void load(const float* src, index ld, index b) {
+    for (index y = 0; y < h_; ++y) {
+      direct_conv::columns_to_rows(src + b * h_ * w_ + y * w_, w_, cin_, ld, image_row(y));
+    }
+  }
+
+  // Where a tile's block of 16-channel vectors is: floats per tile row and tile column, and between the
+  // block's rows and columns.
+  struct tile_layout {
+    index ty;
+    index tx;
+    index row;
+    index col;
+  };
+
+  // The layout of vt_ and m_ (tiles_pad_ positions of `channels` floats per tap, taps in rows of 6).
+  [[nodiscard]] tile_layout transformed(index channels) const {
+    const index tap = tiles_pad_ * channels;
+    return {tw_ * channels, channels, alpha * tap, tap};
+  }
+
+  // transform_2d<T> of every tile, 16 of `channels` at a time.
+  template <typename T>
+  PRSGD_NN_DIRECT_TARGET void transform_tiles(index channels, const float* src, tile_layout s, float* dst,
+                                              tile_layout d) {
     for (index ty = 0; ty < th_; ++ty) {
       for (index tx = 0; tx < tw_; ++tx) {
-        const float* d = xt + (2 * ty * wp_ + 2 * tx) * cin_;
-        float* v = vt_.data() + (ty * tw_ + tx) * cin_;
-        for (index g = 0; g < cin_; g += 16) {
-          transform_2d<input_transform>(d + g, wp_ * cin_, cin_, v + g, alpha * vt_tap, vt_tap);
+        for (index g = 0; g < channels; g += 16) {
+          transform_2d<T>(src + ty * s.ty + tx * s.tx + g, s.row, s.col, dst + ty * d.ty + tx * d.tx + g, d.row,
+                          d.col);
         }
       }
     }
+  }
+
+  // vt_ = the transformed tiles of xt_.
+  PRSGD_NN_DIRECT_TARGET void transform_input() {
+    transform_tiles<input_transform>(cin_, xt_.data(), {2 * wp_ * cin_, 2 * cin_, wp_ * cin_, cin_}, vt_.data(),
+                                     transformed(cin_));
+  }
+
+  // out_ = the convolution of the image in xt_.
+  PRSGD_NN_DIRECT_TARGET const float* convolve() {
+    transform_input();
+    const index vt_tap = tiles_pad_ * cin_;
     const index m_tap = tiles_pad_ * cout_;
     for (index t = 0; t < taps; ++t) {
       direct_conv::gemm_sample(gemm_, vt_.data() + t * vt_tap, u_.data() + t * cin_ * cout_, m_.data() + t * m_tap);
     }
     const index ow = out_width();
-    for (index ty = 0; ty < th_; ++ty) {
-      for (index tx = 0; tx < tw_; ++tx) {
-        const float* m = m_.data() + (ty * tw_ + tx) * cout_;
-        float* y = out_.data() + (2 * ty * ow + 2 * tx) * cout_;
-        for (index g = 0; g < cout_; g += 16) {
-          transform_2d<output_transform>(m + g, alpha * m_tap, m_tap, y + g, ow * cout_, cout_);
-        }
-      }
-    }
+    transform_tiles<output_transform>(cout_, m_.data(), transformed(cout_), out_.data(),
+                                      {2 * ow * cout_, 2 * cout_, ow * cout_, cout_});
     return out_.data();
   }
 
@@ -210,6 +315,9 @@ class conv {
   std::vector<float> vt_;   // transformed input tiles (36, tiles_pad, cin)
   std::vector<float> m_;    // the GEMMs' products (36, tiles_pad, cout)
   std::vector<float> out_;  // the output (2 th, 2 tw, cout)
+  direct_conv::plan dw_gemm_;          // one tap's weight-gradient GEMM (if weight_grad_supported())
+  std::vector<float> du_;              // the weight gradient's sum, transformed (36, cin, cout)
+  std::vector<float> du_sample_;       // one tap's GEMM result (cin, cout)
 };
 
 #endif  // PRSGD_NN_DIRECT_CONV

@@ -225,7 +225,8 @@ TEST(NnLayersTest, ConvOverSeveralChunksMatchesNaiveAndFiniteDifferences) {
 
 // The conv2d implementations PRSGD_NN_CONV picks: im2col + GEMM ("gemm"), the direct AVX-512 kernels
 // ("direct": where they apply, stride-1 "same" geometry, cout % 16 == 0, AVX-512F) and, unset, also
-// Winograd F(2x2, 5x5) for the 5x5 forward and input-gradient convolutions with 16 or 32 input channels.
+// Winograd F(2x2, 5x5) for the 5x5 forward and input-gradient convolutions with 16 or 32 input channels
+// (and their weight gradient on even sides with cout % 32 == 0).
 enum class conv_path { gemm, direct, fastest };
 
 // Sets PRSGD_NN_CONV for `path` (conv2d reads it when built), restoring it when destroyed.
@@ -369,13 +370,14 @@ INSTANTIATE_TEST_SUITE_P(Geometries, NnDirectConvTest,
                                            same_conv_case{32, 32, 5, 13, 11, 2},
                                            same_conv_case{16, 16, 5, 1, 3, 2},
                                            same_conv_case{48, 16, 5, 6, 6, 2},
-                                           same_conv_case{16, 48, 5, 5, 8, 2}));
+                                           same_conv_case{16, 48, 5, 5, 8, 2},
+                                           same_conv_case{32, 64, 5, 6, 10, 2}));  // Winograd dw, cin 32
 
 // Finite differences through the direct kernels (forward, dx and dw all direct here) and Winograd
-// (16 -> 16, 5x5: forward and dx).
+// (16 -> 16, 5x5: forward and dx; 16 -> 32 on even sides: forward, dx and dw).
 TEST(NnLayersTest, DirectConvMatchesFiniteDifferences) {
   for (const same_conv_case c : {same_conv_case{16, 16, 3, 5, 9, 2}, same_conv_case{1, 16, 5, 7, 7, 2},
-                                 same_conv_case{16, 16, 5, 5, 7, 2}}) {
+                                 same_conv_case{16, 16, 5, 5, 7, 2}, same_conv_case{16, 32, 5, 4, 6, 1}}) {
     gradient_checker g(make_conv_on_path({c.cin, c.h, c.w}, c.cout, c.k, conv_path::fastest));
     g.check(g.random_input(c.batch), true);
   }
