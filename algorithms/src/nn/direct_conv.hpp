@@ -77,6 +77,9 @@ inline bool kernel_supported(index k) { return k == 3 || k == 5 || k == 7; }
 /// Whether forward_sample() runs a convolution with cout output channels (and cin inputs, any count).
 inline bool forward_supported(index cout, index k) { return cout % 16 == 0 && kernel_supported(k); }
 
+/// Position-major inputs with a stride of cin floats for which gemm_sample() is instantiated.
+inline bool gemm_supported(index cin) { return cin == 16 || cin == 32; }
+
 inline plan make_plan(index cin, index cout, index k, index h, index w) {
   plan p;
   p.cin = cin;
@@ -188,9 +191,6 @@ void forward_sample_xs(const plan& p, const float* xp, const float* wt, float* o
 inline void forward_sample(const plan& p, const float* xp, const float* wt, float* out) {
   forward_sample_xs<1>(p, xp, wt, out);
 }
-
-/// Position-major inputs with a stride of cin floats for which gemm_sample() is instantiated.
-inline bool gemm_supported(index cin) { return cin == 16 || cin == 32; }
 
 /// out (ho_pad x wo_pad x cout) = xp (positions x cin, one position per cin floats) * wt (cin x cout),
 /// the positions laid out as for forward_sample() with k = 1. @pre cpu_supported(), cout % 16 == 0,

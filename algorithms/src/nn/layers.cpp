@@ -379,7 +379,6 @@ class conv2d_layer final : public layer {
     // convolutions (and weight gradients) that winograd.hpp covers run there, unless PRSGD_NN_CONV=direct.
     const char* mode = std::getenv("PRSGD_NN_CONV");
     const bool gemm_forced = mode != nullptr && std::string_view(mode) == "gemm";
-    const bool winograd_off = mode != nullptr && std::string_view(mode) == "direct";
     direct_ = !gemm_forced && direct_conv::cpu_supported() && same_geometry() &&
               direct_conv::forward_supported(out_.channels, k_);
     direct_dx_ = direct_ && direct_conv::forward_supported(in_.channels, k_);
@@ -388,6 +387,7 @@ class conv2d_layer final : public layer {
       bplan_ = direct_conv::make_plan(out_.channels, in_.channels, k_, in_.height, in_.width);
     }
 #if PRSGD_NN_DIRECT_CONV
+    const bool winograd_off = mode != nullptr && std::string_view(mode) == "direct";
     if (direct_ && !winograd_off && winograd::supported(in_.channels, out_.channels, k_)) {
       wino_fwd_ = std::make_unique<winograd::conv>(in_.channels, out_.channels, in_.height, in_.width);
     }
