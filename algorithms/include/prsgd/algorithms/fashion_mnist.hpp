@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,5 +66,18 @@ struct idx_bytes {
 /// `max_items` items along the first dimension (0: all; the rest of the file is still validated).
 /// Returns io_error / decode_failed as described for load_fashion_mnist.
 [[nodiscard]] expected<idx_bytes> read_idx_gz(const std::string& path, int expected_rank, std::size_t max_items = 0);
+
+/// Called once with the dimensions (dims[0] already limited by max_items) before any payload byte;
+/// an error stops the read and is returned.
+using idx_header_fn = std::function<expected<void>(const std::vector<std::uint32_t>& dims)>;
+/// Called with consecutive pieces (at most 1 MiB each) of the kept payload, in file order.
+using idx_chunk_fn = std::function<void(std::span<const std::uint8_t> chunk)>;
+
+/// read_idx_gz without holding the payload: validates as above and streams the kept bytes to `on_chunk`
+/// through one chunk-sized buffer. Returns the dimensions (dims[0] limited by max_items). Either callback
+/// may be empty.
+[[nodiscard]] expected<std::vector<std::uint32_t>> read_idx_gz(const std::string& path, int expected_rank,
+                                                               std::size_t max_items, const idx_header_fn& on_header,
+                                                               const idx_chunk_fn& on_chunk);
 
 }  // namespace prsgd::algorithms

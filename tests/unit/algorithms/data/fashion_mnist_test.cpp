@@ -5,12 +5,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -269,6 +271,65 @@ TEST_F(FashionMnistFiles, HugeHeaderCountFailsWithoutHugeAllocation) {
   auto ds = load_fashion_mnist(dir(), split::train);
   ASSERT_FALSE(ds.has_value());
   EXPECT_EQ(ds.error().code, errc::decode_failed);
+}
+
+// The payload of 1400 images (1.1 MB) spans two of the reader's 1 MiB chunks, and 1350 kept items end
+// inside the second: the chunks must be exactly the kept bytes, in order, after one header call.
+TEST_F(FashionMnistFiles, StreamingReadDeliversExactlyTheKeptBytesInOrder) {
+  const auto images = idx_images(1400);
+  write_pair(images, idx_labels(1400));
+  const std::string path = dir() + "/train-images-idx3-ubyte.gz";
+  for (const std::size_t keep : {std::size_t{0}, std::size_t{1350}}) {
+    std::vector<std::uint32_t> seen_dims;
+    std::vector<std::uint8_t> got;
+    int chunks = 0;
+    auto dims = read_idx_gz(
+        path, 3, keep,
+        [&](const std::vector<std::uint32_t>& d) -> prsgd::expected<void> {
+          EXPECT_TRUE(got.empty()) << "the header callback comes before any payload";
+          seen_dims = d;
+          return {};
+        },
+        [&](std::span<const std::uint8_t> chunk) {
+          EXPECT_LE(chunk.size(), std::size_t{1} << 20U);
+          got.insert(got.end(), chunk.begin(), chunk.end());
+          ++chunks;
+        });
+    ASSERT_TRUE(dims.has_value()) << dims.error().message();
+    const std::uint32_t items = keep == 0 ? 1400U : static_cast<std::uint32_t>(keep);
+    EXPECT_EQ(*dims, (std::vector<std::uint32_t>{items, 28, 28}));
+    EXPECT_EQ(seen_dims, *dims);
+    EXPECT_EQ(chunks, 2);
+    ASSERT_EQ(got.size(), std::size_t{items} * 784U);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), images.begin() + 16)) << "keep " << keep;
+    auto whole = read_idx_gz(path, 3, keep);
+    ASSERT_TRUE(whole.has_value()) << whole.error().message();
+    EXPECT_EQ(whole->data, got);
+    EXPECT_EQ(whole->dims, *dims);
+  }
+  // The loader converts the same bytes chunk by chunk: check pixels on both sides of the chunk boundary.
+  auto ds = load_fashion_mnist(dir(), split::train);
+  ASSERT_TRUE(ds.has_value()) << ds.error().message();
+  ASSERT_EQ(ds->features.size(), 1400U * 784U);
+  const std::size_t chunk = std::size_t{1} << 20U;
+  for (const std::size_t i : {std::size_t{0}, chunk - 1, chunk, std::size_t{1400U * 784U - 1}}) {
+    const float want = (static_cast<float>(images[16 + i]) / 255.0F - 0.2860F) / 0.3530F;
+    EXPECT_NEAR(ds->features[i], want, 1e-6F) << "pixel " << i;
+  }
+}
+
+TEST_F(FashionMnistFiles, StreamingReadStopsAtAHeaderCallbackError) {
+  write_pair(idx_images(3), idx_labels(3));
+  bool payload = false;
+  auto dims = read_idx_gz(
+      dir() + "/train-images-idx3-ubyte.gz", 3, 0,
+      [](const std::vector<std::uint32_t>&) -> prsgd::expected<void> {
+        return prsgd::fail(prsgd::errc::invalid_argument, "refused");
+      },
+      [&](std::span<const std::uint8_t>) { payload = true; });
+  ASSERT_FALSE(dims.has_value());
+  EXPECT_EQ(dims.error().code, prsgd::errc::invalid_argument);
+  EXPECT_FALSE(payload);
 }
 
 TEST_F(FashionMnistFiles, EnvironmentOverridesDefaultDir) {
