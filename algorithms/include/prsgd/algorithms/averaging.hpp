@@ -56,7 +56,7 @@ enum class store_policy : std::uint8_t {
                                      averaging_rule rule, std::span<float> out, store_policy policy);
 
 /// Returns the size of `out` in bytes above which store_policy::automatic uses streaming stores: by
-/// default half the last-level cache, capped at 16 MiB (VMs report the whole host's cache).
+/// default the core's L2 cache, clamped to [256 KiB, 16 MiB] (1 MiB when the system does not report it).
 [[nodiscard]] std::size_t streaming_store_threshold() noexcept;
 
 /// Sets the threshold streaming_store_threshold() returns (0 restores the default) and returns the old
