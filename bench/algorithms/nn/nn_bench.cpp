@@ -2,17 +2,22 @@
 // Measures prsgd's training library the way bench/algorithms/nn/torch_bench.py measures PyTorch:
 //   prsgd_nn_bench throughput <model> [steps]      forward+backward+SGD step, batch 64, one thread
 //   prsgd_nn_bench train <model> [epochs]          Fashion-MNIST, batch 64, lr 0.05, momentum 0.9
+//   prsgd_nn_bench parity <model> <steps> <outdir> step-level trace for bench/algorithms/nn/parity.py
 // Prints one JSON line per run.
 #include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "prsgd/algorithms/fashion_mnist.hpp"
@@ -132,11 +137,106 @@ int train(const std::string& name, int epochs) {
   return 0;
 }
 
+// Whether parity() writes the parameters after `step` (1-based): every step up to 10, every 10th up
+// to 100, every 50th after that, and the last one.
+bool parity_checkpoint(int step, int steps) {
+  return step <= 10 || (step <= 100 && step % 10 == 0) || step % 50 == 0 || step == steps;
+}
+
+bool write_raw(std::ofstream& out, const void* data, std::size_t bytes) {
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  return static_cast<bool>(out);
+}
+
+// Trains `steps` batches of 64 from the registry's model (seed 1) with the `train` mode's settings and
+// writes, for parity.py: init.f32 (params() before training), batches.u32 (steps * 64 train-set
+// indices: mt19937_64(1) shuffles, one per pass), x0.f32 (the first batch's normalised features),
+// params.f32 (params() after each checkpoint step, see parity_checkpoint), before.f32 (params()
+// before those steps), grads.f32 (those steps' gradients), checkpoints.txt (their step numbers) and loss.txt (one batch loss per step). All binary files are raw native-endian (x86:
+// little-endian) float32 / uint32.
+int parity(const std::string& name, int steps, const std::string& dir) {
+  auto train_set = load_fashion_mnist({}, split::train);
+  if (!train_set) {
+    std::fprintf(stderr, "cannot load Fashion-MNIST: %s\n", train_set.error().message().c_str());
+    return 2;
+  }
+  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, 1});
+  if (!m) {
+    std::fprintf(stderr, "%s\n", m.error().message().c_str());
+    return 2;
+  }
+  auto opt = sgd::make({.learning_rate = 0.05F, .momentum = 0.9F});
+  // The train mode's order: one mt19937_64(1) shuffle of the previous order per pass (passes here
+  // drop their last partial batch, which only matters beyond 937 steps).
+  const std::size_t total = static_cast<std::size_t>(steps) * batch_size;
+  std::vector<std::uint32_t> batches;
+  batches.reserve(total);
+  std::vector<std::size_t> order(train_set->size());
+  std::iota(order.begin(), order.end(), 0U);
+  std::mt19937_64 rng(1);
+  while (batches.size() < total) {
+    std::shuffle(order.begin(), order.end(), rng);
+    const std::size_t take = std::min(order.size() / batch_size * batch_size, total - batches.size());
+    batches.insert(batches.end(), order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take));
+  }
+  std::ofstream init(dir + "/init.f32", std::ios::binary);
+  std::ofstream batch_file(dir + "/batches.u32", std::ios::binary);
+  std::ofstream x0(dir + "/x0.f32", std::ios::binary);
+  std::ofstream params(dir + "/params.f32", std::ios::binary);
+  std::ofstream before(dir + "/before.f32", std::ios::binary);
+  std::ofstream grads(dir + "/grads.f32", std::ios::binary);
+  std::ofstream checkpoints(dir + "/checkpoints.txt");
+  std::ofstream loss(dir + "/loss.txt");
+  const std::span<const float> p = (*m)->params();
+  bool ok = write_raw(init, p.data(), p.size_bytes()) &&
+            write_raw(batch_file, batches.data(), batches.size() * sizeof(std::uint32_t));
+  for (std::size_t i = 0; ok && i < batch_size; ++i) {
+    ok = write_raw(x0, train_set->sample(batches[i]), train_set->sample_size() * sizeof(float));
+  }
+  if (!ok) {
+    std::fprintf(stderr, "cannot write to %s\n", dir.c_str());
+    return 2;
+  }
+  std::vector<std::size_t> batch(batch_size);
+  std::vector<float> previous(p.begin(), p.end());
+  for (int step = 1; step <= steps; ++step) {
+    if (parity_checkpoint(step, steps)) {
+      previous.assign(p.begin(), p.end());
+    }
+    const auto first = batches.begin() + static_cast<std::ptrdiff_t>(step - 1) * static_cast<std::ptrdiff_t>(batch_size);
+    std::copy(first, first + static_cast<std::ptrdiff_t>(batch_size), batch.begin());
+    char line[32];
+    std::snprintf(line, sizeof line, "%.9g\n", static_cast<double>((*m)->train_step(*train_set, batch, *opt)));
+    loss << line;
+    if (parity_checkpoint(step, steps)) {
+      const std::span<const float> g = std::as_const(**m).grads();
+      write_raw(params, p.data(), p.size_bytes());
+      write_raw(before, previous.data(), previous.size() * sizeof(float));
+      write_raw(grads, g.data(), g.size_bytes());
+      checkpoints << step << "\n";
+    }
+  }
+  params.flush();
+  before.flush();
+  grads.flush();
+  loss.flush();
+  checkpoints.flush();
+  if (!params || !before || !grads || !loss || !checkpoints) {
+    std::fprintf(stderr, "cannot write to %s\n", dir.c_str());
+    return 2;
+  }
+  std::printf("{\"impl\": \"prsgd\", \"mode\": \"parity\", \"model\": \"%s\", \"steps\": %d, \"params\": %zu, "
+              "\"trainable\": %zu, \"out\": \"%s\"}\n",
+              name.c_str(), steps, p.size(), (*m)->num_trainable(), dir.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s throughput|train <model> [steps|epochs]\nmodels:", argv[0]);
+    std::fprintf(stderr, "usage: %s throughput|train <model> [steps|epochs]\n       %s parity <model> <steps> <outdir>\nmodels:", argv[0],
+                 argv[0]);
     for (const auto& n : model_registry::instance().names()) {
       std::fprintf(stderr, " %s", n.c_str());
     }
@@ -150,6 +250,13 @@ int main(int argc, char** argv) {
   }
   if (mode == "train") {
     return train(name, argc > 3 ? std::atoi(argv[3]) : 3);
+  }
+  if (mode == "parity") {
+    if (argc < 5 || std::atoi(argv[3]) <= 0) {
+      std::fprintf(stderr, "usage: %s parity <model> <steps> <outdir>\n", argv[0]);
+      return 2;
+    }
+    return parity(name, std::atoi(argv[3]), argv[4]);
   }
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
