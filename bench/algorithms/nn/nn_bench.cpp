@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <span>
@@ -49,6 +50,19 @@ double seconds_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count();
 }
 
+// The model (seed 1) and optimiser settings every mode uses; make_model prints the error and returns
+// nullptr for an unknown model.
+const sgd_options bench_sgd{.learning_rate = 0.05F, .momentum = 0.9F};
+
+std::unique_ptr<model> make_model(const std::string& name) {
+  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, 1});
+  if (!m) {
+    std::fprintf(stderr, "%s\n", m.error().message().c_str());
+    return nullptr;
+  }
+  return std::move(*m);
+}
+
 int throughput(const std::string& name, int steps) {
   // Random inputs: the speed of a step does not depend on the values.
   dataset data;
@@ -65,18 +79,17 @@ int throughput(const std::string& name, int steps) {
   for (std::size_t i = 0; i < n; ++i) {
     data.labels[i] = static_cast<std::int32_t>(i % 10);
   }
-  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, 1});
+  auto m = make_model(name);
   if (!m) {
-    std::fprintf(stderr, "%s\n", m.error().message().c_str());
     return 2;
   }
-  auto opt = sgd::make({.learning_rate = 0.05F, .momentum = 0.9F});
+  auto opt = sgd::make(bench_sgd);
   std::vector<std::size_t> batch(batch_size);
   auto run = [&](int count) {
     for (int s = 0; s < count; ++s) {
       const std::size_t offset = (static_cast<std::size_t>(s) * batch_size) % n;
       std::iota(batch.begin(), batch.end(), offset);
-      (void)(*m)->train_step(data, batch, *opt);
+      (void)m->train_step(data, batch, *opt);
     }
   };
   run(std::max(3, steps / 10));  // warm-up: allocations, caches
@@ -105,12 +118,11 @@ int train(const std::string& name, int epochs) {
                           (train_set->labels.size() + test_set->labels.size()) * sizeof(std::int32_t)) /
       (1024.0 * 1024.0);
   const double rss_after_load = peak_rss_mib();
-  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, 1});
+  auto m = make_model(name);
   if (!m) {
-    std::fprintf(stderr, "%s\n", m.error().message().c_str());
     return 2;
   }
-  auto opt = sgd::make({.learning_rate = 0.05F, .momentum = 0.9F});
+  auto opt = sgd::make(bench_sgd);
   std::vector<std::size_t> order(train_set->size());
   std::iota(order.begin(), order.end(), 0U);
   std::mt19937_64 rng(1);
@@ -122,13 +134,13 @@ int train(const std::string& name, int epochs) {
     std::size_t batches = 0;
     for (std::size_t s = 0; s < order.size(); s += batch_size) {
       const std::size_t count = std::min(batch_size, order.size() - s);
-      sum += (*m)->train_step(*train_set, std::span<const std::size_t>(order.data() + s, count), *opt);
+      sum += m->train_step(*train_set, std::span<const std::size_t>(order.data() + s, count), *opt);
       ++batches;
     }
     last_loss = sum / static_cast<double>(batches);
   }
   const double train_secs = seconds_since(start);
-  const evaluation e = (*m)->evaluate(*test_set, batch_size);  // training-sized batches keep peak memory down
+  const evaluation e = m->evaluate(*test_set, batch_size);  // training-sized batches keep peak memory down
   std::printf("{\"impl\": \"prsgd\", \"mode\": \"train\", \"model\": \"%s\", \"epochs\": %d, \"train_loss\": %.4f, "
               "\"test_loss\": %.4f, \"test_accuracy\": %.4f, \"train_seconds\": %.1f, \"data_mib\": %.1f, "
               "\"rss_after_load_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
@@ -160,12 +172,11 @@ int parity(const std::string& name, int steps, const std::string& dir) {
     std::fprintf(stderr, "cannot load Fashion-MNIST: %s\n", train_set.error().message().c_str());
     return 2;
   }
-  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, 1});
+  auto m = make_model(name);
   if (!m) {
-    std::fprintf(stderr, "%s\n", m.error().message().c_str());
     return 2;
   }
-  auto opt = sgd::make({.learning_rate = 0.05F, .momentum = 0.9F});
+  auto opt = sgd::make(bench_sgd);
   // The train mode's order: one mt19937_64(1) shuffle of the previous order per pass (passes here
   // drop their last partial batch, which only matters beyond 937 steps).
   const std::size_t total = static_cast<std::size_t>(steps) * batch_size;
@@ -187,7 +198,7 @@ int parity(const std::string& name, int steps, const std::string& dir) {
   std::ofstream grads(dir + "/grads.f32", std::ios::binary);
   std::ofstream checkpoints(dir + "/checkpoints.txt");
   std::ofstream loss(dir + "/loss.txt");
-  const std::span<const float> p = (*m)->params();
+  const std::span<const float> p = m->params();
   bool ok = write_raw(init, p.data(), p.size_bytes()) &&
             write_raw(batch_file, batches.data(), batches.size() * sizeof(std::uint32_t));
   for (std::size_t i = 0; ok && i < batch_size; ++i) {
@@ -200,16 +211,17 @@ int parity(const std::string& name, int steps, const std::string& dir) {
   std::vector<std::size_t> batch(batch_size);
   std::vector<float> previous(p.begin(), p.end());
   for (int step = 1; step <= steps; ++step) {
-    if (parity_checkpoint(step, steps)) {
+    const bool checkpoint = parity_checkpoint(step, steps);
+    if (checkpoint) {
       previous.assign(p.begin(), p.end());
     }
     const auto first = batches.begin() + static_cast<std::ptrdiff_t>(step - 1) * static_cast<std::ptrdiff_t>(batch_size);
     std::copy(first, first + static_cast<std::ptrdiff_t>(batch_size), batch.begin());
     char line[32];
-    std::snprintf(line, sizeof line, "%.9g\n", static_cast<double>((*m)->train_step(*train_set, batch, *opt)));
+    std::snprintf(line, sizeof line, "%.9g\n", static_cast<double>(m->train_step(*train_set, batch, *opt)));
     loss << line;
-    if (parity_checkpoint(step, steps)) {
-      const std::span<const float> g = std::as_const(**m).grads();
+    if (checkpoint) {
+      const std::span<const float> g = std::as_const(*m).grads();
       write_raw(params, p.data(), p.size_bytes());
       write_raw(before, previous.data(), previous.size() * sizeof(float));
       write_raw(grads, g.data(), g.size_bytes());
@@ -227,7 +239,7 @@ int parity(const std::string& name, int steps, const std::string& dir) {
   }
   std::printf("{\"impl\": \"prsgd\", \"mode\": \"parity\", \"model\": \"%s\", \"steps\": %d, \"params\": %zu, "
               "\"trainable\": %zu, \"out\": \"%s\"}\n",
-              name.c_str(), steps, p.size(), (*m)->num_trainable(), dir.c_str());
+              name.c_str(), steps, p.size(), m->num_trainable(), dir.c_str());
   return 0;
 }
 
