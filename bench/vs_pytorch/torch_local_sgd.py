@@ -3,7 +3,8 @@
 """PyTorch 1.13 local SGD, the twin of `prsgd local` for bench/vs_pytorch.
 
   torch_local_sgd.py --model fmnist-mlp --workers N --interval I --epochs E [--batch 64] [--lr 0.05]
-                     [--momentum 0.9] [--eval-every K] [--seed 1] [--port P] --out metrics.jsonl
+                     [--momentum 0.9] [--eval-every K] [--seed 1] [--port P] [--shards fixed|prsgd]
+                     [--init FILE] [--order-cache DIR] --out metrics.jsonl
 
 N processes (torch.multiprocessing spawn), gloo on 127.0.0.1, torch.set_num_threads(1) in each.
 I = 1: DistributedDataParallel (gradient all-reduce every step, i.e. synchronous mini-batch SGD).
@@ -13,7 +14,13 @@ include the first step), so the averages fall after steps I, 2I, ... as prsgd's 
 
 Epochs and rounds follow prsgd's plan (cli/src/job_data.cpp): steps_per_epoch = ceil(60000 / (N * batch))
 per worker, rounds_per_epoch = ceil(steps_per_epoch / I), E * rounds_per_epoch rounds of I steps.
-Each rank trains on its 1/N IID shard (a seeded permutation split in N), reshuffled on every pass.
+Data order (--shards): `fixed` = each rank trains on its 1/N IID shard (a seeded permutation split in N),
+reshuffled on every pass, the last partial batch dropped; `prsgd` = exactly prsgd's batches (prsgd_sampler.py:
+the whole training set re-partitioned on every pass, as DistributedSampler.set_epoch does, short last batch
+kept), computed before the clock starts. Initial parameters: torch.manual_seed(--seed), or --init FILE
+(prsgd's x̄_0 for the same seed, written by `prsgd_nn_bench init MODEL SEED FILE`). With --shards prsgd and
+--init the two implementations run the same computation on the same data; bench/vs_pytorch/run does that by
+default (--twin matched), so accuracy differences measure the implementations, not the random streams.
 Rank 0 evaluates x̄ on the full test set after round r (closed = r + 1) when closed % rounds_per_epoch == 0,
 closed % K == 0 (K > 0) or at the last round, as prsgd's averager does.
 
@@ -42,6 +49,8 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+import prsgd_sampler
+
 MEAN, STD = 0.2860, 0.3530
 
 
@@ -66,6 +75,19 @@ def load(split):
     return torch.from_numpy((x / 255.0 - MEAN) / STD), torch.from_numpy(y)
 
 
+def load_flat(model, values):
+    """Copies a flat float32 buffer in prsgd's layout (parameters() order: per layer the weight, row-major
+    [out][in] or [cout][cin][kh][kw], then the bias) into the model."""
+    total = sum(p.numel() for p in model.parameters())
+    if total != values.size:
+        raise SystemExit(f"--init has {values.size} values, the model {total} parameters")
+    at = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.from_numpy(values[at:at + p.numel()].reshape(p.shape).copy()))
+            at += p.numel()
+
+
 def evaluate(model, xte, yte):
     model.eval()
     correct = 0
@@ -87,6 +109,8 @@ def worker(rank, a, t0):
     shard = torch.randperm(len(ytr), generator=g).chunk(a.workers)[rank]
     torch.manual_seed(a.seed)  # identical initial parameters on every rank
     model = make(a.model)
+    if a.init:
+        load_flat(model, np.fromfile(a.init, dtype="<f4"))
     averager = None
     if a.interval == 1:
         net = nn.parallel.DistributedDataParallel(model)
@@ -99,20 +123,29 @@ def worker(rank, a, t0):
     steps_per_epoch = max(1, math.ceil(len(ytr) / (a.workers * a.batch)))
     rounds_per_epoch = math.ceil(steps_per_epoch / a.interval)
     rounds = a.epochs * rounds_per_epoch
-    shuffle = torch.Generator().manual_seed(a.seed * 1000 + rank)
-    order, pos = shard[torch.randperm(len(shard), generator=shuffle)], 0
+    if a.shards == "prsgd":
+        # Every batch of the run up front (from --order-cache when warm), before the clock's start barrier.
+        plan = [torch.tensor(b) for b in prsgd_sampler.batches(len(ytr), a.workers, rank, a.seed, a.batch,
+                                                                rounds * a.interval, a.order_cache)]
+    else:
+        shuffle = torch.Generator().manual_seed(a.seed * 1000 + rank)
+        order, pos = shard[torch.randperm(len(shard), generator=shuffle)], 0
     out = open(a.out, "w") if rank == 0 else None
-    eval_s, acc = 0.0, None
+    eval_s, acc, step = 0.0, None, 0
     dist.barrier()
     train_start = time.monotonic()
     if rank == 0:
         out.write(json.dumps({"event": "start", "wall_s": round(train_start - t0, 3)}) + "\n")
     for r in range(rounds):
         for _ in range(a.interval):
-            if pos + a.batch > len(order):
-                order, pos = shard[torch.randperm(len(shard), generator=shuffle)], 0
-            idx = order[pos:pos + a.batch]
-            pos += a.batch
+            if a.shards == "prsgd":
+                idx = plan[step]
+            else:
+                if pos + a.batch > len(order):
+                    order, pos = shard[torch.randperm(len(shard), generator=shuffle)], 0
+                idx = order[pos:pos + a.batch]
+                pos += a.batch
+            step += 1
             opt.zero_grad(set_to_none=True)
             F.cross_entropy(net(xtr[idx]), ytr[idx]).backward()
             opt.step()
@@ -150,6 +183,13 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--shards", choices=("fixed", "prsgd"), default="fixed",
+                   help="fixed: one seeded IID shard per rank for the whole run, reshuffled each pass (last partial "
+                        "batch dropped); prsgd: prsgd's sampler bit for bit (prsgd_sampler.py: all samples "
+                        "re-partitioned every pass, short last batch kept)")
+    p.add_argument("--order-cache", help="directory for --shards prsgd's precomputed batch orders (read if there)")
+    p.add_argument("--init", help="initial parameters: raw little-endian float32 in prsgd's flat layout (e.g. "
+                                   "init.f32 of `prsgd_nn_bench parity`), instead of torch.manual_seed(--seed)")
     p.add_argument("--port", type=int, default=29500 + os.getpid() % 20000)
     p.add_argument("--out", required=True)
     a = p.parse_args()

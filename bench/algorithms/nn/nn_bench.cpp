@@ -3,6 +3,8 @@
 //   prsgd_nn_bench throughput <model> [steps]      forward+backward+SGD step, batch 64, one thread
 //   prsgd_nn_bench train <model> [epochs]          Fashion-MNIST, batch 64, lr 0.05, momentum 0.9
 //   prsgd_nn_bench parity <model> <steps> <outdir> step-level trace for bench/algorithms/nn/parity.py
+//   prsgd_nn_bench init <model> <seed> <file>      the initial parameters `prsgd local --seed <seed>` starts
+//                                                  from (x̄_0), raw float32, for bench/vs_pytorch's twin
 // Prints one JSON line per run.
 #include <sys/resource.h>
 #include <time.h>
@@ -245,10 +247,29 @@ int parity(const std::string& name, int steps, const std::string& dir) {
 
 }  // namespace
 
+// Writes the parameters the averager of `prsgd --model <name> --seed <seed>` starts from: it builds x̄_0 with
+// the registry's Fashion-MNIST configuration and that seed (cli/src/job_data.cpp).
+int write_init(const std::string& name, std::uint64_t seed, const std::string& file) {
+  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, seed});
+  if (!m) {
+    std::fprintf(stderr, "%s\n", m.error().message().c_str());
+    return 2;
+  }
+  const auto p = (*m)->params();
+  std::ofstream out(file, std::ios::binary);
+  if (!write_raw(out, p.data(), p.size_bytes()) || !(out.flush())) {
+    std::fprintf(stderr, "cannot write %s\n", file.c_str());
+    return 1;
+  }
+  std::printf("{\"impl\": \"prsgd\", \"mode\": \"init\", \"model\": \"%s\", \"seed\": %llu, \"params\": %zu, \"out\": \"%s\"}\n",
+              name.c_str(), static_cast<unsigned long long>(seed), p.size(), file.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s throughput|train <model> [steps|epochs]\n       %s parity <model> <steps> <outdir>\nmodels:", argv[0],
-                 argv[0]);
+    std::fprintf(stderr, "usage: %s throughput|train <model> [steps|epochs]\n       %s parity <model> <steps> <outdir>\n"
+                 "       %s init <model> <seed> <file>\nmodels:", argv[0], argv[0], argv[0]);
     for (const auto& n : model_registry::instance().names()) {
       std::fprintf(stderr, " %s", n.c_str());
     }
@@ -269,6 +290,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     return parity(name, std::atoi(argv[3]), argv[4]);
+  }
+  if (mode == "init") {
+    if (argc < 5) {
+      std::fprintf(stderr, "usage: %s init <model> <seed> <file>\n", argv[0]);
+      return 2;
+    }
+    return write_init(name, std::strtoull(argv[3], nullptr, 10), argv[4]);
   }
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;

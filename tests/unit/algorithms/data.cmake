@@ -26,3 +26,10 @@ if(TARGET prsgd::algorithms)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/schedule_test.cpp
     DEPS prsgd::algorithms)
 endif()
+# The PyTorch twin's copy of the IID sampler (bench/vs_pytorch) against the order pinned above.
+find_program(PRSGD_PYTHON3 python3)
+if(PRSGD_PYTHON3)
+  add_test(NAME prsgd_vs_pytorch_sampler_test
+           COMMAND ${PRSGD_PYTHON3} ${PROJECT_SOURCE_DIR}/bench/vs_pytorch/prsgd_sampler.py)
+  set_tests_properties(prsgd_vs_pytorch_sampler_test PROPERTIES LABELS "unit" TIMEOUT 60)
+endif()

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <set>
 #include <vector>
 
@@ -210,6 +211,39 @@ TEST(ShardingTest, BatchesHaveSizeBAndShortLastBatch) {
   }
   EXPECT_EQ(d->next_batch().size(), 30U);
   EXPECT_EQ(d->state(), (sampler_state{1, 30}));
+}
+
+// The IID visiting order is a published contract: bench/vs_pytorch/prsgd_sampler.py reproduces it bit for bit
+// so that the PyTorch twin trains on exactly prsgd's batches, and its --self-test pins the same values.
+// Change both together.
+TEST(ShardingTest, IidOrderIsPinnedForThePyTorchTwin) {
+  const std::vector<std::int32_t> labels(60000, 0);
+  struct expected_batch {
+    int worker;
+    int batch;
+    std::size_t size;
+    std::array<std::size_t, 3> first;
+  };
+  const std::array<expected_batch, 6> golden{{{0, 0, 64, {45771, 23216, 28940}},
+                                              {0, 234, 24, {38912, 36982, 52673}},
+                                              {0, 235, 64, {36556, 2700, 42400}},
+                                              {1, 0, 64, {43336, 12669, 24598}},
+                                              {1, 234, 24, {2684, 40824, 12929}},
+                                              {3, 235, 64, {19616, 32028, 21218}}}};
+  for (int w : {0, 1, 3}) {
+    auto s = shard_sampler::make(labels, w, 4, {.seed = 1}, 64);
+    ASSERT_TRUE(s.has_value());
+    for (int b = 0; b <= 235; ++b) {
+      const auto batch = s->next_batch();
+      for (const auto& g : golden) {
+        if (g.worker == w && g.batch == b) {
+          ASSERT_EQ(batch.size(), g.size) << "worker " << w << " batch " << b;
+          EXPECT_EQ((std::array<std::size_t, 3>{batch[0], batch[1], batch[2]}), g.first)
+              << "worker " << w << " batch " << b;
+        }
+      }
+    }
+  }
 }
 
 TEST(ShardingTest, RestoredSamplerContinuesIdentically) {
