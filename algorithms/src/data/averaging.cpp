@@ -360,17 +360,29 @@ expected<std::vector<double>> averaging_weights(std::span<const contribution> in
       if (!std::isfinite(total)) {
         return fail(errc::invalid_argument, "average: total samples overflow");
       }
-      for (std::size_t i = 0; i < n; ++i) {
-        w[i] = inputs[i].samples / total;
+      if (rule == averaging_rule::by_samples) {
+        for (std::size_t i = 0; i < n; ++i) {
+          w[i] = inputs[i].samples / total;
+        }
+        return w;
       }
-      if (rule == averaging_rule::step_normalised) {
-        double tau_eff = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-          tau_eff += w[i] * inputs[i].steps;
-        }
-        for (std::size_t i = 0; i < n; ++i) {
-          w[i] = tau_eff * w[i] / inputs[i].steps;
-        }
+      // step_normalised. FedNova's p_i is worker i's share of the data, not of this round's samples: with
+      // time-balanced intervals a round's samples grow with the steps a worker was *assigned*, and weighting by
+      // them would let the fast workers' shards steer x̄ (objective inconsistency) and push τ_eff above the mean
+      // interval. p_i ∝ samples_i / τ_i (its batch) does not depend on the assignment: equal batches give
+      // p_i = 1/N (FedNova's share for equal shards), unequal ones weigh workers as synchronous mini-batch SGD
+      // would, and with equal intervals it is by_samples again.
+      double per_step_total = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        per_step_total += inputs[i].samples / inputs[i].steps;
+      }
+      double tau_eff = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        w[i] = inputs[i].samples / inputs[i].steps / per_step_total;
+        tau_eff += w[i] * inputs[i].steps;
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        w[i] = tau_eff * w[i] / inputs[i].steps;
       }
       return w;
     }

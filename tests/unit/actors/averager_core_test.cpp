@@ -472,11 +472,13 @@ TEST_F(AveragerCoreTest, HeterogeneousIntervalsUseStepNormalisedAveragingByDefau
   for (const auto& r : of<restart_msg>(out)) {
     EXPECT_EQ(r.interval, r.member == 1 ? 2U : 8U);
   }
-  (void)core->on_model(model(1, 1, filled(1.0F), 2));
-  (void)core->on_model(model(2, 1, filled(8.0F), 8));
+  // Samples = steps x batch 10, as real workers send them.
+  (void)core->on_model(model(1, 1, filled(1.0F), 2, 20));
+  (void)core->on_model(model(2, 1, filled(8.0F), 8, 80));
   ASSERT_EQ(core->round(), 2U);
   EXPECT_EQ(core->last_rule(), algorithms::averaging_rule::step_normalised);
-  // x̄ + τ_eff Σ p_i Δ_i/τ_i = 0 + 5·(0.5·1/2 + 0.5·8/8) = 3.75; naive averaging would give 4.5.
+  // Equal batches: p = (0.5, 0.5), τ_eff = 5, x̄ + τ_eff Σ p_i Δ_i/τ_i = 0 + 5·(0.5·1/2 + 0.5·8/8) = 3.75;
+  // averaging by samples would give (20·1 + 80·8)/100 = 6.6.
   for (float v : *core->model()) {
     EXPECT_NEAR(v, 3.75F, 1e-5F);
   }

@@ -17,7 +17,9 @@ enum class averaging_rule : std::uint8_t {
   uniform,
   /// x̄' = Σ p_i x_i with p_i ∝ samples_i.
   by_samples,
-  /// FedNova: x̄' = x̄ + τ_eff Σ p_i (x_i − x̄)/τ_i, p_i ∝ samples_i, τ_eff = Σ p_i τ_i.
+  /// FedNova: x̄' = x̄ + τ_eff Σ p_i (x_i − x̄)/τ_i, τ_eff = Σ p_i τ_i, p_i ∝ samples_i / τ_i (its batch: a
+  /// weight that does not grow with the steps it was assigned; equal batches give FedNova's p_i = 1/N for
+  /// equal shards, and τ_eff = the mean interval).
   step_normalised,
 };
 
@@ -25,7 +27,8 @@ enum class averaging_rule : std::uint8_t {
 struct contribution {
   /// The worker's flat parameter buffer after its local steps.
   std::span<const float> params;
-  /// Training samples the worker consumed this round (weights for by_samples / step_normalised).
+  /// Training samples the worker consumed this round (by_samples weighs by them, step_normalised by
+  /// samples / steps).
   double samples = 0;
   /// Local SGD steps the worker ran this round (τ_i for step_normalised).
   double steps = 0;

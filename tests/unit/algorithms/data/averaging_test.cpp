@@ -116,15 +116,19 @@ TEST(AveragingTest, StepNormalisedMatchesFedNovaFormula) {
   auto in = contributions(models, samples, steps);
   std::vector<float> out(len);
   ASSERT_TRUE(average(in, prev, averaging_rule::step_normalised, out).has_value());
-  const double total = 600;
+  // p_i ∝ samples per step (50, 40, 300/11): the data one step of worker i covers.
+  double per_step_total = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    per_step_total += samples[i] / steps[i];
+  }
   double tau_eff = 0;
   for (std::size_t i = 0; i < 3; ++i) {
-    tau_eff += samples[i] / total * steps[i];
+    tau_eff += samples[i] / steps[i] / per_step_total * steps[i];
   }
   for (std::size_t j = 0; j < len; ++j) {
     double ref = prev[j];
     for (std::size_t i = 0; i < 3; ++i) {
-      ref += tau_eff * (samples[i] / total) * (models[i][j] - prev[j]) / steps[i];
+      ref += tau_eff * (samples[i] / steps[i] / per_step_total) * (models[i][j] - prev[j]) / steps[i];
     }
     ASSERT_NEAR(out[j], ref, 1e-5) << j;
   }
@@ -398,9 +402,46 @@ TEST(AveragingTest, WeightsSumToOneAndMatchFedNova) {
   EXPECT_DOUBLE_EQ((*s)[1], 0.75);
   auto f = averaging_weights(in, averaging_rule::step_normalised);
   ASSERT_TRUE(f.has_value());
-  const double tau_eff = 0.25 * 2 + 0.75 * 4;  // 3.5
-  EXPECT_NEAR((*f)[0], tau_eff * 0.25 / 2, 1e-12);
-  EXPECT_NEAR((*f)[1], tau_eff * 0.75 / 4, 1e-12);
+  // Samples per step 0.5 and 0.75: p = (0.4, 0.6), τ_eff = 0.4 * 2 + 0.6 * 4 = 3.2.
+  const double tau_eff = 0.4 * 2 + 0.6 * 4;
+  EXPECT_NEAR((*f)[0], tau_eff * 0.4 / 2, 1e-12);
+  EXPECT_NEAR((*f)[1], tau_eff * 0.6 / 4, 1e-12);
+}
+
+// Time-balanced intervals: equal shards and batches, the slow worker assigned 2 steps and the fast ones 11.
+// FedNova weighs each worker by its data share (equal here), not by the steps it was given: p = 1/3 each,
+// τ_eff = the mean interval (8). Weighting by this round's samples (∝ steps) would give p = (11, 11, 2) / 24,
+// τ_eff = 10.25, and let the fast workers' shards dominate x̄'s direction.
+TEST(AveragingTest, StepNormalisedWeighsEqualShardsEquallyWhateverTheirIntervals) {
+  std::vector<float> dummy(1);
+  const std::vector<double> steps{11, 11, 2};
+  std::vector<contribution> in;
+  for (double t : steps) {
+    in.push_back({dummy, 64 * t, t});
+  }
+  auto w = averaging_weights(in, averaging_rule::step_normalised);
+  ASSERT_TRUE(w.has_value());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_NEAR((*w)[i], 8.0 / 3.0 / steps[i], 1e-12) << i;
+  }
+  // Every worker moved along the same per-step direction d (x_i = x̄ + τ_i d): x̄ advances by τ_eff = 8 steps.
+  const auto prev = random_model(60);
+  const auto d = random_model(61, 0.01F);
+  std::vector<std::vector<float>> models;
+  for (double t : steps) {
+    std::vector<float> x(len);
+    for (std::size_t j = 0; j < len; ++j) {
+      x[j] = prev[j] + static_cast<float>(t) * d[j];
+    }
+    models.push_back(std::move(x));
+  }
+  std::vector<float> out(len);
+  ASSERT_TRUE(average(contributions(models, {64 * 11, 64 * 11, 64 * 2}, steps), prev, averaging_rule::step_normalised,
+                      out)
+                  .has_value());
+  for (std::size_t j = 0; j < len; ++j) {
+    ASSERT_NEAR(out[j], prev[j] + 8 * d[j], 1e-5) << j;
+  }
 }
 
 TEST(AveragingTest, ParsesRuleNamesAndRoundTrips) {
