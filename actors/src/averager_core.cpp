@@ -700,7 +700,7 @@ void averager_core::assign_intervals() {
       for (const auto& [id, e] : members_) {
         speeds.push_back(e.speed);
       }
-      // τ is the wall time the median-speed worker needs for `interval` steps; everybody gets τ seconds.
+      // τ is the wall time in which the members run `interval` steps on average; everybody gets τ seconds.
       const int base = static_cast<int>(std::min<std::uint64_t>(config_.interval, std::numeric_limits<int>::max()));
       const int lo = static_cast<int>(std::min<std::uint64_t>(config_.min_interval, std::numeric_limits<int>::max()));
       const int hi = static_cast<int>(std::min<std::uint64_t>(config_.max_interval, std::numeric_limits<int>::max()));

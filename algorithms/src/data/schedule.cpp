@@ -181,7 +181,12 @@ expected<double> balanced_round_time(std::span<const double> steps_per_s, int in
   if (median <= 0) {
     return fail(errc::invalid_argument, "balanced_round_time: no speed known");
   }
-  return static_cast<double>(interval) / median;
+  // Σ speed_i · τ = N · interval: the round covers as many steps (and samples) as fixed intervals would.
+  double total = 0;
+  for (double s : steps_per_s) {
+    total += finite_positive(s) ? s : median;
+  }
+  return static_cast<double>(interval) * static_cast<double>(steps_per_s.size()) / total;
 }
 
 expected<void> speed_ewma::observe(std::size_t worker, double steps, double seconds) {

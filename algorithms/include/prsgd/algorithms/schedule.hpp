@@ -79,8 +79,10 @@ struct lr_schedule {
 [[nodiscard]] expected<std::vector<int>> time_balanced_intervals(std::span<const double> steps_per_s,
                                                                  double target_round_s, int min, int max);
 
-/// Returns the round time at which a worker of median known speed runs `interval` steps
-/// (interval / median speed); invalid_argument when interval < 1 or no speed is known.
+/// Returns the round time τ at which the workers, each running speed_i · τ steps, run `interval` steps on
+/// average (N · interval / Σ speed_i, an unknown speed counted as the median of the known ones), so a
+/// time-balanced round covers as many samples as a fixed one; invalid_argument when interval < 1 or no
+/// speed is known.
 [[nodiscard]] expected<double> balanced_round_time(std::span<const double> steps_per_s, int interval);
 
 /// Smooths each worker's measured speed with an exponentially weighted moving average:

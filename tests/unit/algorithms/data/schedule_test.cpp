@@ -114,10 +114,24 @@ TEST(ScheduleTest, TimeBalancedIntervalsFollowSpeed) {
   EXPECT_EQ(time_balanced_intervals(speeds, 1.0, 5, 4).error().code, errc::invalid_argument);
 }
 
-TEST(ScheduleTest, BalancedRoundTimeUsesMedianSpeed) {
+TEST(ScheduleTest, BalancedRoundTimeKeepsTheMeanInterval) {
+  // The round lasts as long as `interval` steps take at the workers' mean speed: Σ speed_i · τ = N · interval,
+  // so a round processes as many samples as with fixed intervals and --epochs keeps its meaning.
   auto t = balanced_round_time(std::vector<double>{10.0, 20.0, 40.0}, 8);
   ASSERT_TRUE(t.has_value());
-  EXPECT_NEAR(*t, 0.4, tol);
+  EXPECT_NEAR(*t, 8.0 * 3 / 70, tol);
+  // An unknown speed counts as the median of the known ones (10, 40 -> 25): τ = 3 · 8 / 75.
+  auto unknown = balanced_round_time(std::vector<double>{10.0, 0.0, 40.0}, 8);
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_NEAR(*unknown, 8.0 * 3 / 75, tol);
+  // Two fast workers and one five times slower (the heterogeneity experiment): 11, 11, 2 — mean 8, where
+  // giving the median worker 8 steps would give 8, 8, 2 and drop a quarter of the slow worker's share.
+  const std::vector<double> skewed{100.0, 100.0, 20.0};
+  auto skewed_t = balanced_round_time(skewed, 8);
+  ASSERT_TRUE(skewed_t.has_value());
+  auto skewed_i = time_balanced_intervals(skewed, *skewed_t, 1, 100);
+  ASSERT_TRUE(skewed_i.has_value());
+  EXPECT_EQ(*skewed_i, (std::vector<int>{11, 11, 2}));
   EXPECT_EQ(balanced_round_time(std::vector<double>{0.0}, 8).error().code, errc::invalid_argument);
   EXPECT_EQ(balanced_round_time(std::vector<double>{1.0}, 0).error().code, errc::invalid_argument);
 }
@@ -153,9 +167,9 @@ TEST(ScheduleTest, IntervalsForRoundCoversEveryKind) {
                                    .max_interval = 50};
   // No speeds yet: fixed_interval for all.
   EXPECT_EQ(*intervals_for_round(balanced, 2), (std::vector<int>{10, 10}));
-  // Median speed 20 steps/s gets 10 steps (0.5 s); the others scale with their speed.
+  // Mean speed 70/3 steps/s runs 10 steps in τ = 3/7 s; each worker runs speed · τ steps (sum 30 = 3 · 10).
   const std::vector<double> speeds{10.0, 20.0, 40.0};
-  EXPECT_EQ(*intervals_for_round(balanced, 3, speeds), (std::vector<int>{5, 10, 20}));
+  EXPECT_EQ(*intervals_for_round(balanced, 3, speeds), (std::vector<int>{4, 9, 17}));
   auto explicit_target = balanced;
   explicit_target.target_round_s = 2.0;
   EXPECT_EQ(*intervals_for_round(explicit_target, 3, speeds), (std::vector<int>{20, 40, 50}));
