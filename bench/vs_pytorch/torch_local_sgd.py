@@ -17,7 +17,8 @@ per worker, rounds_per_epoch = ceil(steps_per_epoch / I), E * rounds_per_epoch r
 Data order (--shards): `fixed` = each rank trains on its 1/N IID shard (a seeded permutation split in N),
 reshuffled on every pass, the last partial batch dropped; `prsgd` = exactly prsgd's batches (prsgd_sampler.py:
 the whole training set re-partitioned on every pass, as DistributedSampler.set_epoch does, short last batch
-kept), computed before the clock starts. Initial parameters: torch.manual_seed(--seed), or --init FILE
+kept), all computed before training starts (from --order-cache, which bench/vs_pytorch/run fills before it
+starts the clock; without it the pure-Python shuffles count as start-up). Initial parameters: torch.manual_seed(--seed), or --init FILE
 (prsgd's x̄_0 for the same seed, written by `prsgd_nn_bench init MODEL SEED FILE`). With --shards prsgd and
 --init the two implementations run the same computation on the same data; bench/vs_pytorch/run does that by
 default (--twin matched), so accuracy differences measure the implementations, not the random streams.
