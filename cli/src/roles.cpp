@@ -96,19 +96,6 @@ actors::transport_factory zmq_factory(transport_config cfg) {
   return [cfg](transport_handlers h) { return make_transport("zmq", cfg, std::move(h)); };
 }
 
-std::optional<algorithms::averaging_rule> parse_rule(const std::string& s) {
-  if (s == "uniform") {
-    return algorithms::averaging_rule::uniform;
-  }
-  if (s == "samples") {
-    return algorithms::averaging_rule::by_samples;
-  }
-  if (s == "step-normalised") {
-    return algorithms::averaging_rule::step_normalised;
-  }
-  return std::nullopt;  // auto: by samples while the I_i agree, step-normalised once they differ
-}
-
 actors::interval_policy parse_interval_policy(const std::string& s) {
   if (s == "per-worker") {
     return actors::interval_policy::per_worker;
@@ -158,7 +145,7 @@ int run_averager(const averager_options& o) {
   auto& core = cfg.core;
   core.mode = o.schedule.mode == "minibatch" ? actors::training_mode::minibatch_sgd
                                              : actors::training_mode::restarted_sgd;
-  core.rule = parse_rule(o.schedule.averaging);
+  core.rule = averaging_rule_for(o.schedule, o.model);
   if (core.mode == actors::training_mode::minibatch_sgd) {
     core.minibatch_momentum = o.model.momentum;  // the averager takes the SGD step (workers send gradients)
   }

@@ -4,8 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "prsgd/algorithms/averaging.hpp"
 #include "prsgd/algorithms/dataset.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/cli/options.hpp"
@@ -59,5 +61,12 @@ struct job_length {
 
 /// Plans the job: N = max(--min-workers, 1). Returns invalid_argument when it would have no rounds.
 [[nodiscard]] expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std::size_t train_size);
+
+/// Returns the averaging rule --averaging names. `auto` is by-samples on IID shards (every local objective is
+/// the same there, and step normalisation only adds noise when the intervals differ), and on --non-iid shards
+/// nullopt: the averager then averages by samples while the intervals agree and step-normalised (FedNova)
+/// once they differ.
+[[nodiscard]] std::optional<algorithms::averaging_rule> averaging_rule_for(const schedule_options& s,
+                                                                         const model_options& m);
 
 }  // namespace prsgd::cli
