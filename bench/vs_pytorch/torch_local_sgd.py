@@ -77,15 +77,15 @@ def load(split):
 
 
 def load_flat(model, values):
-    """Copies a flat float32 buffer in prsgd's layout (parameters() order: per layer the weight, row-major
-    [out][in] or [cout][cin][kh][kw], then the bias) into the model."""
+    """Copies a flat buffer in prsgd's layout (parameters() order: per layer the weight, row-major [out][in] or
+    [cout][cin][kh][kw], then the bias) into the model, converted to the model's dtype."""
     total = sum(p.numel() for p in model.parameters())
     if total != values.size:
-        raise SystemExit(f"--init has {values.size} values, the model {total} parameters")
+        raise SystemExit(f"{values.size} values in prsgd's layout, the torch model has {total} parameters")
     at = 0
     with torch.no_grad():
         for p in model.parameters():
-            p.copy_(torch.from_numpy(values[at:at + p.numel()].reshape(p.shape).copy()))
+            p.copy_(torch.from_numpy(values[at:at + p.numel()].reshape(p.shape).copy()).to(p.dtype))
             at += p.numel()
 
 

@@ -36,25 +36,13 @@ def flat(model):
     return torch.cat([p.detach().reshape(-1).to(torch.float64) for p in model.parameters()])
 
 
-def load_flat(model, values):
-    """Copies prsgd's flat buffer into the model's parameters, in parameters() order."""
-    total = sum(p.numel() for p in model.parameters())
-    if total != values.size:
-        raise SystemExit(f"prsgd has {values.size} values, the torch model {total} parameters")
-    at = 0
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.from_numpy(values[at:at + p.numel()].reshape(p.shape)).to(p.dtype))
-            at += p.numel()
-
-
 def rel(a, b):
     return ((a - b).norm() / b.norm()).item()
 
 
 def gradient(model, values, x, y):
     """Loss and flat gradient (float64) of one batch at the parameters `values`."""
-    load_flat(model, values)
+    ref.load_flat(model, values)
     model.zero_grad(set_to_none=True)
     loss = F.cross_entropy(model(x), y)
     loss.backward()
@@ -105,13 +93,13 @@ def main():
 
     models = {}
     m32 = ref.make(a.model)
-    load_flat(m32, init)
+    ref.load_flat(m32, init)
     names = [n for n, _ in m32.named_parameters()]
     sizes = [q.numel() for q in m32.parameters()]
     models["t32"] = (m32, xtr, ytr)
     if not a.no_double:
         m64 = ref.make(a.model).double()
-        load_flat(m64, init)
+        ref.load_flat(m64, init)
         models["t64"] = (m64, xtr.double(), ytr)
     with torch.no_grad():
         first = {k: F.cross_entropy(m(x[batches[0]]), y[batches[0]]).item() for k, (m, x, y) in models.items()}
