@@ -106,8 +106,6 @@ def worker(rank, a, t0):
     dist.init_process_group("gloo", rank=rank, world_size=a.workers)
     xtr, ytr = load("train")
     xte, yte = (load("t10k") if rank == 0 else (None, None))
-    g = torch.Generator().manual_seed(a.seed)
-    shard = torch.randperm(len(ytr), generator=g).chunk(a.workers)[rank]
     torch.manual_seed(a.seed)  # identical initial parameters on every rank
     model = make(a.model)
     if a.init:
@@ -129,6 +127,7 @@ def worker(rank, a, t0):
         plan = [torch.tensor(b) for b in prsgd_sampler.batches(len(ytr), a.workers, rank, a.seed, a.batch,
                                                                 rounds * a.interval, a.order_cache)]
     else:
+        shard = torch.randperm(len(ytr), generator=torch.Generator().manual_seed(a.seed)).chunk(a.workers)[rank]
         shuffle = torch.Generator().manual_seed(a.seed * 1000 + rank)
         order, pos = shard[torch.randperm(len(shard), generator=shuffle)], 0
     out = open(a.out, "w") if rank == 0 else None
@@ -189,8 +188,8 @@ def main():
                         "batch dropped); prsgd: prsgd's sampler bit for bit (prsgd_sampler.py: all samples "
                         "re-partitioned every pass, short last batch kept)")
     p.add_argument("--order-cache", help="directory for --shards prsgd's precomputed batch orders (read if there)")
-    p.add_argument("--init", help="initial parameters: raw little-endian float32 in prsgd's flat layout (e.g. "
-                                   "init.f32 of `prsgd_nn_bench parity`), instead of torch.manual_seed(--seed)")
+    p.add_argument("--init", help="initial parameters: raw little-endian float32 in prsgd's flat layout (written by "
+                                   "`prsgd_nn_bench init MODEL SEED FILE`), instead of torch.manual_seed(--seed)")
     p.add_argument("--port", type=int, default=29500 + os.getpid() % 20000)
     p.add_argument("--out", required=True)
     a = p.parse_args()

@@ -127,15 +127,10 @@ expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std:
 }
 
 std::optional<algorithms::averaging_rule> averaging_rule_for(const schedule_options& s, const model_options& m) {
-  if (s.averaging == "uniform") {
-    return algorithms::averaging_rule::uniform;
+  if (auto rule = algorithms::parse_averaging_rule(s.averaging)) {
+    return *rule;
   }
-  if (s.averaging == "samples") {
-    return algorithms::averaging_rule::by_samples;
-  }
-  if (s.averaging == "step-normalised") {
-    return algorithms::averaging_rule::step_normalised;
-  }
+  // "auto" (options validation admits nothing else).
   if (!m.non_iid) {
     return algorithms::averaging_rule::by_samples;
   }

@@ -56,8 +56,8 @@ double seconds_since(clock_type::time_point start) {
 // nullptr for an unknown model.
 const sgd_options bench_sgd{.learning_rate = 0.05F, .momentum = 0.9F};
 
-std::unique_ptr<model> make_model(const std::string& name) {
-  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, 1});
+std::unique_ptr<model> make_model(const std::string& name, std::uint64_t seed = 1) {
+  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, seed});
   if (!m) {
     std::fprintf(stderr, "%s\n", m.error().message().c_str());
     return nullptr;
@@ -250,12 +250,11 @@ int parity(const std::string& name, int steps, const std::string& dir) {
 // Writes the parameters the averager of `prsgd --model <name> --seed <seed>` starts from: it builds x̄_0 with
 // the registry's Fashion-MNIST configuration and that seed (cli/src/job_data.cpp).
 int write_init(const std::string& name, std::uint64_t seed, const std::string& file) {
-  auto m = model_registry::instance().make(name, {{1, 28, 28}, 10, seed});
+  auto m = make_model(name, seed);
   if (!m) {
-    std::fprintf(stderr, "%s\n", m.error().message().c_str());
     return 2;
   }
-  const auto p = (*m)->params();
+  const auto p = m->params();
   std::ofstream out(file, std::ios::binary);
   if (!write_raw(out, p.data(), p.size_bytes()) || !(out.flush())) {
     std::fprintf(stderr, "cannot write %s\n", file.c_str());
