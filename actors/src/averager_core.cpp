@@ -81,6 +81,38 @@ std::string_view to_string(averager_state s) noexcept {
 averager_core::averager_core(averager_config config, const clock& clk)
     : config_(std::move(config)), clock_(&clk) {}
 
+expected<training_mode> parse_training_mode(std::string_view name) {
+  if (name == "restarted" || name == "restarted_sgd") {
+    return training_mode::restarted_sgd;
+  }
+  if (name == "minibatch" || name == "minibatch_sgd") {
+    return training_mode::minibatch_sgd;
+  }
+  return fail(errc::invalid_argument, "unknown mode '" + std::string{name} + "' (restarted | minibatch)");
+}
+
+expected<deadline_policy> parse_deadline_policy(std::string_view name) {
+  if (name == "none") {
+    return deadline_policy::none;
+  }
+  if (name == "fixed") {
+    return deadline_policy::fixed;
+  }
+  if (name == "adaptive") {
+    return deadline_policy::adaptive;
+  }
+  return fail(errc::invalid_argument, "unknown deadline '" + std::string{name} + "' (none | fixed | adaptive)");
+}
+
+std::string_view to_string(deadline_policy policy) noexcept {
+  switch (policy) {
+    case deadline_policy::none: return "none";
+    case deadline_policy::fixed: return "fixed";
+    case deadline_policy::adaptive: return "adaptive";
+  }
+  return "unknown";
+}
+
 expected<averager_core> averager_core::make(averager_config config, const clock& clk,
                                             std::vector<float> initial_model) {
   if (initial_model.empty()) {
@@ -94,6 +126,9 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
   }
   if (!(config.speed_ema > 0 && config.speed_ema <= 1)) {
     return fail(errc::invalid_argument, "averager: speed_ema must be in (0, 1]");
+  }
+  if (config.step_sizes != algorithms::lr_kind::constant && config.step_sizes != algorithms::lr_kind::paper) {
+    return fail(errc::invalid_argument, "averager: the step size is constant or paper");
   }
   if (config.total_steps == 0 || !(config.step_size > 0) || config.checkpoints_kept == 0) {
     return fail(errc::invalid_argument, "averager: total_steps, step_size and checkpoints_kept must be positive");
@@ -672,49 +707,31 @@ void averager_core::assign_intervals() {
     }
     return;
   }
-  switch (config_.intervals) {
-    case interval_policy::fixed:
-      for (auto& [id, e] : members_) {
-        e.interval = clamp_interval(static_cast<double>(config_.interval));
-      }
-      break;
-    case interval_policy::per_worker:
-      for (auto& [id, e] : members_) {
-        auto it = config_.per_worker_intervals.find(id);
-        e.interval = clamp_interval(static_cast<double>(it != config_.per_worker_intervals.end() ? it->second
-                                                                                                : config_.interval));
-      }
-      break;
-    case interval_policy::paper: {
-      const int n = static_cast<int>(std::min<std::size_t>(members_.size(), std::numeric_limits<int>::max()));
-      const auto t = static_cast<std::int64_t>(std::min<std::uint64_t>(config_.total_steps, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
-      const auto i = algorithms::paper_interval(t, n);
-      for (auto& [id, e] : members_) {
-        e.interval = clamp_interval(i ? static_cast<double>(*i) : static_cast<double>(config_.interval));
-      }
-      break;
-    }
-    case interval_policy::time_balanced: {
-      std::vector<double> speeds;
-      speeds.reserve(members_.size());
-      for (const auto& [id, e] : members_) {
-        speeds.push_back(e.speed);
-      }
-      // τ is the wall time in which the members run `interval` steps on average; everybody gets τ seconds.
-      const int base = static_cast<int>(std::min<std::uint64_t>(config_.interval, std::numeric_limits<int>::max()));
-      const int lo = static_cast<int>(std::min<std::uint64_t>(config_.min_interval, std::numeric_limits<int>::max()));
-      const int hi = static_cast<int>(std::min<std::uint64_t>(config_.max_interval, std::numeric_limits<int>::max()));
-      const auto tau = algorithms::balanced_round_time(speeds, base);
-      const auto intervals = tau ? algorithms::time_balanced_intervals(speeds, *tau, lo, hi)
-                                 : expected<std::vector<int>>{fail(errc::invalid_argument, "no speed known")};
-      std::size_t k = 0;
-      for (auto& [id, e] : members_) {
-        // Before any speed is known every worker runs the base interval.
-        e.interval = clamp_interval(intervals ? static_cast<double>((*intervals)[k]) : static_cast<double>(base));
-        ++k;
-      }
-      break;
-    }
+  // The rules live in algorithms::intervals_for_round; here the members become its worker indices.
+  const auto to_int = [](std::uint64_t v) {
+    return static_cast<int>(std::min<std::uint64_t>(v, static_cast<std::uint64_t>(std::numeric_limits<int>::max())));
+  };
+  algorithms::interval_schedule schedule;
+  schedule.kind = config_.intervals;
+  schedule.fixed_interval = to_int(config_.interval);
+  schedule.total_steps = static_cast<std::int64_t>(
+      std::min<std::uint64_t>(config_.total_steps, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
+  schedule.min_interval = to_int(config_.min_interval);
+  schedule.max_interval = to_int(config_.max_interval);
+  std::vector<double> speeds;
+  speeds.reserve(members_.size());
+  for (const auto& [id, e] : members_) {
+    const auto it = config_.per_worker_intervals.find(id);
+    schedule.per_worker.push_back(to_int(it != config_.per_worker_intervals.end() ? it->second : config_.interval));
+    speeds.push_back(e.speed);
+  }
+  const int n = to_int(std::max<std::size_t>(members_.size(), 1));
+  const auto intervals = algorithms::intervals_for_round(schedule, n, speeds);
+  std::size_t k = 0;
+  for (auto& [id, e] : members_) {
+    // make() checked every field intervals_for_round checks, so this falls back only on an unforeseen error.
+    e.interval = clamp_interval(intervals ? static_cast<double>((*intervals)[k]) : static_cast<double>(config_.interval));
+    ++k;
   }
 }
 
@@ -725,23 +742,23 @@ void averager_core::update_speeds() {
     if (it == members_.end() || !(secs > 0)) {
       continue;
     }
-    const double measured = static_cast<double>(s.msg.steps) / secs;
-    it->second.speed = it->second.speed > 0
-                           ? config_.speed_ema * measured + (1 - config_.speed_ema) * it->second.speed
-                           : measured;
+    it->second.speed = algorithms::smoothed_rate(it->second.speed, static_cast<double>(s.msg.steps) / secs,
+                                                 config_.speed_ema);
   }
 }
 
 double averager_core::current_step_size() const {
-  double g = config_.step_size;
-  if (config_.step_sizes == step_size_policy::paper) {
-    const double n = static_cast<double>(std::max<std::size_t>(members_.size(), 1));
-    g = config_.step_size_c * std::sqrt(n / static_cast<double>(config_.total_steps));
-  }
-  if (config_.warmup_rounds > 0 && rounds_completed_ < config_.warmup_rounds) {
-    g *= static_cast<double>(rounds_completed_ + 1) / static_cast<double>(config_.warmup_rounds);
-  }
-  return g;
+  algorithms::lr_schedule schedule;
+  schedule.kind = config_.step_sizes;
+  schedule.base_lr = config_.step_size;
+  schedule.c = config_.step_size_c;
+  schedule.num_workers = static_cast<int>(std::min<std::size_t>(std::max<std::size_t>(members_.size(), 1),
+                                                                static_cast<std::size_t>(std::numeric_limits<int>::max())));
+  schedule.total_steps = static_cast<std::int64_t>(
+      std::min<std::uint64_t>(config_.total_steps, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
+  schedule.warmup_steps = static_cast<std::int64_t>(config_.warmup_rounds);
+  // The schedule counts rounds here, from 1: round r of the warm-up sends γ · (r + 1) / warmup_rounds.
+  return algorithms::learning_rate(schedule, static_cast<std::int64_t>(rounds_completed_) + 1);
 }
 
 void averager_core::compute_deadline() {

@@ -8,6 +8,7 @@
 
 #include "prsgd/algorithms/fashion_mnist.hpp"
 #include "prsgd/algorithms/kws_data.hpp"
+#include "prsgd/algorithms/schedule.hpp"
 #include "prsgd/common/log.hpp"
 
 namespace prsgd::cli {
@@ -111,8 +112,9 @@ expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std:
   } else if (s.interval_policy == "paper") {
     const std::uint64_t t = s.epochs > 0 ? static_cast<std::uint64_t>(s.epochs) * j.steps_per_epoch
                                          : static_cast<std::uint64_t>(s.rounds) * static_cast<std::uint64_t>(s.interval);
-    const double i = std::ceil(std::pow(static_cast<double>(t), 0.25) / std::pow(static_cast<double>(n), 0.75));
-    j.interval = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(i));
+    auto i = algorithms::paper_interval(static_cast<std::int64_t>(std::max<std::uint64_t>(t, 1)), static_cast<int>(n));
+    PRSGD_TRY(i);
+    j.interval = static_cast<std::uint64_t>(*i);
   } else {
     j.interval = static_cast<std::uint64_t>(std::max(s.interval, 1));
   }

@@ -366,50 +366,19 @@ std::string text(const T& v) {
   return out.str();
 }
 
-// Shortest text that reads back as the same double (0.05 -> "0.05").
-std::string text(double v) {
-  char buf[64];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc{} ? std::string(buf, end) : std::to_string(v);
-}
-
 void add(std::vector<std::string>& a, const std::string& flag, const std::string& value) {
   a.push_back(flag);
   a.push_back(value);
 }
+
+void append(std::vector<std::string>& a, const std::vector<std::string>& more) { a.insert(a.end(), more.begin(), more.end()); }
 
 void add_common(std::vector<std::string>& a, const local_options& o) {
   add(a, "--log-level", o.output.log_level);
   for (const auto& p : o.output.plugins) {
     add(a, "--plugin", std::filesystem::absolute(p).string());
   }
-  add(a, "--heartbeat-ms", text(o.liveness.heartbeat_ms));
-  add(a, "--heartbeat-timeout-ms", text(o.liveness.heartbeat_timeout_ms));
-}
-
-void add_model(std::vector<std::string>& a, const model_options& m) {
-  add(a, "--model", m.model);
-  add(a, "--dataset", m.dataset);
-  if (!m.data_dir.empty()) {
-    add(a, "--data-dir", std::filesystem::absolute(m.data_dir).string());
-  }
-  add(a, "--batch", text(m.batch));
-  add(a, "--lr", text(m.lr));
-  add(a, "--momentum", text(m.momentum));
-  add(a, "--momentum-on-restart", m.momentum_on_restart);
-  add(a, "--seed", text(m.seed));
-  if (m.non_iid) {
-    a.emplace_back("--non-iid");
-    add(a, "--dirichlet-alpha", text(m.dirichlet_alpha));
-  }
-}
-
-std::string join(const std::vector<int>& v) {
-  std::string out;
-  for (int x : v) {
-    out += (out.empty() ? "" : ",") + std::to_string(x);
-  }
-  return out;
+  append(a, to_arguments(o.liveness));
 }
 
 }  // namespace
@@ -428,32 +397,12 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   if (!endpoints.head.empty()) {
     add(avg.argv, "--head", endpoints.head);
   }
-  add_model(avg.argv, o.model);
-  const auto& s = o.schedule;
-  add(avg.argv, "--mode", s.mode);
-  add(avg.argv, "--epochs", text(s.epochs));
-  add(avg.argv, "--rounds", text(s.rounds));
-  add(avg.argv, "--interval", text(s.interval));
-  if (!s.intervals.empty()) {
-    add(avg.argv, "--intervals", join(s.intervals));
+  append(avg.argv, to_arguments(o.model));
+  schedule_options schedule = o.schedule;
+  if (schedule.min_workers == 0) {
+    schedule.min_workers = o.workers;
   }
-  add(avg.argv, "--interval-policy", s.interval_policy);
-  add(avg.argv, "--averaging", s.averaging);
-  add(avg.argv, "--deadline", s.deadline);
-  add(avg.argv, "--deadline-ms", text(s.deadline_ms));
-  add(avg.argv, "--deadline-mad-k", text(s.deadline_mad_k));
-  add(avg.argv, "--quorum", text(s.quorum));
-  add(avg.argv, "--step-size", s.step_size);
-  add(avg.argv, "--warmup-rounds", text(s.warmup_rounds));
-  add(avg.argv, "--outer", s.outer);
-  add(avg.argv, "--outer-lr", text(s.outer_lr));
-  add(avg.argv, "--outer-momentum", text(s.outer_momentum));
-  add(avg.argv, "--eval-every", text(s.eval_every));
-  add(avg.argv, "--checkpoint-every", text(s.checkpoint_every));
-  if (!s.checkpoint_dir.empty()) {
-    add(avg.argv, "--checkpoint-dir", std::filesystem::absolute(s.checkpoint_dir).string());
-  }
-  add(avg.argv, "--min-workers", text(s.min_workers == 0 ? o.workers : s.min_workers));
+  append(avg.argv, to_arguments(schedule));
   if (!metrics_jsonl.empty()) {
     add(avg.argv, "--metrics-jsonl", std::filesystem::absolute(metrics_jsonl).string());
   }
@@ -479,7 +428,7 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
     }
     add(w.argv, "--slowdown-ms", text(slow));
     add_common(w.argv, o);
-    add_model(w.argv, o.model);
+    append(w.argv, to_arguments(o.model));
     out.push_back(std::move(w));
   }
   return out;

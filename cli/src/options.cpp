@@ -5,10 +5,18 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <sstream>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 
+#include "prsgd/actors/averager_core.hpp"
+#include "prsgd/actors/protocol.hpp"
+#include "prsgd/algorithms/averaging.hpp"
+#include "prsgd/algorithms/outer_optimizer.hpp"
+#include "prsgd/algorithms/schedule.hpp"
 #include "prsgd/common/log.hpp"
 
 #ifndef PRSGD_VERSION_STRING
@@ -65,14 +73,132 @@ void add_output(CLI::App& app, output_options& o) {
       ->group("Common");
 }
 
-void add_liveness(CLI::App& app, liveness_options& o) {
-  app.add_option("--heartbeat-ms", o.heartbeat_ms, "Heartbeat interval in ms")
-      ->capture_default_str()
-      ->group("Failure detection");
-  app.add_option("--heartbeat-timeout-ms", o.heartbeat_timeout_ms, "Declare a silent peer dead after this many ms")
-      ->capture_default_str()
-      ->group("Failure detection");
+// ---- option tables ---------------------------------------------------------------------------------
+// Each group of options that more than one role takes is one table: the table registers the options with
+// CLI11 (and so with the YAML config) and turns a parsed group back into arguments (`prsgd local` passes its
+// groups to the averager and workers it starts). A new option of a group is one line here.
+
+using field_ref = std::variant<int*, double*, std::uint64_t*, std::string*, bool*, std::vector<int>*>;
+
+struct option_def {
+  std::string name;  // with the leading dashes
+  std::string help;
+  field_ref field;
+  bool path = false;  // a file or directory: passed on as an absolute path
+};
+
+std::vector<option_def> liveness_table(liveness_options& o) {
+  return {
+      {"--heartbeat-ms", "Heartbeat interval in ms", &o.heartbeat_ms},
+      {"--heartbeat-timeout-ms", "Declare a silent peer dead after this many ms", &o.heartbeat_timeout_ms},
+  };
 }
+
+std::vector<option_def> model_table(model_options& o) {
+  return {
+      {"--model", "Registered model name, e.g. fmnist-mlp, fmnist-cnn, kws-cnn", &o.model},
+      {"--dataset", "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws", &o.dataset},
+      {"--data-dir", "Data set directory (default: the data set's standard location)", &o.data_dir, true},
+      {"--batch", "Mini-batch size per worker step", &o.batch},
+      {"--lr", "SGD step size (> 0)", &o.lr},
+      {"--momentum", "SGD momentum in [0, 1)", &o.momentum},
+      {"--momentum-on-restart", "keep | reset the momentum buffer at a restart", &o.momentum_on_restart},
+      {"--seed", "Seed for initialisation, shuffling and sharding", &o.seed},
+      {"--non-iid", "Shard the training set with Dirichlet label skew", &o.non_iid},
+      {"--dirichlet-alpha", "Label-skew concentration for --non-iid (> 0)", &o.dirichlet_alpha},
+  };
+}
+
+std::vector<option_def> schedule_table(schedule_options& o) {
+  return {
+      {"--mode", "restarted (PR-SGD) | minibatch (gradient averaged every step)", &o.mode},
+      {"--epochs", "Passes over the training set (0 = use --rounds)", &o.epochs},
+      {"--rounds", "Stop after this many rounds (0 = from --epochs)", &o.rounds},
+      {"--interval", "Local steps between averaging rounds, I", &o.interval},
+      {"--intervals", "Per-worker I_i by worker id, e.g. 4,8,16 (--interval-policy per-worker)", &o.intervals},
+      {"--interval-policy", "fixed | per-worker | paper | time-balanced", &o.interval_policy},
+      {"--deadline", "none | fixed | adaptive (median + k*MAD of past arrivals)", &o.deadline},
+      {"--deadline-ms", "Fixed deadline after a round starts, in ms (--deadline fixed)", &o.deadline_ms},
+      {"--deadline-mad-k", "k in median + k*MAD (--deadline adaptive)", &o.deadline_mad_k},
+      {"--quorum", "Submissions a deadline needs before it may close the barrier", &o.quorum},
+      {"--step-size", "constant (--lr) | paper (gamma = --lr * sqrt(N/T))", &o.step_size},
+      {"--warmup-rounds", "Linear warm-up of the step size over R rounds", &o.warmup_rounds},
+      {"--outer", "Outer optimiser on the averaged delta: none | sgd | momentum | nesterov", &o.outer},
+      {"--outer-lr", "Outer learning rate (> 0)", &o.outer_lr},
+      {"--outer-momentum", "Outer momentum in [0, 1)", &o.outer_momentum},
+      {"--averaging", "auto | uniform | samples | step-normalised", &o.averaging},
+      {"--eval-every", "Evaluate x̄ on the test set every K rounds (0 = at every epoch end and at the end)",
+       &o.eval_every},
+      {"--checkpoint-every", "Checkpoint every K rounds (0 = never)", &o.checkpoint_every},
+      {"--checkpoint-dir", "Checkpoint directory; a checkpoint there is resumed", &o.checkpoint_dir, true},
+      {"--min-workers", "Workers that must join before round 0; N in the epoch length (0 = 1; local: --workers)",
+       &o.min_workers},
+  };
+}
+
+void add_table(CLI::App& app, const std::vector<option_def>& table, const std::string& group) {
+  for (const auto& def : table) {
+    CLI::Option* opt = std::visit(
+        [&](auto* field) -> CLI::Option* {
+          using T = std::remove_pointer_t<decltype(field)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            return app.add_flag(def.name, *field, def.help);
+          } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+            return add_list(app, def.name, *field, def.help);
+          } else {
+            return app.add_option(def.name, *field, def.help)->capture_default_str();
+          }
+        },
+        def.field);
+    opt->group(group);
+  }
+}
+
+// Shortest text that reads back as the same double (0.05 -> "0.05").
+std::string number_text(double v) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc{} ? std::string(buf, end) : str(v);
+}
+
+std::vector<std::string> table_arguments(const std::vector<option_def>& table) {
+  std::vector<std::string> out;
+  for (const auto& def : table) {
+    std::visit(
+        [&](auto* field) {
+          using T = std::remove_pointer_t<decltype(field)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            if (*field) {
+              out.push_back(def.name);
+            }
+          } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+            if (!field->empty()) {
+              std::string list;
+              for (int x : *field) {
+                list += (list.empty() ? "" : ",") + std::to_string(x);
+              }
+              out.push_back(def.name);
+              out.push_back(list);
+            }
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            if (!field->empty()) {
+              out.push_back(def.name);
+              out.push_back(def.path ? std::filesystem::absolute(*field).string() : *field);
+            }
+          } else if constexpr (std::is_same_v<T, double>) {
+            out.push_back(def.name);
+            out.push_back(number_text(*field));
+          } else {
+            out.push_back(def.name);
+            out.push_back(std::to_string(*field));
+          }
+        },
+        def.field);
+  }
+  return out;
+}
+
+void add_liveness(CLI::App& app, liveness_options& o) { add_table(app, liveness_table(o), "Failure detection"); }
 
 void add_security(CLI::App& app, security_options& o) {
   app.add_option("--curve-public-key", o.curve_public_key, "This process's CURVE public key file (prsgd keygen)")
@@ -86,89 +212,9 @@ void add_security(CLI::App& app, security_options& o) {
       ->group("Security");
 }
 
-void add_model(CLI::App& app, model_options& o) {
-  app.add_option("--model", o.model, "Registered model name, e.g. fmnist-mlp, fmnist-cnn, kws")
-      ->capture_default_str()
-      ->group("Model and data");
-  app.add_option("--dataset", o.dataset, "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws")
-      ->capture_default_str()
-      ->group("Model and data");
-  app.add_option("--data-dir", o.data_dir, "Data set directory (default: the data set's standard location)")
-      ->group("Model and data");
-  app.add_option("--batch", o.batch, "Mini-batch size per worker step")->capture_default_str()->group("Model and data");
-  app.add_option("--lr", o.lr, "SGD step size (> 0)")->capture_default_str()->group("Model and data");
-  app.add_option("--momentum", o.momentum, "SGD momentum in [0, 1)")->capture_default_str()->group("Model and data");
-  app.add_option("--momentum-on-restart", o.momentum_on_restart, "keep | reset the momentum buffer at a restart")
-      ->capture_default_str()
-      ->group("Model and data");
-  app.add_option("--seed", o.seed, "Seed for initialisation, shuffling and sharding")
-      ->capture_default_str()
-      ->group("Model and data");
-  app.add_flag("--non-iid", o.non_iid, "Shard the training set with Dirichlet label skew")->group("Model and data");
-  app.add_option("--dirichlet-alpha", o.dirichlet_alpha, "Label-skew concentration for --non-iid (> 0)")
-      ->capture_default_str()
-      ->group("Model and data");
-}
+void add_model(CLI::App& app, model_options& o) { add_table(app, model_table(o), "Model and data"); }
 
-void add_schedule(CLI::App& app, schedule_options& o) {
-  app.add_option("--mode", o.mode, "restarted (PR-SGD) | minibatch (gradient averaged every step)")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--epochs", o.epochs, "Passes over the training set (0 = use --rounds)")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--rounds", o.rounds, "Stop after this many rounds (0 = from --epochs)")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--interval", o.interval, "Local steps between averaging rounds, I")
-      ->capture_default_str()
-      ->group("Rounds");
-  add_list(app, "--intervals", o.intervals, "Per-worker I_i by worker id, e.g. 4,8,16 (--interval-policy per-worker)")
-      ->group("Rounds");
-  app.add_option("--interval-policy", o.interval_policy, "fixed | per-worker | paper | time-balanced")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--deadline", o.deadline, "none | fixed | adaptive (median + k*MAD of past arrivals)")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--deadline-ms", o.deadline_ms, "Fixed deadline after a round starts, in ms (--deadline fixed)")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--deadline-mad-k", o.deadline_mad_k, "k in median + k*MAD (--deadline adaptive)")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--quorum", o.quorum, "Submissions a deadline needs before it may close the barrier")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--step-size", o.step_size, "constant (--lr) | paper (gamma = --lr * sqrt(N/T))")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--warmup-rounds", o.warmup_rounds, "Linear warm-up of the step size over R rounds")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--outer", o.outer, "Outer optimiser on the averaged delta: none | sgd | momentum | nesterov")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--outer-lr", o.outer_lr, "Outer learning rate (> 0)")->capture_default_str()->group("Rounds");
-  app.add_option("--outer-momentum", o.outer_momentum, "Outer momentum in [0, 1)")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--averaging", o.averaging, "auto | uniform | samples | step-normalised")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--eval-every", o.eval_every, "Evaluate x̄ on the test set every K rounds (0 = at every epoch end and at the end)")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every K rounds (0 = never)")
-      ->capture_default_str()
-      ->group("Rounds");
-  app.add_option("--checkpoint-dir", o.checkpoint_dir, "Checkpoint directory; a checkpoint there is resumed")
-      ->group("Rounds");
-  app.add_option("--min-workers", o.min_workers,
-                 "Workers that must join before round 0; N in the epoch length (0 = 1; local: --workers)")
-      ->capture_default_str()
-      ->group("Rounds");
-}
+void add_schedule(CLI::App& app, schedule_options& o) { add_table(app, schedule_table(o), "Rounds"); }
 
 // Holds every subcommand's options and the CLI11 app bound to them.
 struct parser {
@@ -356,6 +402,15 @@ expected<void> at_least(long long value, long long min, const std::string& what)
   return {};
 }
 
+// Turns an enum parser's error into the option's usage error: "--deadline: unknown deadline 'x' (none | ...)".
+template <class T>
+expected<void> parsed(const std::string& what, const expected<T>& value, const std::string& also = {}) {
+  if (!value) {
+    return bad(what + ": " + value.error().context + (also.empty() ? "" : ", or " + also));
+  }
+  return {};
+}
+
 prsgd::unexpected in_sub(const CLI::App& sub, const error& e) {
   return fail(e.code, "prsgd " + sub.get_name() + ": " + e.context);
 }
@@ -376,6 +431,21 @@ expected<command> finish(CLI::App& sub, Options& o, const std::string& config_fi
 }
 
 }  // namespace
+
+std::vector<std::string> to_arguments(const liveness_options& o) {
+  auto copy = o;
+  return table_arguments(liveness_table(copy));
+}
+
+std::vector<std::string> to_arguments(const model_options& o) {
+  auto copy = o;
+  return table_arguments(model_table(copy));
+}
+
+std::vector<std::string> to_arguments(const schedule_options& o) {
+  auto copy = o;
+  return table_arguments(schedule_table(copy));
+}
 
 std::string program_help() {
   parser p;
@@ -501,20 +571,27 @@ expected<void> validate(const schedule_options& o) {
   for (int i : o.intervals) {
     PRSGD_TRY(at_least(i, 1, "every --intervals value"));
   }
-  PRSGD_TRY(one_of(o.interval_policy, {"fixed", "per-worker", "paper", "time-balanced"}, "--interval-policy"));
+  PRSGD_TRY(parsed("--interval-policy", algorithms::parse_interval_kind(o.interval_policy)));
   if (o.interval_policy == "per-worker" && o.intervals.empty()) {
     return bad("--interval-policy per-worker needs --intervals, e.g. --intervals 4,8,16");
   }
-  PRSGD_TRY(one_of(o.averaging, {"auto", "uniform", "samples", "step-normalised"}, "--averaging"));
-  PRSGD_TRY(one_of(o.deadline, {"none", "fixed", "adaptive"}, "--deadline"));
+  if (o.averaging != "auto") {
+    PRSGD_TRY(parsed("--averaging", algorithms::parse_averaging_rule(o.averaging), "auto"));
+  }
+  PRSGD_TRY(parsed("--deadline", actors::parse_deadline_policy(o.deadline)));
   PRSGD_TRY(at_least(o.deadline_ms, 1, "--deadline-ms"));
   if (!(o.deadline_mad_k > 0)) {
     return bad("--deadline-mad-k must be > 0 (got " + str(o.deadline_mad_k) + ")");
   }
   PRSGD_TRY(at_least(o.quorum, 1, "--quorum"));
-  PRSGD_TRY(one_of(o.step_size, {"constant", "paper"}, "--step-size"));
+  PRSGD_TRY(parsed("--step-size", algorithms::parse_lr_kind(o.step_size)));
+  if (o.step_size != "constant" && o.step_size != "paper") {
+    return bad("--step-size must be constant or paper for the averager (got '" + o.step_size + "')");
+  }
   PRSGD_TRY(at_least(o.warmup_rounds, 0, "--warmup-rounds"));
-  PRSGD_TRY(one_of(o.outer, {"none", "sgd", "momentum", "nesterov"}, "--outer"));
+  if (o.outer != "none") {
+    PRSGD_TRY(parsed("--outer", algorithms::parse_outer_kind(o.outer), "none"));
+  }
   if (o.mode == "minibatch" && o.outer != "none") {
     return bad("--outer applies to --mode restarted; minibatch mode uses --momentum for the averager's step");
   }
@@ -530,7 +607,7 @@ expected<void> validate(const schedule_options& o) {
     return bad("--checkpoint-every needs --checkpoint-dir");
   }
   PRSGD_TRY(at_least(o.min_workers, 0, "--min-workers"));
-  PRSGD_TRY(one_of(o.mode, {"restarted", "minibatch"}, "--mode"));
+  PRSGD_TRY(parsed("--mode", actors::parse_training_mode(o.mode)));
   return {};
 }
 

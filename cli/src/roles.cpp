@@ -35,6 +35,7 @@
 #include "prsgd/actors/worker_actor.hpp"
 #include "prsgd/cli/key_files.hpp"
 #include "prsgd/cli/progress.hpp"
+#include "prsgd/cli/role_config.hpp"
 #include "prsgd/common/log.hpp"
 #include "prsgd/runtime/actor_system.hpp"
 #include "prsgd/transport/zmq_transport.hpp"
@@ -96,17 +97,10 @@ actors::transport_factory zmq_factory(transport_config cfg) {
   return [cfg](transport_handlers h) { return make_transport("zmq", cfg, std::move(h)); };
 }
 
-actors::interval_policy parse_interval_policy(const std::string& s) {
-  if (s == "per-worker") {
-    return actors::interval_policy::per_worker;
-  }
-  if (s == "paper") {
-    return actors::interval_policy::paper;
-  }
-  if (s == "time-balanced") {
-    return actors::interval_policy::time_balanced;
-  }
-  return actors::interval_policy::fixed;
+actors::incarnation_t now_ms() {
+  return static_cast<actors::incarnation_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
 }
 
 }  // namespace
@@ -141,63 +135,12 @@ int run_averager(const averager_options& o) {
                               << plan->interval << ", " << plan->rounds_per_epoch << " rounds per epoch, "
                               << plan->rounds << " rounds";
 
-  actors::averager_actor_config cfg;
-  auto& core = cfg.core;
-  core.mode = o.schedule.mode == "minibatch" ? actors::training_mode::minibatch_sgd
-                                             : actors::training_mode::restarted_sgd;
-  core.rule = averaging_rule_for(o.schedule, o.model);
-  if (core.mode == actors::training_mode::minibatch_sgd) {
-    core.minibatch_momentum = o.model.momentum;  // the averager takes the SGD step (workers send gradients)
+  auto mapped = averager_config_from(o, *data, *plan, now_ms());
+  if (!mapped) {
+    std::fprintf(stderr, "prsgd averager: %s\n", mapped.error().message().c_str());
+    return exit_usage;
   }
-  core.intervals = parse_interval_policy(o.schedule.interval_policy);
-  // fixed / paper: the planned I (the core derives the paper's I from total_steps itself, identically);
-  // per-worker: the default for workers without an --intervals entry; time-balanced: the target mean.
-  const bool planned = o.schedule.interval_policy == "fixed" || o.schedule.interval_policy == "paper" ||
-                       o.schedule.mode == "minibatch";
-  core.interval = planned ? plan->interval : static_cast<std::uint64_t>(o.schedule.interval);
-  for (std::size_t i = 0; i < o.schedule.intervals.size(); ++i) {
-    core.per_worker_intervals[static_cast<actors::member_id>(i)] =
-        static_cast<std::uint64_t>(o.schedule.intervals[i]);
-  }
-  core.total_steps = plan->total_steps;
-  core.step_size = o.model.lr;
-  core.step_size_c = o.model.lr;
-  core.step_sizes = o.schedule.step_size == "paper" ? actors::step_size_policy::paper
-                                                    : actors::step_size_policy::constant;
-  core.warmup_rounds = static_cast<std::uint64_t>(o.schedule.warmup_rounds);
-  if (o.schedule.deadline == "fixed") {
-    core.deadline = actors::deadline_policy::fixed;
-  } else if (o.schedule.deadline == "adaptive") {
-    core.deadline = actors::deadline_policy::adaptive;
-  }
-  core.fixed_deadline = std::chrono::milliseconds{o.schedule.deadline_ms};
-  core.mad_k = o.schedule.deadline_mad_k;
-  core.quorum = static_cast<std::size_t>(o.schedule.quorum);
-  if (o.schedule.outer != "none") {
-    algorithms::outer_config outer;
-    outer.kind = o.schedule.outer == "sgd"        ? algorithms::outer_kind::sgd
-                 : o.schedule.outer == "momentum" ? algorithms::outer_kind::momentum
-                                                  : algorithms::outer_kind::nesterov;
-    outer.lr = static_cast<float>(o.schedule.outer_lr);
-    outer.momentum = static_cast<float>(o.schedule.outer_momentum);
-    core.outer = outer;
-  }
-  core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
-  core.heartbeat_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
-  core.rejoin_grace = std::max<std::chrono::nanoseconds>(2s, 2 * core.heartbeat_timeout);
-  core.checkpoint_dir = o.schedule.checkpoint_dir;
-  core.checkpoint_every = static_cast<std::uint64_t>(o.schedule.checkpoint_every);
-  core.incarnation = static_cast<actors::incarnation_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-  core.max_rounds = plan->rounds;
-  core.min_workers = static_cast<std::size_t>(std::max(o.schedule.min_workers, 1));
-  cfg.model_name = o.model.model;
-  cfg.model = data->model;
-  cfg.test_set = data->test;
-  cfg.eval_every = static_cast<std::uint64_t>(o.schedule.eval_every);
-  cfg.rounds_per_epoch = plan->rounds_per_epoch;
-  cfg.metrics_jsonl = o.output.metrics_jsonl;
+  actors::averager_actor_config cfg = std::move(*mapped);
 
   done_flag finished;
   std::optional<actors::job_summary> summary;
@@ -332,9 +275,7 @@ int run_worker(const worker_options& o) {
     std::fprintf(stderr, "prsgd worker: %s\n", data.error().message().c_str());
     return exit_failure;
   }
-  const auto incarnation = static_cast<actors::incarnation_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  const auto incarnation = now_ms();
   actors::member_id member = 0;
   if (o.worker_id >= 0) {
     member = static_cast<actors::member_id>(o.worker_id);
@@ -342,27 +283,12 @@ int run_worker(const worker_options& o) {
     std::random_device rd;
     member = (static_cast<actors::member_id>(rd()) << 20U | (rd() & 0xFFFFFU)) & ((actors::member_id{1} << 52U) - 1);
   }
-  actors::worker_actor_config cfg;
-  cfg.core.member = member;
-  cfg.core.incarnation = incarnation;
-  cfg.core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
-  cfg.core.averager_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
-  cfg.core.join_retry = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds{o.liveness.heartbeat_ms}, 200ms);
-  cfg.model_name = o.model.model;
-  cfg.model = data->model;
-  cfg.sgd.learning_rate = static_cast<float>(o.model.lr);
-  cfg.sgd.momentum = static_cast<float>(o.model.momentum);
-  cfg.keep_momentum = o.model.momentum_on_restart == "keep";
-  cfg.train_set = data->train;
-  cfg.num_shards = std::max(o.num_workers, 1);
-  cfg.shard_index = static_cast<int>(member % static_cast<actors::member_id>(cfg.num_shards));
-  cfg.shard.seed = o.model.seed;
-  if (o.model.non_iid) {
-    cfg.shard.scheme = algorithms::shard_scheme::dirichlet;
-    cfg.shard.alpha = o.model.dirichlet_alpha;
+  auto mapped = worker_config_from(o, *data, member, incarnation);
+  if (!mapped) {
+    std::fprintf(stderr, "prsgd worker: %s\n", mapped.error().message().c_str());
+    return exit_usage;
   }
-  cfg.batch_size = static_cast<std::size_t>(o.model.batch);
-  cfg.slowdown = std::chrono::milliseconds{o.slowdown_ms};
+  actors::worker_actor_config cfg = std::move(*mapped);
   done_flag finished;
   std::atomic<bool> stopped_by_averager{false};
   cfg.on_finished = [&](bool by_averager) {

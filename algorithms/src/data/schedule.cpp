@@ -203,9 +203,12 @@ expected<void> speed_ewma::observe(std::size_t worker, double steps, double seco
   if (rates.size() <= worker) {
     rates.resize(worker + 1, 0.0);
   }
-  double& r = rates[worker];
-  r = finite_positive(r) ? alpha * measured + (1 - alpha) * r : measured;
+  rates[worker] = smoothed_rate(rates[worker], measured, alpha);
   return {};
+}
+
+double smoothed_rate(double previous, double measured, double alpha) noexcept {
+  return finite_positive(previous) ? alpha * measured + (1 - alpha) * previous : measured;
 }
 
 void speed_ewma::forget(std::size_t worker) noexcept {

@@ -459,7 +459,7 @@ TEST_F(AveragerCoreTest, AllWorkersGoneThenANewOneJoinsAndStartsAtOnce) {
 }
 
 TEST_F(AveragerCoreTest, HeterogeneousIntervalsUseStepNormalisedAveragingByDefault) {
-  cfg.intervals = interval_policy::per_worker;
+  cfg.intervals = algorithms::interval_kind::per_worker;
   cfg.per_worker_intervals = {{1, 2}, {2, 8}};
   make(filled(0.0F));
   (void)join(1);
@@ -513,7 +513,7 @@ TEST_F(AveragerCoreTest, ExplicitUniformRuleOverridesTheDefault) {
 }
 
 TEST_F(AveragerCoreTest, PaperIntervalRuleUsesTAndN) {
-  cfg.intervals = interval_policy::paper;
+  cfg.intervals = algorithms::interval_kind::paper;
   cfg.total_steps = 10'000;  // T^{1/4} = 10
   make();
   (void)join(1);
@@ -526,7 +526,7 @@ TEST_F(AveragerCoreTest, PaperIntervalRuleUsesTAndN) {
 }
 
 TEST_F(AveragerCoreTest, TimeBalancedIntervalsGiveFastWorkersMoreSteps) {
-  cfg.intervals = interval_policy::time_balanced;
+  cfg.intervals = algorithms::interval_kind::time_balanced;
   cfg.interval = 10;
   cfg.speed_ema = 1.0;
   cfg.heartbeat_timeout = 60s;
@@ -545,7 +545,7 @@ TEST_F(AveragerCoreTest, TimeBalancedIntervalsGiveFastWorkersMoreSteps) {
 }
 
 TEST_F(AveragerCoreTest, SpeedHintSeedsTimeBalancedIntervals) {
-  cfg.intervals = interval_policy::time_balanced;
+  cfg.intervals = algorithms::interval_kind::time_balanced;
   cfg.interval = 10;
   make();
   (void)join(1, 1, 20.0);
@@ -622,7 +622,7 @@ TEST_F(AveragerCoreTest, OuterMomentumAcceleratesTheAveragedDelta) {
 }
 
 TEST_F(AveragerCoreTest, WarmupAndPaperStepSize) {
-  cfg.step_sizes = step_size_policy::paper;
+  cfg.step_sizes = algorithms::lr_kind::paper;
   cfg.step_size_c = 2.0;
   cfg.total_steps = 400;
   cfg.warmup_rounds = 2;
@@ -872,7 +872,7 @@ TEST_F(AveragerRestartTest, CheckpointOfAnotherModelSizeIsRefused) {
 TEST_F(AveragerRestartTest, CheckpointsEveryKRoundsCarryScheduleAndOuterState) {
   cfg.checkpoint_every = 2;
   cfg.outer = algorithms::outer_config{algorithms::outer_kind::momentum, 1.0F, 0.5F};
-  cfg.intervals = interval_policy::per_worker;
+  cfg.intervals = algorithms::interval_kind::per_worker;
   cfg.per_worker_intervals = {{1, 3}, {2, 6}};
   make();
   run_rounds(5);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "prsgd/actors/checkpoint.hpp"
@@ -15,22 +16,11 @@
 #include "prsgd/actors/protocol.hpp"
 #include "prsgd/algorithms/averaging.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
+#include "prsgd/algorithms/schedule.hpp"
 #include "prsgd/common/clock.hpp"
 #include "prsgd/common/expected.hpp"
 
 namespace prsgd::actors {
-
-/// Lists how the averager assigns I_i.
-enum class interval_policy : std::uint8_t {
-  /// Every worker runs `averager_config::interval` steps.
-  fixed,
-  /// Worker i runs `per_worker_intervals[i]` (or `interval` when absent).
-  per_worker,
-  /// The paper's rule I = ceil(T^{1/4} / N^{3/4}) with T = total_steps, N = |M_r|.
-  paper,
-  /// I_i = speed_i · τ with τ = interval / median speed, so all workers reach the barrier together.
-  time_balanced,
-};
 
 /// Lists when the barrier may close before every member has submitted.
 enum class deadline_policy : std::uint8_t {
@@ -42,13 +32,10 @@ enum class deadline_policy : std::uint8_t {
   adaptive,
 };
 
-/// Lists the step-size schedules the averager sends in RESTART.
-enum class step_size_policy : std::uint8_t {
-  /// γ = step_size.
-  constant,
-  /// γ = step_size_c · sqrt(N / T) (the paper), N = |M_r|, T = total_steps.
-  paper,
-};
+/// Parses "none" | "fixed" | "adaptive"; returns invalid_argument for anything else.
+[[nodiscard]] expected<deadline_policy> parse_deadline_policy(std::string_view name);
+/// Returns the name parse_deadline_policy accepts for `policy`.
+[[nodiscard]] std::string_view to_string(deadline_policy policy) noexcept;
 
 /// Configures an averager_core. Durations are measured on the injected clock.
 struct averager_config {
@@ -57,7 +44,11 @@ struct averager_config {
   /// (FedNova). In minibatch_sgd mode gradients are averaged uniformly or by samples (never step-normalised).
   std::optional<algorithms::averaging_rule> rule;
 
-  interval_policy intervals = interval_policy::fixed;
+  /// How I_i is chosen each round (the rules themselves live in algorithms/schedule.hpp):
+  /// fixed: `interval`; per_worker: `per_worker_intervals[id]` (or `interval`); paper: ⌈T^{1/4} / N^{3/4}⌉
+  /// with T = total_steps, N = |M_r|; time_balanced: I_i = speed_i · τ with τ = N · interval / Σ speed_i, so
+  /// the workers reach the barrier together and the mean interval stays `interval`.
+  algorithms::interval_kind intervals = algorithms::interval_kind::fixed;
   /// I for `fixed`, the default for `per_worker`, and the target mean for `time_balanced`.
   std::uint64_t interval = 8;
   /// Per-worker I_i for `per_worker`.
@@ -70,10 +61,13 @@ struct averager_config {
   /// Weight of the newest measurement in the steps/s moving average (time_balanced).
   double speed_ema = 0.5;
 
-  step_size_policy step_sizes = step_size_policy::constant;
+  /// The step size γ sent in RESTART: constant (γ = step_size) or paper (γ = step_size_c · sqrt(N / T),
+  /// N = |M_r|, T = total_steps); algorithms::learning_rate computes it. Other kinds are refused by validate.
+  algorithms::lr_kind step_sizes = algorithms::lr_kind::constant;
   double step_size = 0.05;
   double step_size_c = 1.0;
-  /// Linear warm-up of γ over this many rounds (0 = none).
+  /// Linear warm-up of γ over this many rounds (0 = none): round r (counted from 0) of the warm-up sends
+  /// γ · (r + 1) / warmup_rounds, so the first round already moves.
   std::uint64_t warmup_rounds = 0;
 
   deadline_policy deadline = deadline_policy::none;

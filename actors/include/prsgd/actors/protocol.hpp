@@ -8,6 +8,8 @@
 #include <variant>
 #include <vector>
 
+#include "prsgd/common/expected.hpp"
+
 namespace prsgd::actors {
 
 /// Identifies a worker across the whole job (stable across its restarts; chosen by the launcher).
@@ -36,6 +38,9 @@ enum class training_mode : std::uint8_t {
 [[nodiscard]] constexpr std::string_view to_string(training_mode m) noexcept {
   return m == training_mode::restarted_sgd ? "restarted_sgd" : "minibatch_sgd";
 }
+
+/// Parses the command line's "restarted" | "minibatch" (or to_string's names); invalid_argument otherwise.
+[[nodiscard]] expected<training_mode> parse_training_mode(std::string_view name);
 
 // Every message carries `member` (the worker the message is from or for), `incarnation` (that worker's
 // incarnation), `averager_incarnation` (the averager incarnation the sender knows; 0 = none yet) and

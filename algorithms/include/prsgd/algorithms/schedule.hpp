@@ -85,6 +85,11 @@ struct lr_schedule {
 /// speed is known.
 [[nodiscard]] expected<double> balanced_round_time(std::span<const double> steps_per_s, int interval);
 
+/// Returns the exponentially weighted moving average after one more measurement:
+/// alpha·measured + (1 − alpha)·previous, or `measured` itself when `previous` is not a usable rate (<= 0 or
+/// not finite: nothing measured yet). The one definition of the speed average (speed_ewma and the averager).
+[[nodiscard]] double smoothed_rate(double previous, double measured, double alpha) noexcept;
+
 /// Smooths each worker's measured speed with an exponentially weighted moving average:
 /// rate ← alpha·measured + (1 − alpha)·rate (the first measurement is taken as is).
 /// Plain values: checkpoint `alpha` and `rates`. Not thread-safe (owned by the averager).

@@ -38,6 +38,8 @@ struct liveness_options {
   int heartbeat_ms = 500;
   /// A peer silent for this long is declared dead, in milliseconds. @pre > heartbeat_ms
   int heartbeat_timeout_ms = 5000;
+
+  friend bool operator==(const liveness_options&, const liveness_options&) = default;
 };
 
 /// Holds CURVE key files; all empty means no encryption/authentication.
@@ -75,6 +77,8 @@ struct model_options {
   bool non_iid = false;
   /// Concentration of the Dirichlet label skew; small = more skewed. @pre > 0
   double dirichlet_alpha = 0.5;
+
+  friend bool operator==(const model_options&, const model_options&) = default;
 };
 
 /// Holds how the averager runs the rounds.
@@ -123,6 +127,8 @@ struct schedule_options {
   /// Workers that must have joined before round 0 starts; also N in the epoch length (0 = 1, or
   /// --workers for `prsgd local`).
   int min_workers = 0;
+
+  friend bool operator==(const schedule_options&, const schedule_options&) = default;
 };
 
 /// Holds `prsgd head`: the membership/name service other nodes join.
@@ -211,6 +217,12 @@ using command = std::variant<help_request, head_options, averager_options, worke
 /// Returns invalid_argument (bad or unknown option, bad value, unknown YAML key) or not_found
 /// (missing config/plugin file) with a one-line context.
 [[nodiscard]] expected<command> parse_command_line(const std::vector<std::string>& args);
+
+/// Returns the command-line arguments that parse back into `o` (every option of the group, paths made
+/// absolute), from the same option table that parses them: `prsgd local` passes its groups on with these.
+[[nodiscard]] std::vector<std::string> to_arguments(const liveness_options& o);
+[[nodiscard]] std::vector<std::string> to_arguments(const model_options& o);
+[[nodiscard]] std::vector<std::string> to_arguments(const schedule_options& o);
 
 /// Returns the `--help` text of the whole program (the subcommand list).
 [[nodiscard]] std::string program_help();

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <string>
+
+#include "prsgd/actors/averager_actor.hpp"
+#include "prsgd/actors/worker_actor.hpp"
+#include "prsgd/cli/job_data.hpp"
+#include "prsgd/cli/options.hpp"
+#include "prsgd/common/expected.hpp"
+
+/// The one place where parsed options become the configuration of a role: pure functions, no I/O, no
+/// clock (the caller passes what it read from the data and the time), so each mapping has unit tests.
+/// Adding an option of a role touches the option table (options.cpp), the role's function here and
+/// docs/cli.md.
+namespace prsgd::cli {
+
+/// Returns the averager actor's configuration (everything but the callbacks `on_round` and `on_done`, which
+/// belong to the process that runs it). `data` is what load_job_data(o.model, train_size_and_test) returned,
+/// `plan` what plan_job(o.schedule, ...) returned, `incarnation` the averager incarnation to use without a
+/// checkpoint directory (milliseconds since the epoch). Returns invalid_argument for an enum value the
+/// algorithms' parsers refuse (validate(averager_options) has already refused them on the command line).
+[[nodiscard]] expected<actors::averager_actor_config> averager_config_from(const averager_options& o,
+                                                                         const job_data& data,
+                                                                         const job_length& plan,
+                                                                         actors::incarnation_t incarnation);
+
+/// Returns the worker actor's configuration (everything but `on_finished`). `data` is what
+/// load_job_data(o.model, train) returned; `member` the worker id (from --worker-id, or drawn by the caller
+/// when it is -1), `incarnation` the worker's incarnation (milliseconds since the epoch).
+[[nodiscard]] expected<actors::worker_actor_config> worker_config_from(const worker_options& o,
+                                                                     const job_data& data,
+                                                                     actors::member_id member,
+                                                                     actors::incarnation_t incarnation);
+
+}  // namespace prsgd::cli

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/cli/role_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace prsgd;
+using namespace prsgd::cli;
+using namespace std::chrono_literals;
+
+averager_options parse_averager(std::vector<std::string> extra) {
+  std::vector<std::string> args{"prsgd", "averager", "--listen", "tcp://127.0.0.1:7500"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto c = parse_command_line(args);
+  EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message());
+  return c ? std::get<averager_options>(*c) : averager_options{};
+}
+
+worker_options parse_worker(std::vector<std::string> extra) {
+  std::vector<std::string> args{"prsgd", "worker", "--averager", "tcp://127.0.0.1:7500"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto c = parse_command_line(args);
+  EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message());
+  return c ? std::get<worker_options>(*c) : worker_options{};
+}
+
+job_data fake_data() {
+  job_data d;
+  d.name = "fashion-mnist";
+  d.model.input = {1, 28, 28};
+  d.model.num_classes = 10;
+  d.model.seed = 3;
+  d.train_size = 60000;
+  return d;
+}
+
+job_length plan_for(const averager_options& o) {
+  auto p = plan_job(o.schedule, static_cast<std::size_t>(o.model.batch), 60000);
+  EXPECT_TRUE(p.has_value());
+  return p ? *p : job_length{};
+}
+
+TEST(RoleConfigTest, AveragerDefaultsMapToTheCore) {
+  const auto o = parse_averager({"--epochs", "2", "--min-workers", "4", "--metrics-jsonl", "m.jsonl"});
+  const auto plan = plan_for(o);
+  auto cfg = averager_config_from(o, fake_data(), plan, 1234);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  const auto& core = cfg->core;
+  EXPECT_EQ(core.mode, actors::training_mode::restarted_sgd);
+  EXPECT_EQ(core.intervals, algorithms::interval_kind::fixed);
+  EXPECT_EQ(core.interval, 8U);
+  EXPECT_EQ(core.total_steps, plan.total_steps);
+  EXPECT_EQ(core.max_rounds, plan.rounds);
+  EXPECT_EQ(core.min_workers, 4U);
+  EXPECT_EQ(core.incarnation, 1234U);
+  EXPECT_EQ(core.step_sizes, algorithms::lr_kind::constant);
+  EXPECT_DOUBLE_EQ(core.step_size, 0.05);
+  EXPECT_EQ(core.deadline, actors::deadline_policy::none);
+  EXPECT_FALSE(core.outer.has_value());
+  ASSERT_TRUE(core.rule.has_value());  // auto on IID shards: by samples
+  EXPECT_EQ(*core.rule, algorithms::averaging_rule::by_samples);
+  EXPECT_EQ(core.heartbeat_interval, 500ms);
+  EXPECT_EQ(core.heartbeat_timeout, 5000ms);
+  EXPECT_EQ(core.rejoin_grace, 10000ms);  // twice the timeout, at least 2 s
+  EXPECT_EQ(cfg->model.num_classes, 10);
+  EXPECT_EQ(cfg->model.seed, 3U);
+  EXPECT_EQ(cfg->model_name, "fmnist-mlp");
+  EXPECT_EQ(cfg->rounds_per_epoch, plan.rounds_per_epoch);
+  EXPECT_EQ(cfg->metrics_jsonl, "m.jsonl");
+}
+
+TEST(RoleConfigTest, EveryEnumMapsThroughTheLibraryParsers) {
+  const auto o = parse_averager({"--interval-policy", "time-balanced", "--interval", "12", "--deadline", "adaptive",
+                                 "--deadline-mad-k", "2.5", "--quorum", "2", "--outer", "nesterov", "--outer-lr",
+                                 "0.7", "--step-size", "paper", "--warmup-rounds", "3", "--averaging",
+                                 "step-normalised"});
+  auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  EXPECT_EQ(cfg->core.intervals, algorithms::interval_kind::time_balanced);
+  EXPECT_EQ(cfg->core.interval, 12U);  // the target mean, not a planned I
+  EXPECT_EQ(cfg->core.deadline, actors::deadline_policy::adaptive);
+  EXPECT_DOUBLE_EQ(cfg->core.mad_k, 2.5);
+  EXPECT_EQ(cfg->core.quorum, 2U);
+  ASSERT_TRUE(cfg->core.outer.has_value());
+  EXPECT_EQ(cfg->core.outer->kind, algorithms::outer_kind::nesterov);
+  EXPECT_FLOAT_EQ(cfg->core.outer->lr, 0.7F);
+  EXPECT_EQ(cfg->core.step_sizes, algorithms::lr_kind::paper);
+  EXPECT_DOUBLE_EQ(cfg->core.step_size_c, 0.05);
+  EXPECT_EQ(cfg->core.warmup_rounds, 3U);
+  EXPECT_EQ(*cfg->core.rule, algorithms::averaging_rule::step_normalised);
+}
+
+TEST(RoleConfigTest, PerWorkerIntervalsAreKeyedByWorkerId) {
+  const auto o = parse_averager({"--interval-policy", "per-worker", "--intervals", "4,8,16"});
+  auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
+  ASSERT_TRUE(cfg.has_value());
+  EXPECT_EQ(cfg->core.intervals, algorithms::interval_kind::per_worker);
+  EXPECT_EQ(cfg->core.per_worker_intervals, (std::map<actors::member_id, std::uint64_t>{{0, 4}, {1, 8}, {2, 16}}));
+}
+
+TEST(RoleConfigTest, MinibatchModeStepsAtTheAveragerWithTheWorkersMomentum) {
+  const auto o = parse_averager({"--mode", "minibatch", "--momentum", "0.8"});
+  auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
+  ASSERT_TRUE(cfg.has_value());
+  EXPECT_EQ(cfg->core.mode, actors::training_mode::minibatch_sgd);
+  EXPECT_EQ(cfg->core.interval, 1U);
+  EXPECT_DOUBLE_EQ(cfg->core.minibatch_momentum, 0.8);
+}
+
+TEST(RoleConfigTest, NonIidAutoLeavesTheRuleToTheAverager) {
+  const auto o = parse_averager({"--non-iid"});
+  auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
+  ASSERT_TRUE(cfg.has_value());
+  EXPECT_FALSE(cfg->core.rule.has_value());
+}
+
+TEST(RoleConfigTest, AnUnparsableEnumIsAnErrorNotADefault) {
+  auto o = parse_averager({});
+  const auto plan = plan_for(o);
+  o.schedule.interval_policy = "fixd";
+  auto cfg = averager_config_from(o, fake_data(), plan, 1);
+  ASSERT_FALSE(cfg.has_value());
+  EXPECT_EQ(cfg.error().code, errc::invalid_argument);
+  EXPECT_NE(cfg.error().context.find("fixd"), std::string::npos);
+  o = parse_averager({});
+  o.schedule.step_size = "cosine";  // a library schedule the averager does not run
+  EXPECT_FALSE(averager_config_from(o, fake_data(), plan, 1).has_value());
+  o = parse_averager({});
+  o.schedule.deadline = "sometimes";
+  EXPECT_FALSE(averager_config_from(o, fake_data(), plan, 1).has_value());
+  o = parse_averager({});
+  o.schedule.outer = "adam";
+  EXPECT_FALSE(averager_config_from(o, fake_data(), plan, 1).has_value());
+  o = parse_averager({});
+  o.schedule.mode = "sync";
+  EXPECT_FALSE(averager_config_from(o, fake_data(), plan, 1).has_value());
+}
+
+TEST(RoleConfigTest, CommandLineTyposInEnumsAreUsageErrorsNamingTheOption) {
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--interval-policy", "fixd"}, {"--deadline", "soon"}, {"--outer", "adam"}, {"--averaging", "mean"},
+           {"--step-size", "cosine"}, {"--mode", "sync"}}) {
+    auto c = parse_command_line({"prsgd", "averager", "--listen", "tcp://127.0.0.1:7500", flag, value});
+    ASSERT_FALSE(c.has_value()) << flag;
+    EXPECT_EQ(c.error().code, errc::invalid_argument);
+    EXPECT_NE(c.error().context.find(flag), std::string::npos) << c.error().context;
+    EXPECT_EQ(c.error().context.find('\n'), std::string::npos);
+  }
+}
+
+TEST(RoleConfigTest, WorkerMapsShardSgdAndLiveness) {
+  const auto o = parse_worker({"--num-workers", "4", "--lr", "0.1", "--momentum", "0.5", "--momentum-on-restart",
+                               "reset", "--batch", "32", "--seed", "9", "--non-iid", "--dirichlet-alpha", "0.3",
+                               "--slowdown-ms", "7", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "900"});
+  auto data = fake_data();
+  auto cfg = worker_config_from(o, data, 6, 42);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  EXPECT_EQ(cfg->core.member, 6U);
+  EXPECT_EQ(cfg->core.incarnation, 42U);
+  EXPECT_EQ(cfg->core.heartbeat_interval, 100ms);
+  EXPECT_EQ(cfg->core.averager_timeout, 900ms);
+  EXPECT_EQ(cfg->core.join_retry, 200ms);  // at least 200 ms
+  EXPECT_EQ(cfg->num_shards, 4);
+  EXPECT_EQ(cfg->shard_index, 2);  // 6 mod 4
+  EXPECT_EQ(cfg->shard.seed, 9U);
+  EXPECT_EQ(cfg->shard.scheme, algorithms::shard_scheme::dirichlet);
+  EXPECT_DOUBLE_EQ(cfg->shard.alpha, 0.3);
+  EXPECT_FLOAT_EQ(cfg->sgd.learning_rate, 0.1F);
+  EXPECT_FLOAT_EQ(cfg->sgd.momentum, 0.5F);
+  EXPECT_FALSE(cfg->keep_momentum);
+  EXPECT_EQ(cfg->batch_size, 32U);
+  EXPECT_EQ(cfg->slowdown, 7ms);
+  EXPECT_EQ(cfg->model.seed, 3U);
+}
+
+// `prsgd local` passes its groups on with to_arguments: every option of a group must survive the trip, so a
+// new option in a table reaches the children without touching the launcher.
+TEST(RoleConfigTest, GroupsSurviveTheTripThroughArguments) {
+  const auto o = parse_averager({"--model", "fmnist-cnn", "--batch", "17", "--lr", "0.125", "--momentum", "0.3",
+                                 "--momentum-on-restart", "reset", "--seed", "11", "--non-iid", "--dirichlet-alpha",
+                                 "0.25", "--mode", "restarted", "--epochs", "0", "--rounds", "9", "--interval",
+                                 "5", "--intervals", "1,2,3", "--interval-policy", "per-worker", "--deadline",
+                                 "fixed", "--deadline-ms", "1500", "--deadline-mad-k", "1.5", "--quorum", "3",
+                                 "--step-size", "paper", "--warmup-rounds", "4", "--outer", "momentum",
+                                 "--outer-lr", "0.9", "--outer-momentum", "0.1", "--averaging", "uniform",
+                                 "--eval-every", "6", "--min-workers", "2", "--heartbeat-ms", "50",
+                                 "--heartbeat-timeout-ms", "700"});
+  std::vector<std::string> args;
+  for (const auto& part : {to_arguments(o.model), to_arguments(o.schedule), to_arguments(o.liveness)}) {
+    args.insert(args.end(), part.begin(), part.end());
+  }
+  const auto back = parse_averager(args);
+  EXPECT_EQ(back.model, o.model);
+  EXPECT_EQ(back.schedule, o.schedule);
+  EXPECT_EQ(back.liveness, o.liveness);
+  EXPECT_EQ(parse_averager(to_arguments(averager_options{}.schedule)).schedule, averager_options{}.schedule);
+}
+
+}  // namespace
