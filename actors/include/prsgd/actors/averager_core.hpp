@@ -28,7 +28,7 @@ enum class interval_policy : std::uint8_t {
   per_worker,
   /// The paper's rule I = ceil(T^{1/4} / N^{3/4}) with T = total_steps, N = |M_r|.
   paper,
-  /// I_i = speed_i · τ with τ = interval / median speed, so all workers reach the barrier together.
+  /// I_i = speed_i · τ with τ = N · interval / Σ speed_i: all reach the barrier together, mean I_i = interval.
   time_balanced,
 };
 
