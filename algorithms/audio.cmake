@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Audio half of prsgd::algorithms (issue 7): WAV reading, log-mel features, keyword data-set loader.
+# Audio half of prsgd::algorithms: WAV reading, log-mel features, keyword data-set loader.
 list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/audio/wav.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/audio/log_mel.cpp

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Data sets, sharding, averaging kernels, outer optimiser, wire codecs and schedules (issue 4).
+# Data sets, sharding, averaging kernels, outer optimiser, wire codecs and schedules.
 list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/fashion_mnist.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/averaging.cpp)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Benchmarks for averaging kernels (issue 4); BENCHMARKS.md "## Averaging kernels" has the figures.
+# Benchmarks for averaging kernels; bench/algorithms/data/HISTORY.md has the figures.
 if(TARGET benchmark::benchmark AND TARGET prsgd::algorithms)
   prsgd_add_executable(prsgd_averaging_bench
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/averaging_bench.cpp

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Fails on an include that breaks the layering in STYLE.md (actors -> runtime -> transport,
+# Fails on an include that breaks the layering in docs/architecture.md (actors -> runtime -> transport,
 # actors -> algorithms, everything -> common).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

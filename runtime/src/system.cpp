@@ -112,7 +112,7 @@ bool spin_until_set(const std::atomic<bool>& flag, clock::duration budget) {
     }
     // Give the core to any runnable thread (under SCHED_FIFO a polling thread is otherwise never
     // preempted by its peers): often the one that will complete the result. Pausing without yielding
-    // cut 2:2 async calls/s by ~10 % in wire_bench (BENCHMARKS.md).
+    // cut 2:2 async calls/s by ~10 % in wire_bench (bench/wire/HISTORY.md).
     sched_yield();
   }
 }

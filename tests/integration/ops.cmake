@@ -8,7 +8,7 @@ prsgd_add_test(ops_cluster_script_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/ops/clu
                DEPS prsgd_test_support LABELS integration TIMEOUT 120)
 target_compile_definitions(ops_cluster_script_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
-# ops/paper-experiment --quick (issue 8): table with a row per configuration, and the plots. Runs the script
+# ops/paper-experiment --quick: table with a row per configuration, and the plots. Runs the script
 # against the Release binary only: under sanitizers the same few rounds take several times longer, and prsgd
 # itself is covered there by the cli tests. Skipped (exit 77) when gnuplot is missing.
 if(TARGET prsgd AND NOT PRSGD_SANITIZERS)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Speech data (issue 7): runs ops/make-kws-data (espeak-ng + sox + python3-numpy) and loads what it writes.
+# Speech data: runs ops/make-kws-data (espeak-ng + sox + python3-numpy) and loads what it writes.
 if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_speech_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/speech/speech_test.cpp
@@ -9,7 +9,7 @@ if(TARGET prsgd::algorithms)
   target_compile_definitions(prsgd_speech_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
 
-# The speech job (issue 7): `prsgd local --model kws-cnn` with two worker processes on the tiny preset, run
+# The speech job: `prsgd local --model kws-cnn` with two worker processes on the tiny preset, run
 # twice on one data directory (feature cache written by the first job, reused by the second). Under 60 s.
 if(TARGET prsgd)
   prsgd_add_process_test(prsgd_speech_job_test

@@ -280,7 +280,7 @@ void fused_streaming(float* out, const fused_inputs& in, std::size_t len) {
 
 // The core's private L2 (glibc's sysconf), clamped to [256 KiB, 16 MiB]; 1 MiB when the system does not
 // say. An `out` larger than L2 leaves the core's fast cache anyway, so the read-for-ownership that
-// streaming stores save is the bigger cost. Measured (BENCHMARKS.md): on the AMD EPYC VM (1 MiB L2)
+// streaming stores save is the bigger cost. Measured (bench/algorithms/data/HISTORY.md): on the AMD EPYC VM (1 MiB L2)
 // 1M floats (4 MB) with two inputs run at 84 GB/s streaming against 51 GB/s with normal stores; on the
 // Intel Xeon VM (2 MiB L2) the two policies tie at 1M floats and streaming wins at 10M. The earlier rule,
 // half the last-level cache, kept 4 MB outputs on normal stores and missed 0.8x memcpy on the EPYC VM.

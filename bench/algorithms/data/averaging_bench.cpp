@@ -3,7 +3,7 @@
 // Bytes moved = bytes read + bytes written: (N + 1) * n * 4 for averaging and the streaming sum
 // (N + 2 for step_normalised, which also reads x̄), 2 * N * n * 4 for memcpy. Rates use CPU time: on a
 // shared, oversubscribed machine wall time mostly measures the scheduler. Run with
-// --benchmark_repetitions=5 and compare medians (BENCHMARKS.md).
+// --benchmark_repetitions=5 and compare medians (HISTORY.md beside this file).
 #include <benchmark/benchmark.h>
 
 #include <cstring>

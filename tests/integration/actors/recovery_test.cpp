@@ -330,7 +330,7 @@ TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothi
   EXPECT_EQ(wait_exit(w1, 15s), 0) << log("worker-1");
 }
 
-// The scenario of the PR-SGD issue: 1 averager + 3 workers train fmnist-mlp with I = 8; one worker is
+// The recovery scenario end to end: 1 averager + 3 workers train fmnist-mlp with I = 8; one worker is
 // killed with SIGKILL, a fourth joins, the averager is killed with SIGKILL and restarted from its
 // checkpoint. The run completes above 85% and the metrics show every membership change and every
 // round's counted models exactly once.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The speech job end to end (issue 7): ops/make-kws-data --preset tiny, then `prsgd local --model kws-cnn` with
+// The speech job end to end: ops/make-kws-data --preset tiny, then `prsgd local --model kws-cnn` with
 // two worker processes, twice on the same data directory. The first job writes <dir>/features.cache, the second
 // reads it in every process and leaves it untouched.
 #include <sys/stat.h>
@@ -91,8 +91,8 @@ TEST(SpeechJobTest, KwsCnnTrainsOnTwoWorkerProcessesAndReusesTheFeatureCache) {
   const fs::path cache = data / "features.cache";
   ASSERT_FALSE(fs::exists(cache));
 
-  // Job 1: no cache yet. Every process featurises the clips (there is no lock between them) and installs its
-  // copy by rename, so exactly one complete cache file remains and no temporary file.
+  // Job 1: no cache yet. The process holding <cache>.lock featurises the clips and installs the cache by
+  // rename; the others wait and read it, so exactly one complete cache file remains and no temporary file.
   const job_result first = run_job(dir.path(), data, "job1");
   expect_finished(first);
   ASSERT_TRUE(fs::exists(cache));

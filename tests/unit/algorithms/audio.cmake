@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Tests for WAV reading, log-mel features and the keyword data-set loader (issue 7).
+# Tests for WAV reading, log-mel features and the keyword data-set loader.
 if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_wav_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/audio/wav_test.cpp

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Tests for data sets, sharding, averaging, outer optimiser, codecs and schedules (issue 4).
+# Tests for data sets, sharding, averaging, outer optimiser, codecs and schedules.
 if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_fashion_mnist_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/fashion_mnist_test.cpp

@@ -44,7 +44,7 @@ enum class training_mode : std::uint8_t {
 
 // Every message carries `member` (the worker the message is from or for), `incarnation` (that worker's
 // incarnation), `averager_incarnation` (the averager incarnation the sender knows; 0 = none yet) and
-// `round` (STYLE §6). Handlers on both sides are idempotent and tolerate duplicates and reordering.
+// `round` (actors/PROTOCOL.md). Handlers on both sides are idempotent and tolerate duplicates and reordering.
 
 /// Asks to join the job (worker -> averager). Sent at start, after a LEAVE, after being removed, and
 /// whenever the worker sees a new averager incarnation.

@@ -114,8 +114,8 @@ enum class interval_kind : std::uint8_t {
   per_worker,
   /// Every worker uses paper_interval(total_steps, N).
   paper,
-  /// time_balanced_intervals() from measured speeds; target_round_s, or when it is 0 the time the
-  /// median-speed worker needs for fixed_interval steps.
+  /// time_balanced_intervals() from measured speeds; target_round_s, or when it is 0
+  /// balanced_round_time(speeds, fixed_interval), which keeps the mean interval at fixed_interval.
   time_balanced,
 };
 

@@ -97,7 +97,8 @@ struct schedule_options {
   std::vector<int> intervals;
   /// fixed | per-worker | paper (I = ceil(T^1/4 / N^3/4)) | time-balanced.
   std::string interval_policy = "fixed";
-  /// auto (step-normalised when intervals differ, else samples) | uniform | samples | step-normalised.
+  /// auto (samples on IID shards; with non_iid, step-normalised when intervals differ) | uniform | samples |
+  /// step-normalised.
   std::string averaging = "auto";
   /// When the barrier may close before every member submitted: none | fixed | adaptive (median + k·MAD of
   /// past arrival offsets).
@@ -135,7 +136,7 @@ struct schedule_options {
 struct head_options {
   output_options output;
   liveness_options liveness;
-  /// Refused when set: the node layer the head runs on cannot authenticate its clients yet.
+  /// Refused when set: the node layer the head runs on cannot authenticate its clients.
   security_options security;
   /// Endpoint to bind, e.g. tcp://0.0.0.0:7400.
   std::string listen;

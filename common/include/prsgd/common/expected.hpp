@@ -34,11 +34,11 @@ enum class errc : std::uint8_t {
   protocol_error,
   /// A caller passed a value outside its documented range.
   invalid_argument,
-  /// A submission belongs to a round that is already closed.
+  /// Reserved, never raised: the averager counts a submission for a closed round as late instead.
   stale_round,
-  /// A message came from a worker that is not a member of the current round.
+  /// Reserved, never raised: the averager counts a non-member's submission as rejected instead.
   not_a_member,
-  /// The same (worker, round, incarnation) was already counted.
+  /// Reserved, never raised: the averager counts a repeated submission as duplicate instead.
   duplicate,
   /// A file could not be opened, read, written or renamed.
   io_error,
@@ -46,7 +46,7 @@ enum class errc : std::uint8_t {
   checksum_mismatch,
   /// A message or model exceeded a configured size limit.
   too_large,
-  /// Authentication (CURVE/ZAP) rejected a peer.
+  /// Reserved, never raised: a peer that CURVE/ZAP rejects never connects, so nothing reports it.
   unauthorized,
   /// A queue or high-water mark is full; the message was not accepted.
   overloaded,

@@ -104,7 +104,7 @@ using ask_result_t =
 /// Is a typed, copyable handle to an actor of type `T`: the only way to talk to it.
 /// `tell` and `ask` take a member function pointer (`&Counter::add`) or a callable `f(T&, args...)`;
 /// arguments are copied/moved into the message. Location-transparent by design: every call is a
-/// message object handed to the target's cell, so a remote proxy cell can encode it (issue 3).
+/// message object handed to the target's cell, so a remote proxy cell can encode it.
 /// Thread-safe: use from any thread or actor.
 template <class T>
 class actor_ref {

@@ -11,7 +11,7 @@
 
 namespace prsgd {
 
-/// Maps the methods of actor type `T` to stable names, so a remote proxy (issue 3) can send a call as
+/// Maps the methods of actor type `T` to stable names, so a remote proxy can send a call as
 /// (type, method name, msgpack-encoded arguments) and the receiving node can find the member pointer:
 ///
 ///   static const auto reg = prsgd::method_registry<counter>{"counter"}

@@ -118,7 +118,7 @@ class remote_ref {
 };
 
 /// Connects an `actor_system` to other nodes: serves remote calls, spawns and monitors for the local
-/// actors, and sends them for `remote_ref`s (the remote-actor layer of issue 3; PROTOCOL.md).
+/// actors, and sends them for `remote_ref`s (the remote-actor layer; runtime/PROTOCOL.md).
 ///
 /// Thread contract: every member is thread-safe. Received messages are decoded on the transport's
 /// delivery thread, which only enqueues into actor mailboxes; results travel back from actor threads.
