@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The README's test command: installs dependencies, checks layering, builds and runs every unit and
-# integration test twice (Release with -Werror, then ASan+UBSan), and builds a consumer project
-# against the installed package. Prints ctest's summary for each run.
+# The README's test command: installs dependencies, checks layering and documentation links, builds and
+# runs every unit and integration test twice (Release with -Werror, then ASan+UBSan), and builds a
+# consumer project against the installed package. Prints ctest's summary for each run.
+#   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
+#   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${PRSGD_JOBS:-$(nproc)}"
+full=0
+for arg in "$@"; do
+  case "$arg" in
+    --full) full=1 ;;
+    -h|--help) sed -n '3,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "ops/test.sh: unknown argument '$arg' (use --full or --help)" >&2; exit 2 ;;
+  esac
+done
 
 ops/install-deps.sh
 ops/ci/check_deps.sh
+python3 ops/ci/check_links.py
 
 echo "=== release build (-Werror) ==="
 cmake --preset ci-release >/dev/null
@@ -27,3 +38,10 @@ echo "=== ASan + UBSan build ==="
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs"
+
+if ((full)); then
+  echo "=== ThreadSanitizer build ==="
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$jobs"
+  ctest --preset tsan -j "$jobs"
+fi
