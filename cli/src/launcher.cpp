@@ -460,6 +460,13 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   if (o.output.metrics_port != 0) {
     add(avg.argv, "--metrics-port", text(o.output.metrics_port));
   }
+  // The trained model: the averager writes it.
+  if (!o.save.save_model.empty()) {
+    add(avg.argv, "--save-model", std::filesystem::absolute(o.save.save_model).string());
+    if (o.save.save_best) {
+      avg.argv.emplace_back("--save-best");
+    }
+  }
   out.push_back(std::move(avg));
 
   for (int i = 0; i < o.workers; ++i) {
