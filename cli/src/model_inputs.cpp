@@ -153,9 +153,37 @@ expected<input_samples> read_wav_input(const std::string& path, const algorithms
   return input_samples{std::vector<float>(m.data(), m.data() + m.size()), 1};
 }
 
+// An uncompressed IDX file of unsigned bytes with rank 3: magic 0x00000803, three big-endian sizes, the bytes.
+expected<algorithms::idx_bytes> read_raw_idx3(const std::string& path, const std::vector<unsigned char>& bytes) {
+  const auto bad = [&](const std::string& what) { return fail(errc::decode_failed, path + ": " + what); };
+  if (bytes.size() < 16 || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08 || bytes[3] != 3) {
+    return bad("not an IDX file of unsigned-byte images (expected magic 0x00000803; PNG, NPY and WAV files need "
+               "their extension)");
+  }
+  algorithms::idx_bytes out;
+  std::uint64_t total = 1;
+  for (int i = 0; i < 3; ++i) {
+    const unsigned char* b = bytes.data() + 4 + 4 * i;
+    const std::uint32_t d = (std::uint32_t{b[0]} << 24U) | (std::uint32_t{b[1]} << 16U) | (std::uint32_t{b[2]} << 8U) | b[3];
+    out.dims.push_back(d);
+    total *= d;
+  }
+  if (total != bytes.size() - 16) {
+    return bad("IDX header says " + std::to_string(total) + " bytes of images, the file has " +
+               std::to_string(bytes.size() - 16));
+  }
+  out.data.assign(bytes.begin() + 16, bytes.end());
+  return out;
+}
+
 expected<input_samples> read_idx_input(const std::string& path, const algorithms::shape3& shape,
                                        const std::string& dataset) {
-  auto idx = algorithms::read_idx_gz(path, 3);
+  auto bytes = read_whole_file(path);
+  if (!bytes) {
+    return bytes.error();
+  }
+  const bool gzipped = bytes->size() >= 2 && (*bytes)[0] == 0x1F && (*bytes)[1] == 0x8B;
+  auto idx = gzipped ? algorithms::read_idx_gz(path, 3) : read_raw_idx3(path, *bytes);
   if (!idx) {
     return idx.error();
   }

@@ -22,7 +22,7 @@ struct input_samples {
 ///  - .npy: uint8 pixels, or float32/float64 values taken as they are (already preprocessed), shaped
 ///    (C, H, W) or (H, W) for one sample, (N, C, H, W) or (N, H, W) for N (the 2-D forms for C = 1);
 ///  - .wav: for kws: 16 kHz mono 16-bit PCM, zero-padded or cut to 1 s, as log-mel features;
-///  - anything else: an IDX file of unsigned-byte images (rank 3, N x H x W, gzip-compressed or not).
+///  - anything else: an IDX file of unsigned-byte images (rank 3, N x H x W), gzip-compressed or not.
 /// Pixels (PNG, IDX, uint8 NPY) are scaled to [0, 1] and, for fashion-mnist, normalised like the
 /// training data. Returns invalid_argument (with the path) when the file does not fit the model's input,
 /// decode_failed for a malformed file, io_error when it cannot be read.
