@@ -13,11 +13,11 @@
 
 #include "commands.hpp"
 #include "prsgd/actors/checkpoint.hpp"
-#include "prsgd/actors/metrics.hpp"
 #include "prsgd/algorithms/kws_data.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/algorithms/safetensors.hpp"
 #include "prsgd/cli/model_inputs.hpp"
+#include "prsgd/common/json_quote.hpp"
 #include "prsgd/common/log.hpp"
 
 #ifndef PRSGD_VERSION_STRING
@@ -28,7 +28,6 @@ namespace prsgd::cli {
 
 namespace {
 
-using actors::json_quote;
 
 std::string number(double v) {
   char buf[64];
@@ -387,17 +386,27 @@ expected<std::unique_ptr<algorithms::model>> load_into(const algorithms::st_file
   return net;
 }
 
+// eval's and predict's start: plugins, then the weights file and the model name. Prints why it fails.
+std::optional<algorithms::st_file> open_weights(const char* command, const output_options& out,
+                                                const std::string& weights, model_options& m) {
+  if (auto p = prepare_process(out); !p) {
+    std::fprintf(stderr, "prsgd %s: %s\n", command, p.error().message().c_str());
+    return std::nullopt;
+  }
+  auto file = read_weights(weights, m);
+  if (!file) {
+    std::fprintf(stderr, "prsgd %s: %s\n", command, file.error().context.c_str());
+    return std::nullopt;
+  }
+  return std::move(*file);
+}
+
 }  // namespace
 
 int run_eval(const eval_options& o) {
-  if (auto p = prepare_process(o.output); !p) {
-    std::fprintf(stderr, "prsgd eval: %s\n", p.error().message().c_str());
-    return exit_usage;
-  }
   model_options m = o.model;
-  auto file = read_weights(o.weights, m);
+  auto file = open_weights("eval", o.output, o.weights, m);
   if (!file) {
-    std::fprintf(stderr, "prsgd eval: %s\n", file.error().context.c_str());
     return exit_usage;
   }
   auto data = load_job_data(m, data_need::train_size_and_test);
@@ -507,14 +516,9 @@ int run_eval(const eval_options& o) {
 }
 
 int run_predict(const predict_options& o) {
-  if (auto p = prepare_process(o.output); !p) {
-    std::fprintf(stderr, "prsgd predict: %s\n", p.error().message().c_str());
-    return exit_usage;
-  }
   model_options m = o.model;
-  auto file = read_weights(o.weights, m);
+  auto file = open_weights("predict", o.output, o.weights, m);
   if (!file) {
-    std::fprintf(stderr, "prsgd predict: %s\n", file.error().context.c_str());
     return exit_usage;
   }
   const std::string dataset = resolve_dataset(m);

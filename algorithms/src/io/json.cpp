@@ -3,6 +3,8 @@
 
 #include <set>
 
+#include "prsgd/common/json_quote.hpp"
+
 namespace prsgd::algorithms::json {
 
 namespace {
@@ -95,7 +97,7 @@ class parser {
       std::string key;
       PRSGD_TRY(parse_string(key));
       if (!keys.insert(key).second) {
-        return bad("duplicate key " + quote(key));
+        return bad("duplicate key " + json_quote(key));
       }
       skip_ws();
       if (pos_ >= s_.size() || s_[pos_] != ':') {
@@ -315,25 +317,5 @@ std::optional<std::uint64_t> value::as_uint() const {
 }
 
 expected<value> parse(std::string_view text) { return parser{text}.run(); }
-
-std::string quote(std::string_view text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\\') {
-      out += "\\\\";
-    } else if (c < 0x20) {
-      static constexpr char hex[] = "0123456789abcdef";
-      out += "\\u00";
-      out += hex[c >> 4U];
-      out += hex[c & 0xFU];
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
 
 }  // namespace prsgd::algorithms::json

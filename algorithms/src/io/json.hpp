@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// A small strict JSON reader and a string quoter, for file headers prsgd reads (safetensors). Private.
+// A small strict JSON reader for file headers prsgd reads (safetensors). Private.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +34,5 @@ struct value {
 /// Parses `text` as exactly one JSON value (RFC 8259; nesting at most 64 deep). Returns decode_failed with
 /// the byte offset of the first problem.
 [[nodiscard]] expected<value> parse(std::string_view text);
-
-/// Returns `text` as a JSON string literal with quotes (escapes ", \ and control characters).
-[[nodiscard]] std::string quote(std::string_view text);
 
 }  // namespace prsgd::algorithms::json

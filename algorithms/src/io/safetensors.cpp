@@ -10,6 +10,7 @@
 
 #include "json.hpp"
 #include "prsgd/common/file_io.hpp"
+#include "prsgd/common/json_quote.hpp"
 
 namespace prsgd::algorithms {
 
@@ -77,7 +78,7 @@ struct entry {
 };
 
 expected<entry> parse_entry(const std::string& name, const json::value& v) {
-  const std::string where = "tensor " + json::quote(name) + ": ";
+  const std::string where = "tensor " + json_quote(name) + ": ";
   if (v.type != json::value::kind::object) {
     return bad_file(where + "must be an object");
   }
@@ -94,7 +95,7 @@ expected<entry> parse_entry(const std::string& name, const json::value& v) {
     } else if (key == "data_offsets") {
       offsets = &field;
     } else {
-      return bad_file(where + "unknown field " + json::quote(key));
+      return bad_file(where + "unknown field " + json_quote(key));
     }
   }
   if (dtype == nullptr || shape == nullptr || offsets == nullptr) {
@@ -105,7 +106,7 @@ expected<entry> parse_entry(const std::string& name, const json::value& v) {
   }
   const auto* known = std::find_if(dtypes.begin(), dtypes.end(), [&](const dtype_entry& d) { return d.name == dtype->text; });
   if (known == dtypes.end()) {
-    return bad_file(where + "unknown dtype " + json::quote(dtype->text));
+    return bad_file(where + "unknown dtype " + json_quote(dtype->text));
   }
   e.dtype = known->type;
   if (shape->type != json::value::kind::array) {
@@ -174,7 +175,7 @@ expected<std::vector<unsigned char>> encode_safetensors(const st_file& f) {
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : f.metadata) {
-      header += (first ? "" : ",") + json::quote(k) + ":" + json::quote(v);
+      header += (first ? "" : ",") + json_quote(k) + ":" + json_quote(v);
       first = false;
     }
     header += "}";
@@ -182,14 +183,14 @@ expected<std::vector<unsigned char>> encode_safetensors(const st_file& f) {
   std::uint64_t offset = 0;
   for (const auto& t : f.tensors) {
     if (t.name.empty() || t.name == "__metadata__" || !names.insert(t.name).second) {
-      return fail(errc::invalid_argument, "safetensors: bad or duplicate tensor name " + json::quote(t.name));
+      return fail(errc::invalid_argument, "safetensors: bad or duplicate tensor name " + json_quote(t.name));
     }
     const auto count = elements(t.shape);
     if (!count || *count * element_size(t.dtype) != t.data.size()) {
       return fail(errc::invalid_argument, "safetensors: tensor " + t.name + " has " + std::to_string(t.data.size()) +
                                               " bytes, which does not match its dtype and shape " + shape_text(t.shape));
     }
-    header += (header.size() > 1 ? "," : "") + json::quote(t.name) + ":{\"dtype\":\"" + std::string(to_string(t.dtype)) +
+    header += (header.size() > 1 ? "," : "") + json_quote(t.name) + ":{\"dtype\":\"" + std::string(to_string(t.dtype)) +
               "\",\"shape\":" + shape_text(t.shape) + ",\"data_offsets\":[" + std::to_string(offset) + "," +
               std::to_string(offset + t.data.size()) + "]}";
     offset += t.data.size();
@@ -244,7 +245,7 @@ expected<st_file> decode_safetensors(std::span<const unsigned char> bytes) {
       }
       for (const auto& [mk, mv] : v.members) {
         if (mv.type != json::value::kind::string) {
-          return bad_file("__metadata__ value of " + json::quote(mk) + " must be a string");
+          return bad_file("__metadata__ value of " + json_quote(mk) + " must be a string");
         }
         out.metadata[mk] = mv.text;
       }
@@ -262,7 +263,7 @@ expected<st_file> decode_safetensors(std::span<const unsigned char> bytes) {
   std::uint64_t expected_begin = 0;
   for (const auto& e : entries) {
     if (e.begin != expected_begin) {
-      return bad_file("tensor " + json::quote(e.name) + " starts at byte " + std::to_string(e.begin) + ", expected " +
+      return bad_file("tensor " + json_quote(e.name) + " starts at byte " + std::to_string(e.begin) + ", expected " +
                       std::to_string(expected_begin) + " (tensor data must follow each other without gap or overlap)");
     }
     expected_begin = e.end;
