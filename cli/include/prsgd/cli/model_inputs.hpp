@@ -29,13 +29,18 @@ struct input_samples {
 [[nodiscard]] expected<input_samples> read_model_input(const std::string& path, const algorithms::shape3& shape,
                                                        const std::string& dataset);
 
-/// Parses NPY bytes (format 1.0-3.0, C order) into its shape and values converted to float; uint8 data is
-/// reported through `pixels` and left in 0..255. Returns decode_failed saying what is wrong.
+/// Holds a parsed NPY array.
 struct npy_array {
+  /// Its dimensions.
   std::vector<std::size_t> shape;
+  /// Its values in C order, converted to float.
   std::vector<float> values;
+  /// True for uint8 data (values left in 0..255).
   bool pixels = false;
 };
+
+/// Parses NPY bytes (format 1.0-3.0, C order; float32, float64 or uint8). Returns decode_failed saying what
+/// is wrong.
 [[nodiscard]] expected<npy_array> parse_npy(const std::vector<unsigned char>& bytes);
 
 }  // namespace prsgd::cli
