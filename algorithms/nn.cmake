@@ -22,3 +22,8 @@ if(PRSGD_NN_USE_BLAS)
     message(STATUS "prsgd nn: no BLAS found; using Eigen's built-in GEMM (slower)")
   endif()
 endif()
+
+# Files: safetensors reading and writing, and the model <-> named tensors conversion (io/).
+list(APPEND PRSGD_ALGORITHMS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/src/io/json.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/io/safetensors.cpp)

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs every Debian 12 package prsgd's build, tests and examples need. Idempotent: only missing
 # packages are installed, and apt-get update runs only when something is missing.
-#   ops/install-deps.sh            build + tests + examples
-#   ops/install-deps.sh --bench    also PyTorch with OpenBLAS, CAF and gnuplot for bench/ and ops/paper-experiment
+#   ops/install-deps.sh            build + tests + examples (PyTorch too: the export tests load prsgd's
+#                                  weights into the PyTorch twins; libpng for `prsgd predict`)
+#   ops/install-deps.sh --bench    also CAF and gnuplot for bench/ and ops/paper-experiment
 set -euo pipefail
 
 packages=(
@@ -15,9 +16,10 @@ packages=(
   espeak-ng sox
   iproute2 procps python3 python3-numpy
   libblas-dev libopenblas0-pthread
+  libpng-dev python3-torch
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libcaf-dev python3-torch libopenblas0-pthread gnuplot-nox)
+  packages+=(libcaf-dev libopenblas0-pthread gnuplot-nox)
 fi
 
 missing=()

@@ -236,6 +236,7 @@ void averager_actor::pump_eval() {
   evaluating_ = true;
   auto [r, params] = std::move(eval_queue_.front());
   eval_queue_.pop_front();
+  evaluating_model_ = {r == final_round_marker ? core_->round() : r + 1, params, std::nullopt, false};
   // The evaluation model is handed to the compute pool and back; the strand does not touch it meanwhile.
   auto* model_ptr = eval_model_.get();
   auto test = config_.test_set;
@@ -260,6 +261,11 @@ void averager_actor::on_evaluated(round_t round, expected<double> acc) {
   if (round == final_round_marker) {
     final_eval_done_ = true;
   }
+  if (acc && config_.on_model) {
+    evaluating_model_.test_acc = *acc;
+    config_.on_model(evaluating_model_);
+  }
+  evaluating_model_ = {};
   for (auto& line : lines_) {
     if (line.awaiting_eval && line.metrics.round == round) {
       line.awaiting_eval = false;
@@ -311,6 +317,9 @@ void averager_actor::maybe_done() {
     }
   }
   PRSGD_LOG(info, "averager") << "done after " << summary_.rounds << " rounds";
+  if (config_.on_model) {
+    config_.on_model({summary_.rounds, core_->model(), summary_.test_acc, true});
+  }
   if (config_.on_done) {
     config_.on_done(summary_);
   }

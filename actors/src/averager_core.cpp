@@ -178,6 +178,16 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
   }
 
   if (resumed) {
+    if (resumed->identity && core.config_.model_identity) {
+      const auto& was = *resumed->identity;
+      const auto& now_id = *core.config_.model_identity;
+      if (was.name != now_id.name || was.channels != now_id.channels || was.height != now_id.height ||
+          was.width != now_id.width || was.classes != now_id.classes) {
+        return fail(errc::invalid_argument, "averager: the checkpoint in " + core.config_.checkpoint_dir +
+                                                " is for model " + was.name + ", not " + now_id.name +
+                                                " (or another input shape or class count)");
+      }
+    }
     if (resumed->model.size() != initial_model.size()) {
       return fail(errc::invalid_argument, "averager: checkpoint model has " + std::to_string(resumed->model.size()) +
                                               " floats, expected " + std::to_string(initial_model.size()));
@@ -853,6 +863,7 @@ checkpoint_state averager_core::snapshot() const {
   s.late = counters_.late;
   s.duplicate = counters_.duplicate;
   s.rejected = counters_.rejected;
+  s.identity = config_.model_identity;
   return s;
 }
 

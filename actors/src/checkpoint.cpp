@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -23,7 +20,9 @@ static_assert(std::endian::native == std::endian::little, "checkpoints are writt
 
 constexpr std::string_view log_component = "checkpoint";
 constexpr std::array<char, 8> magic{'P', 'R', 'S', 'G', 'D', 'C', 'K', 'P'};
-constexpr std::uint32_t format_version = 1;
+// Version 2 appends the model identity to version 1's payload; version 1 is still read.
+constexpr std::uint32_t format_version = 2;
+constexpr std::uint32_t oldest_readable_version = 1;
 constexpr std::size_t header_size = 8 + 4 + 8 + 4;
 
 // Appends plain little-endian values.
@@ -34,6 +33,10 @@ class writer {
     static_assert(std::is_trivially_copyable_v<T>);
     const auto* p = reinterpret_cast<const unsigned char*>(&v);
     bytes.insert(bytes.end(), p, p + sizeof(T));
+  }
+  void put_string(const std::string& text) {
+    put<std::uint64_t>(text.size());
+    bytes.insert(bytes.end(), text.begin(), text.end());
   }
   template <class T>
   void put_vector(const std::vector<T>& v) {
@@ -70,6 +73,15 @@ class reader {
     pos_ += n * sizeof(T);
     return true;
   }
+  bool get_string(std::string& text) {
+    std::uint64_t n = 0;
+    if (!get(n) || n > size_ - pos_) {
+      return false;
+    }
+    text.assign(reinterpret_cast<const char*>(data_ + pos_), n);
+    pos_ += n;
+    return true;
+  }
   [[nodiscard]] bool at_end() const { return pos_ == size_; }
 
  private:
@@ -88,8 +100,6 @@ std::uint32_t crc32_of(const unsigned char* data, std::size_t size) {
   }
   return static_cast<std::uint32_t>(crc);
 }
-
-std::string errno_text() { return std::strerror(errno); }
 
 // Parses "ckpt-<digits>.bin"; returns false for anything else.
 bool parse_name(const std::string& name, std::uint64_t& round) {
@@ -132,6 +142,17 @@ std::vector<unsigned char> encode_checkpoint(const checkpoint_state& s) {
   }
   p.put_vector(s.outer_momentum);
   p.put_vector(s.arrival_history);
+  p.put<std::uint8_t>(s.identity ? 1 : 0);
+  if (s.identity) {
+    const auto& id = *s.identity;
+    p.put_string(id.name);
+    p.put<std::int32_t>(id.channels);
+    p.put<std::int32_t>(id.height);
+    p.put<std::int32_t>(id.width);
+    p.put<std::int32_t>(id.classes);
+    p.put_string(id.dataset);
+    p.put_string(id.fingerprint);
+  }
 
   writer h;
   for (char c : magic) {
@@ -162,7 +183,7 @@ expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& b
   if (m != magic) {
     return fail(errc::decode_failed, "not a prsgd checkpoint (bad magic)");
   }
-  if (version != format_version) {
+  if (version < oldest_readable_version || version > format_version) {
     return fail(errc::decode_failed, "unsupported checkpoint version " + std::to_string(version));
   }
   if (size != bytes.size() - header_size) {
@@ -185,60 +206,22 @@ expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& b
     ok = p.get(cm.member) && p.get(cm.incarnation) && p.get(cm.interval) && p.get(cm.speed);
     s.members.push_back(cm);
   }
-  ok = ok && p.get_vector(s.outer_momentum) && p.get_vector(s.arrival_history) && p.at_end();
+  ok = ok && p.get_vector(s.outer_momentum) && p.get_vector(s.arrival_history);
+  if (ok && version >= 2) {
+    std::uint8_t has_identity = 0;
+    ok = p.get(has_identity) && has_identity <= 1;
+    if (ok && has_identity == 1) {
+      checkpoint_model id;
+      ok = p.get_string(id.name) && p.get(id.channels) && p.get(id.height) && p.get(id.width) && p.get(id.classes) &&
+           p.get_string(id.dataset) && p.get_string(id.fingerprint);
+      s.identity = std::move(id);
+    }
+  }
+  ok = ok && p.at_end();
   if (!ok) {
     return fail(errc::decode_failed, "checkpoint payload is malformed");
   }
   return s;
-}
-
-expected<void> write_file_atomically(const std::filesystem::path& path, const std::vector<unsigned char>& bytes) {
-  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path{"."};
-  const auto tmp = dir / ("." + path.filename().string() + ".tmp");
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return fail(errc::io_error, "open " + tmp.string() + ": " + errno_text());
-  }
-  auto abandon = [&](const std::string& what) {
-    std::string text = what + " " + tmp.string() + ": " + errno_text();
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return fail(errc::io_error, std::move(text));
-  };
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const auto n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return abandon("write");
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    return abandon("fsync");
-  }
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return fail(errc::io_error, "close " + tmp.string() + ": " + errno_text());
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string text = "rename to " + path.string() + ": " + errno_text();
-    ::unlink(tmp.c_str());
-    return fail(errc::io_error, std::move(text));
-  }
-  // The rename is durable only once the directory entry is on disk.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) {
-    return fail(errc::io_error, "open directory " + dir.string() + ": " + errno_text());
-  }
-  const int rc = ::fsync(dfd);
-  ::close(dfd);
-  if (rc != 0) {
-    return fail(errc::io_error, "fsync directory " + dir.string() + ": " + errno_text());
-  }
-  return {};
 }
 
 checkpoint_store::checkpoint_store(std::filesystem::path dir, std::size_t keep)

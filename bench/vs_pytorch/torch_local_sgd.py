@@ -52,19 +52,19 @@ import torch.nn.functional as F
 
 import prsgd_sampler
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import prsgd_twins  # noqa: E402
+
 MEAN, STD = 0.2860, 0.3530
 
 
 def make(name):
-    # Same shapes as algorithms/src/nn/model.cpp (make_fmnist_mlp / make_fmnist_cnn).
-    if name == "fmnist-mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
-                             nn.Linear(256, 10))
-    if name == "fmnist-cnn":
-        return nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                             nn.Linear(1568, 10))
-    raise SystemExit(f"unknown model {name}")
+    # The shared PyTorch twins (python/prsgd_twins.py): named like prsgd's exported weights; construction draws
+    # the same random numbers as the nn.Sequential models this file used to build, so seeds give the same start.
+    try:
+        return prsgd_twins.make(name)
+    except ValueError as e:
+        raise SystemExit(str(e))
 
 
 def load(split):

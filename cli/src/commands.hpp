@@ -50,4 +50,12 @@ int run_local(const local_options& o);
 /// Writes a CURVE key pair.
 int run_keygen(const keygen_options& o);
 
+// The trained model out (cli/src/model_commands.cpp).
+/// Writes the model of the newest valid checkpoint as safetensors.
+int run_export(const export_options& o);
+/// Scores safetensors weights on the test split: accuracy, per-class accuracy, confusion matrix.
+int run_eval(const eval_options& o);
+/// Prints the top-k classes of input files.
+int run_predict(const predict_options& o);
+
 }  // namespace prsgd::cli

@@ -409,6 +409,8 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   if (o.output.metrics_port != 0) {
     add(avg.argv, "--metrics-port", text(o.output.metrics_port));
   }
+  // The trained model: the averager writes it.
+  append(avg.argv, to_arguments(o.save));
   out.push_back(std::move(avg));
 
   for (int i = 0; i < o.workers; ++i) {

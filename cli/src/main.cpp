@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
                           [](const worker_options& o) { return run_worker(o); },
                           [](const local_options& o) { return run_local(o); },
                           [](const keygen_options& o) { return run_keygen(o); },
+                          [](const export_options& o) { return run_export(o); },
+                          [](const eval_options& o) { return run_eval(o); },
+                          [](const predict_options& o) { return run_predict(o); },
                       },
                       *cmd);
   } catch (const std::exception& e) {

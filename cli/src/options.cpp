@@ -216,6 +216,42 @@ void add_model(CLI::App& app, model_options& o) { add_table(app, model_table(o),
 
 void add_schedule(CLI::App& app, schedule_options& o) { add_table(app, schedule_table(o), "Rounds"); }
 
+// ---- the trained model out: --save-model, export, eval, predict ----------------------------------
+
+std::vector<option_def> save_table(save_options& o) {
+  return {
+      {"--save-model", "Write the final model to FILE (safetensors, PyTorch names)", &o.save_model, true},
+      {"--save-best", "Also keep the model with the best test accuracy in FILE with .best before the extension",
+       &o.save_best},
+  };
+}
+
+void add_save(CLI::App& app, save_options& o) { add_table(app, save_table(o), "Model output"); }
+
+// --config, --log-level and --plugin: the output options that apply to the model tools.
+void add_tool_output(CLI::App& app, output_options& o) {
+  app.add_option("--config", o.config_file, "YAML file with any of these options; flags override it")
+      ->type_name("FILE")
+      ->group("Common");
+  app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error|off")->capture_default_str()->group("Common");
+  app.add_option("--plugin", o.plugins, "Shared library to load at start (repeatable), e.g. for its models")
+      ->type_name("PATH")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group("Common");
+}
+
+// --model (default: the weights file's), --dataset, --data-dir.
+void add_tool_model(CLI::App& app, model_options& o) {
+  o.model.clear();
+  app.add_option("--model", o.model, "Registered model name (default: the one recorded in the weights file)")
+      ->group("Model and data");
+  app.add_option("--dataset", o.dataset, "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws")
+      ->capture_default_str()
+      ->group("Model and data");
+  app.add_option("--data-dir", o.data_dir, "Data set directory (default: the data set's standard location)")
+      ->group("Model and data");
+}
+
 // Holds every subcommand's options and the CLI11 app bound to them.
 struct parser {
   CLI::App app{"prsgd — Parallel Restarted SGD: workers train locally and average every I steps.", "prsgd"};
@@ -224,6 +260,12 @@ struct parser {
   worker_options worker;
   local_options local;
   keygen_options keygen;
+  export_options export_;
+  eval_options eval;
+  predict_options predict;
+  CLI::App* export_cmd = nullptr;
+  CLI::App* eval_cmd = nullptr;
+  CLI::App* predict_cmd = nullptr;
   CLI::App* head_cmd = nullptr;
   CLI::App* averager_cmd = nullptr;
   CLI::App* worker_cmd = nullptr;
@@ -263,6 +305,7 @@ struct parser {
         ->group("Cluster");
     local_cmd->footer("Example: prsgd local --workers 4 --model fmnist-mlp --interval 8 --epochs 2 "
                       "--metrics-jsonl run.jsonl");
+    add_save(*local_cmd, local.save);
 
     averager_cmd = app.add_subcommand("averager", "Run the averager: restart barrier, averaging, checkpoints");
     averager_cmd->add_option("--listen", averager.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7500 (required)")
@@ -274,6 +317,7 @@ struct parser {
     add_liveness(*averager_cmd, averager.liveness);
     add_security(*averager_cmd, averager.security);
     averager_cmd->footer("Example: prsgd averager --listen tcp://0.0.0.0:7500 --model fmnist-mlp --interval 8");
+    add_save(*averager_cmd, averager.save);
 
     worker_cmd = app.add_subcommand("worker", "Run a worker: local SGD on one shard, joins an averager");
     worker_cmd->add_option("--averager", worker.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
@@ -309,6 +353,35 @@ struct parser {
     keygen_cmd->add_option("--out-dir", keygen.out_dir, "Directory to write into")->capture_default_str();
     keygen_cmd->add_option("--name", keygen.name, "Base file name")->capture_default_str();
     keygen_cmd->add_flag("--force", keygen.force, "Overwrite existing key files");
+
+    export_cmd = app.add_subcommand("export", "Write the model of a job's newest checkpoint as safetensors");
+    export_cmd->add_option("--checkpoint-dir", export_.checkpoint_dir, "Checkpoint directory of the job (required)")
+        ->type_name("DIR");
+    export_cmd->add_option("--out", export_.out, "safetensors file to write (required)")->type_name("FILE");
+    export_cmd->add_option("--model", export_.model,
+                           "Model name, for checkpoints of older prsgd versions that do not record it");
+    export_cmd->add_option("--dataset", export_.dataset, "With --model: its data set (auto | fashion-mnist | kws)")
+        ->capture_default_str();
+    add_tool_output(*export_cmd, export_.output);
+    export_cmd->footer("Example: prsgd export --checkpoint-dir ckpt --out model.safetensors");
+
+    eval_cmd = app.add_subcommand("eval", "Score safetensors weights on the test set: accuracy, per class, confusion");
+    eval_cmd->add_option("--weights", eval.weights, "safetensors file (required)")->type_name("FILE");
+    add_tool_model(*eval_cmd, eval.model);
+    eval_cmd->add_flag("--json", eval.json, "Print JSON instead of tables");
+    eval_cmd->add_option("--predictions", eval.predictions, "Write index,label,predicted per test sample to FILE")
+        ->type_name("FILE");
+    add_tool_output(*eval_cmd, eval.output);
+    eval_cmd->footer("Example: prsgd eval --model fmnist-cnn --weights model.safetensors");
+
+    predict_cmd = app.add_subcommand("predict", "Print the top-k classes of inputs (IDX, PNG, NPY images; WAV)");
+    predict_cmd->add_option("--weights", predict.weights, "safetensors file (required)")->type_name("FILE");
+    add_tool_model(*predict_cmd, predict.model);
+    predict_cmd->add_option("--top-k", predict.top_k, "Classes to print per input")->capture_default_str();
+    predict_cmd->add_flag("--json", predict.json, "Print one JSON object per sample");
+    predict_cmd->add_option("inputs", predict.inputs, "Input files")->type_name("INPUT...");
+    add_tool_output(*predict_cmd, predict.output);
+    predict_cmd->footer("Example: prsgd predict --model fmnist-cnn --weights model.safetensors --top-k 3 shoe.png");
   }
 };
 
@@ -440,6 +513,11 @@ std::vector<std::string> to_arguments(const liveness_options& o) {
 std::vector<std::string> to_arguments(const model_options& o) {
   auto copy = o;
   return table_arguments(model_table(copy));
+}
+
+std::vector<std::string> to_arguments(const save_options& o) {
+  auto copy = o;
+  return table_arguments(save_table(copy));
 }
 
 std::vector<std::string> to_arguments(const schedule_options& o) {
@@ -639,7 +717,7 @@ expected<void> validate(const averager_options& o) {
   if (!o.head.empty()) {
     PRSGD_TRY(validate_endpoint(o.head, "--head"));
   }
-  return {};
+  return validate(o.save);
 }
 
 expected<void> validate(const worker_options& o) {
@@ -697,6 +775,7 @@ expected<void> validate(const local_options& o) {
   if (o.port < 0 || o.port > 65535) {
     return bad("--port must be 0..65535 (got " + str(o.port) + ")");
   }
+  PRSGD_TRY(validate(o.save));
   return at_least(o.grace_s, 0, "--grace-s");
 }
 
@@ -706,6 +785,68 @@ expected<void> validate(const keygen_options& o) {
   }
   if (o.name.empty() || o.name.find('/') != std::string::npos) {
     return bad("--name must be a plain file name (got '" + o.name + "')");
+  }
+  return {};
+}
+
+std::string best_model_path(const std::string& file) {
+  const std::filesystem::path p{file};
+  if (!p.has_extension()) {
+    return file + ".best";
+  }
+  auto out = p;
+  out.replace_extension(".best" + p.extension().string());
+  return out.string();
+}
+
+expected<void> validate(const save_options& o) {
+  if (o.save_best && o.save_model.empty()) {
+    return bad("--save-best needs --save-model FILE (the best model goes beside it, e.g. model.best.safetensors)");
+  }
+  return {};
+}
+
+namespace {
+// The model tools take --model from the weights file when it is not given; the rest is checked as usual.
+expected<void> validate_tool_model(const model_options& o) {
+  model_options m = o;
+  if (m.model.empty()) {
+    m.model = "(from the weights file)";
+  }
+  return validate(m);
+}
+}  // namespace
+
+expected<void> validate(const export_options& o) {
+  PRSGD_TRY(validate(o.output));
+  if (o.checkpoint_dir.empty() || o.out.empty()) {
+    return bad("needs --checkpoint-dir DIR and --out FILE");
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.checkpoint_dir, ec)) {
+    return fail(errc::not_found, "--checkpoint-dir '" + o.checkpoint_dir + "' is not a directory");
+  }
+  return one_of(o.dataset, {"auto", "fashion-mnist", "kws"}, "--dataset");
+}
+
+expected<void> validate(const eval_options& o) {
+  PRSGD_TRY(validate(o.output));
+  PRSGD_TRY(validate_tool_model(o.model));
+  if (o.weights.empty()) {
+    return bad("needs --weights FILE");
+  }
+  return {};
+}
+
+expected<void> validate(const predict_options& o) {
+  PRSGD_TRY(validate(o.output));
+  PRSGD_TRY(validate_tool_model(o.model));
+  if (o.weights.empty()) {
+    return bad("needs --weights FILE");
+  }
+  PRSGD_TRY(at_least(o.top_k, 1, "--top-k"));
+  if (o.inputs.empty()) {
+    return bad("needs at least one INPUT file (IDX, PNG, NPY or WAV)");
   }
   return {};
 }
@@ -734,7 +875,8 @@ expected<command> parse_command_line(const std::vector<std::string>& args) {
     return command{help_request{text}};
   } catch (const CLI::ParseError& e) {
     if (p.app.get_subcommands().empty() && !args[1].empty() && args[1].front() != '-') {
-      return bad("prsgd: unknown subcommand '" + args[1] + "' (use head, averager, worker, local or keygen)");
+      return bad("prsgd: unknown subcommand '" + args[1] +
+                 "' (use head, averager, worker, local, keygen, export, eval or predict)");
     }
     std::string where = "prsgd";
     for (const auto* sub : p.app.get_subcommands()) {
@@ -757,7 +899,16 @@ expected<command> parse_command_line(const std::vector<std::string>& args) {
   if (p.keygen_cmd->parsed()) {
     return finish(*p.keygen_cmd, p.keygen, std::string{});
   }
-  return bad("prsgd: a subcommand is required (head, averager, worker, local, keygen)");
+  if (p.export_cmd->parsed()) {
+    return finish(*p.export_cmd, p.export_, p.export_.output.config_file);
+  }
+  if (p.eval_cmd->parsed()) {
+    return finish(*p.eval_cmd, p.eval, p.eval.output.config_file);
+  }
+  if (p.predict_cmd->parsed()) {
+    return finish(*p.predict_cmd, p.predict, p.predict.output.config_file);
+  }
+  return bad("prsgd: a subcommand is required (head, averager, worker, local, keygen, export, eval, predict)");
 }
 
 }  // namespace prsgd::cli

@@ -29,6 +29,7 @@
 
 #include "commands.hpp"
 #include "head_role.hpp"
+#include "model_commands.hpp"
 #include "prometheus_metrics.hpp"
 #include "prsgd/cli/job_data.hpp"
 #include "prsgd/actors/averager_actor.hpp"
@@ -141,6 +142,12 @@ int run_averager(const averager_options& o) {
     return exit_usage;
   }
   actors::averager_actor_config cfg = std::move(*mapped);
+  // The model identity for checkpoints, and --save-model / --save-best (model_commands.cpp).
+  auto saver = prepare_model_output(cfg, o.save, o.model, *data);
+  if (!saver) {
+    std::fprintf(stderr, "prsgd averager: %s\n", saver.error().message().c_str());
+    return exit_usage;
+  }
 
   done_flag finished;
   std::optional<actors::job_summary> summary;
@@ -249,6 +256,12 @@ int run_averager(const averager_options& o) {
                    static_cast<unsigned long long>(summary->counters.late),
                    static_cast<unsigned long long>(summary->counters.duplicate),
                    static_cast<unsigned long long>(summary->counters.rejected));
+    }
+  }
+  if (*saver) {
+    if (auto saved = (*saver)->finish(); !saved) {
+      std::fprintf(stderr, "prsgd averager: %s\n", saved.error().message().c_str());
+      status = status == 0 ? exit_failure : status;
     }
   }
   return status;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/algorithms/kws_model.hpp"
 
+#include <string>
+
 namespace prsgd::algorithms {
 
 expected<std::unique_ptr<model>> make_kws_cnn(const model_config& config) {
@@ -8,10 +10,12 @@ expected<std::unique_ptr<model>> make_kws_cnn(const model_config& config) {
     return fail(errc::invalid_argument, "kws-cnn needs at least one class and inputs of at least 8 x 8");
   }
   network_builder b(config.input);
+  int block = 1;
   for (const int channels : {16, 32, 64}) {
-    b.conv2d(channels, 3, 1, 1, false).batch_norm().relu().max_pool(2);
+    const std::string n = std::to_string(block++);
+    b.conv2d(channels, 3, 1, 1, false).named("conv" + n).batch_norm().named("bn" + n).relu().max_pool(2);
   }
-  b.global_avg_pool().linear(config.num_classes);
+  b.global_avg_pool().linear(config.num_classes).named("fc");
   return model::make("kws-cnn", config.input, config.num_classes, b.take(), config.seed);
 }
 

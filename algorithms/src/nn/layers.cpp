@@ -315,6 +315,10 @@ class linear_layer final : public layer {
     return true;
   }
   std::unique_ptr<layer> clone() const override { return std::make_unique<linear_layer>(in_, out_); }
+  std::vector<tensor_info> tensors() const override {
+    return {{"weight", {out_, in_.channels}, tensor_role::parameter, 0},
+            {"bias", {out_}, tensor_role::parameter, weights()}};
+  }
 
  private:
   std::size_t weights() const { return in_.size() * static_cast<std::size_t>(out_); }
@@ -468,6 +472,13 @@ class conv2d_layer final : public layer {
   }
   std::unique_ptr<layer> clone() const override {
     return std::make_unique<conv2d_layer>(in_, out_.channels, k_, s_, p_, bias_, pool_);
+  }
+  std::vector<tensor_info> tensors() const override {
+    std::vector<tensor_info> out{{"weight", {out_.channels, in_.channels, k_, k_}, tensor_role::parameter, 0}};
+    if (bias_) {
+      out.push_back({"bias", {out_.channels}, tensor_role::parameter, weights()});
+    }
+    return out;
   }
 
  private:
@@ -1259,6 +1270,14 @@ class batch_norm_layer final : public layer {
     }
   }
   std::unique_ptr<layer> clone() const override { return std::make_unique<batch_norm_layer>(in_); }
+  std::vector<tensor_info> tensors() const override {
+    const auto c = static_cast<std::size_t>(in_.channels);
+    return {{"weight", {in_.channels}, tensor_role::parameter, 0},
+            {"bias", {in_.channels}, tensor_role::parameter, c},
+            {"running_mean", {in_.channels}, tensor_role::buffer, 0},
+            {"running_var", {in_.channels}, tensor_role::buffer, c},
+            {"num_batches_tracked", {}, tensor_role::counter, 0}};
+  }
 
  private:
   static constexpr float eps = 1e-5F;
@@ -1315,6 +1334,7 @@ class path {
   path(const path& other) : acts_(other.layers_.size()), grads_(other.layers_.size()) {
     for (const auto& l : other.layers_) {
       layers_.push_back(l->clone());
+      layers_.back()->set_name(l->name());
     }
   }
   path& operator=(const path&) = delete;
@@ -1437,6 +1457,18 @@ class residual_layer final : public layer {
     }
   }
   std::unique_ptr<layer> clone() const override { return std::make_unique<residual_layer>(*this); }
+  // PyTorch's BasicBlock naming: the main path's layers directly under the block ("conv1", "bn1"), the
+  // shortcut's under "shortcut." ("shortcut.0"); unnamed main layers are "main.<j>".
+  std::vector<tensor_info> tensors() const override {
+    std::vector<tensor_info> out = describe_tensors(main_.layers(), "", "main");
+    const std::size_t main_params = main_.num_params();
+    const std::size_t main_buffers = main_.num_buffers();
+    for (auto& t : describe_tensors(shortcut_.layers(), "shortcut.", "shortcut")) {
+      t.offset += t.role == tensor_role::buffer ? main_buffers : main_params;
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
 
  private:
   path main_;
@@ -1446,6 +1478,39 @@ class residual_layer final : public layer {
 };
 
 }  // namespace
+
+std::vector<tensor_info> describe_tensors(const std::vector<std::unique_ptr<layer>>& layers, const std::string& prefix,
+                                         const std::string& unnamed) {
+  std::vector<tensor_info> out;
+  std::size_t params = 0;
+  std::size_t buffers = 0;
+  std::size_t j = 0;
+  for (const auto& l : layers) {
+    if (l->num_params() + l->num_buffers() > 0) {
+      const std::string base = prefix + (l->name().empty() ? unnamed + "." + std::to_string(j) : l->name()) + ".";
+      for (auto t : l->tensors()) {
+        t.name = base + t.name;
+        t.offset += t.role == tensor_role::buffer ? buffers : params;
+        out.push_back(std::move(t));
+      }
+      ++j;
+    }
+    params += l->num_params();
+    buffers += l->num_buffers();
+  }
+  return out;
+}
+
+std::vector<tensor_info> layer::tensors() const {
+  std::vector<tensor_info> out;
+  if (num_params() > 0) {
+    out.push_back({"params", {static_cast<std::int64_t>(num_params())}, tensor_role::parameter, 0});
+  }
+  if (num_buffers() > 0) {
+    out.push_back({"buffers", {static_cast<std::int64_t>(num_buffers())}, tensor_role::buffer, 0});
+  }
+  return out;
+}
 
 std::unique_ptr<layer> make_linear(shape3 in, int out_features) {
   return std::make_unique<linear_layer>(in, out_features);

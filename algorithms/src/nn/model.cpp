@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "prsgd/algorithms/models.hpp"
@@ -17,6 +18,11 @@ network_builder& network_builder::add(std::unique_ptr<layer> l) {
   shape_ = l->output_shape();
   layers_.push_back(std::move(l));
   last_is_relu_ = false;
+  return *this;
+}
+network_builder& network_builder::named(std::string name) {
+  PRSGD_CHECK(!layers_.empty()) << "named() needs a layer to name";
+  layers_.back()->set_name(std::move(name));
   return *this;
 }
 network_builder& network_builder::conv2d(int out_channels, int kernel, int stride, int padding, bool bias) {
@@ -39,6 +45,7 @@ network_builder& network_builder::max_pool(int kernel) {
     // conv2d + relu + max pool as one layer where the convolution's kernels can pool (layer_fusion.hpp).
     if (!layers_.empty()) {
       if (auto fused = fuse_relu_max_pool(*layers_.back(), kernel)) {
+        fused->set_name(layers_.back()->name());
         layers_.pop_back();
         shape_ = fused->input_shape();
         return add(std::move(fused));
@@ -71,6 +78,12 @@ model::model(std::string name, shape3 input, int num_classes, std::vector<std::u
     buffers += l->num_buffers();
   }
   flat_ = flat_parameters(trainable, buffers);
+  tensors_ = describe_tensors(layers_, "", "layers");
+  for (auto& t : tensors_) {
+    if (t.role == tensor_role::buffer) {
+      t.offset += trainable;
+    }
+  }
   acts_.resize(layers_.size() + 1);
   dacts_.resize(layers_.size() + 1);
   bind();
@@ -96,6 +109,47 @@ void model::bind() {
   }
 }
 
+namespace {
+
+// Checks that every layer's tensors tile its parameters and buffers exactly and that names are unique.
+expected<void> check_tensors(const std::string& model_name, const std::vector<std::unique_ptr<layer>>& layers) {
+  for (const auto& l : layers) {
+    std::vector<bool> params(l->num_params(), false);
+    std::vector<bool> buffers(l->num_buffers(), false);
+    for (const auto& t : l->tensors()) {
+      if (t.role == tensor_role::counter) {
+        continue;
+      }
+      auto& covered = t.role == tensor_role::buffer ? buffers : params;
+      if (t.offset > covered.size() || t.size() > covered.size() - t.offset) {
+        return fail(errc::invalid_argument, "tensor " + t.name + " of layer " + l->describe() + " in model " +
+                                                model_name + " lies outside the layer's values");
+      }
+      for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) {
+        if (covered[i]) {
+          return fail(errc::invalid_argument, "tensors of layer " + l->describe() + " in model " + model_name +
+                                                  " overlap at " + t.name);
+        }
+        covered[i] = true;
+      }
+    }
+    const auto all = [](const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); };
+    if (!all(params) || !all(buffers)) {
+      return fail(errc::invalid_argument, "the tensors of layer " + l->describe() + " in model " + model_name +
+                                              " do not cover all of its parameters and buffers");
+    }
+  }
+  std::set<std::string> names;
+  for (const auto& t : describe_tensors(layers, "", "layers")) {
+    if (!names.insert(t.name).second) {
+      return fail(errc::invalid_argument, "model " + model_name + " has two tensors named " + t.name);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 expected<std::unique_ptr<model>> model::make(std::string name, shape3 input, int num_classes,
                                              std::vector<std::unique_ptr<layer>> layers, std::uint64_t seed) {
   if (layers.empty() || num_classes <= 0) {
@@ -111,6 +165,7 @@ expected<std::unique_ptr<model>> model::make(std::string name, shape3 input, int
   if (!(s == shape3{num_classes, 1, 1})) {
     return fail(errc::invalid_argument, "the last layer of " + name + " does not yield num_classes logits");
   }
+  PRSGD_TRY(check_tensors(name, layers));
   std::unique_ptr<model> m(new model(std::move(name), input, num_classes, std::move(layers)));
   std::mt19937_64 rng(seed);
   for (auto& l : m->layers_) {
@@ -124,6 +179,7 @@ std::unique_ptr<model> model::clone() const {
   copies.reserve(layers_.size());
   for (const auto& l : layers_) {
     copies.push_back(l->clone());
+    copies.back()->set_name(l->name());
   }
   std::unique_ptr<model> m(new model(name_, input_, classes_, std::move(copies)));
   std::copy(flat_.values().begin(), flat_.values().end(), m->flat_.values().begin());
@@ -275,7 +331,7 @@ expected<void> check_config(const model_config& config) {
 expected<std::unique_ptr<model>> make_fmnist_mlp(const model_config& config) {
   PRSGD_TRY(check_config(config));
   network_builder b(config.input);
-  b.flatten().linear(512).relu().linear(256).relu().linear(config.num_classes);
+  b.flatten().linear(512).named("fc1").relu().linear(256).named("fc2").relu().linear(config.num_classes).named("fc3");
   return model::make("fmnist-mlp", config.input, config.num_classes, b.take(), config.seed);
 }
 
@@ -285,8 +341,9 @@ expected<std::unique_ptr<model>> make_fmnist_cnn(const model_config& config) {
     return fail(errc::invalid_argument, "fmnist-cnn needs height and width divisible by 4");
   }
   network_builder b(config.input);
-  b.conv2d(16, 5, 1, 2).relu().max_pool(2).conv2d(32, 5, 1, 2).relu().max_pool(2).flatten().linear(
-      config.num_classes);
+  b.conv2d(16, 5, 1, 2).named("conv1").relu().max_pool(2);
+  b.conv2d(32, 5, 1, 2).named("conv2").relu().max_pool(2);
+  b.flatten().linear(config.num_classes).named("fc");
   return model::make("fmnist-cnn", config.input, config.num_classes, b.take(), config.seed);
 }
 
@@ -296,7 +353,9 @@ expected<std::unique_ptr<model>> make_fmnist_resnet(const model_config& config, 
     return fail(errc::invalid_argument, "fmnist-resnet needs >= 1 block per stage and inputs of at least 4x4");
   }
   network_builder b(config.input);
-  b.conv2d(16, 3, 1, 1, false).batch_norm().relu();
+  // Names as in the usual CIFAR ResNet in PyTorch: conv1, bn1, layer<stage>.<block>.{conv1,bn1,conv2,bn2,
+  // shortcut.0,shortcut.1}, fc.
+  b.conv2d(16, 3, 1, 1, false).named("conv1").batch_norm().named("bn1").relu();
   for (int stage = 0; stage < 3; ++stage) {
     const int channels = 16 << stage;
     for (int block = 0; block < blocks_per_stage; ++block) {
@@ -304,17 +363,21 @@ expected<std::unique_ptr<model>> make_fmnist_resnet(const model_config& config, 
       const bool project = stride != 1 || b.shape().channels != channels;
       std::function<void(network_builder&)> shortcut;
       if (project) {
-        shortcut = [&](network_builder& s) { s.conv2d(channels, 1, stride, 0, false).batch_norm(); };
+        shortcut = [&](network_builder& s) {
+          s.conv2d(channels, 1, stride, 0, false).named("0").batch_norm().named("1");
+        };
       }
       b.residual(
           [&](network_builder& m) {
-            m.conv2d(channels, 3, stride, 1, false).batch_norm().relu().conv2d(channels, 3, 1, 1, false).batch_norm();
+            m.conv2d(channels, 3, stride, 1, false).named("conv1").batch_norm().named("bn1").relu();
+            m.conv2d(channels, 3, 1, 1, false).named("conv2").batch_norm().named("bn2");
           },
           shortcut);
+      b.named("layer" + std::to_string(stage + 1) + "." + std::to_string(block));
       b.relu();
     }
   }
-  b.global_avg_pool().linear(config.num_classes);
+  b.global_avg_pool().linear(config.num_classes).named("fc");
   const std::string name = blocks_per_stage == 3 ? "fmnist-resnet" : "fmnist-resnet" + std::to_string(6 * blocks_per_stage + 2);
   return model::make(name, config.input, config.num_classes, b.take(), config.seed);
 }

@@ -869,6 +869,25 @@ TEST_F(AveragerRestartTest, CheckpointOfAnotherModelSizeIsRefused) {
   EXPECT_EQ(c.error().code, errc::invalid_argument);
 }
 
+TEST_F(AveragerRestartTest, CheckpointsRecordTheModelAndRefuseAnotherOnResume) {
+  cfg.model_identity = checkpoint_model{"fmnist-mlp", 1, 28, 28, 10, "fashion-mnist", "abc"};
+  make();
+  run_rounds(2);
+  checkpoint_store store{dir, 3};
+  auto newest = store.load_newest();
+  ASSERT_TRUE(newest.has_value());
+  ASSERT_TRUE(newest->identity.has_value());
+  EXPECT_EQ(*newest->identity, *cfg.model_identity);
+  core.reset();
+  cfg.model_identity->name = "fmnist-cnn";
+  auto c = averager_core::make(cfg, clk, std::vector<float>(dim, 0.0F));
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().context.find("is for model fmnist-mlp, not fmnist-cnn"), std::string::npos) << c.error().context;
+  cfg.model_identity->name = "fmnist-mlp";
+  cfg.model_identity->fingerprint = "other seed";  // only the model's own identity must agree
+  EXPECT_TRUE(averager_core::make(cfg, clk, std::vector<float>(dim, 0.0F)).has_value());
+}
+
 TEST_F(AveragerRestartTest, CheckpointsEveryKRoundsCarryScheduleAndOuterState) {
   cfg.checkpoint_every = 2;
   cfg.outer = algorithms::outer_config{algorithms::outer_kind::momentum, 1.0F, 0.5F};

@@ -2,7 +2,9 @@
 #include "prsgd/actors/checkpoint.hpp"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -53,6 +55,36 @@ TEST(CheckpointCodecTest, RoundTripsEveryField) {
   EXPECT_EQ(d->late, 3U);
   EXPECT_EQ(d->duplicate, 2U);
   EXPECT_EQ(d->rejected, 1U);
+}
+
+TEST(CheckpointCodecTest, RoundTripsTheModelIdentity) {
+  auto s = sample_state(2);
+  s.identity = checkpoint_model{"fmnist-cnn", 1, 28, 28, 10, "fashion-mnist", "0123abcd"};
+  auto d = decode_checkpoint(encode_checkpoint(s));
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  ASSERT_TRUE(d->identity.has_value());
+  EXPECT_EQ(*d->identity, *s.identity);
+  s.identity.reset();
+  d = decode_checkpoint(encode_checkpoint(s));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->identity.has_value());
+}
+
+// Version 1 (before the model identity) is version 2's payload without the trailing identity byte.
+TEST(CheckpointCodecTest, ReadsVersionOneWithoutIdentity) {
+  auto bytes = encode_checkpoint(sample_state(5));
+  bytes.pop_back();  // the "no identity" flag
+  const std::uint32_t version = 1;
+  std::memcpy(bytes.data() + 8, &version, 4);
+  const std::uint64_t size = bytes.size() - 24;
+  std::memcpy(bytes.data() + 12, &size, 8);
+  const auto crc = static_cast<std::uint32_t>(crc32(crc32(0L, Z_NULL, 0), bytes.data() + 24, static_cast<uInt>(size)));
+  std::memcpy(bytes.data() + 20, &crc, 4);
+  auto d = decode_checkpoint(bytes);
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  EXPECT_EQ(d->round, 5U);
+  EXPECT_EQ(d->model, sample_state(5).model);
+  EXPECT_FALSE(d->identity.has_value());
 }
 
 TEST(CheckpointCodecTest, DetectsBadMagicVersionTruncationAndChecksum) {

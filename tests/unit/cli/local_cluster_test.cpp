@@ -90,4 +90,19 @@ TEST(LocalClusterTest, EveryDerivedCommandLineParsesBack) {
   EXPECT_EQ(w1.worker_id, 1);
 }
 
+TEST(LocalClusterTest, SaveModelGoesToTheAveragerOnly) {
+  local_options o;
+  o.workers = 1;
+  o.save.save_model = "/tmp/out/model.safetensors";
+  o.save.save_best = true;
+  const auto kids = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", ""}, "");
+  ASSERT_EQ(kids.size(), 2u);
+  auto avg = std::get<averager_options>(*parse_command_line(kids[0].argv));
+  EXPECT_EQ(avg.save.save_model, "/tmp/out/model.safetensors");
+  EXPECT_TRUE(avg.save.save_best);
+  auto w = parse_command_line(kids[1].argv);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_FALSE(has(kids[1].argv, "--save-model"));
+}
+
 }  // namespace

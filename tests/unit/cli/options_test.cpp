@@ -101,6 +101,39 @@ TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
             std::string::npos);
 }
 
+TEST_F(OptionsTest, SaveModelAndTheModelTools) {
+  auto l = get<local_options>(parse({"local", "--save-model", "m.safetensors", "--save-best"}));
+  EXPECT_EQ(l.save.save_model, "m.safetensors");
+  EXPECT_TRUE(l.save.save_best);
+  EXPECT_NE(error_of(parse({"local", "--save-best"})).find("--save-best needs --save-model"), std::string::npos);
+  EXPECT_NE(error_of(parse({"averager", "--listen", "tcp://127.0.0.1:7500", "--save-best"})).find("--save-model"),
+            std::string::npos);
+  EXPECT_EQ(best_model_path("out/model.safetensors"), "out/model.best.safetensors");
+  EXPECT_EQ(best_model_path("model"), "model.best");
+
+  auto e = get<export_options>(parse({"export", "--checkpoint-dir", dir_.string(), "--out", "x.safetensors"}));
+  EXPECT_EQ(e.out, "x.safetensors");
+  EXPECT_TRUE(e.model.empty());
+  EXPECT_NE(error_of(parse({"export", "--out", "x"})).find("--checkpoint-dir"), std::string::npos);
+  EXPECT_NE(error_of(parse({"export", "--checkpoint-dir", (dir_ / "none").string(), "--out", "x"})).find("not a directory"),
+            std::string::npos);
+
+  auto v = get<eval_options>(parse({"eval", "--weights", "w.safetensors", "--json", "--predictions", "p.csv"}));
+  EXPECT_TRUE(v.model.model.empty()) << "the model comes from the weights file unless given";
+  EXPECT_TRUE(v.json);
+  EXPECT_EQ(v.predictions, "p.csv");
+  EXPECT_NE(error_of(parse({"eval"})).find("--weights"), std::string::npos);
+  EXPECT_NE(error_of(parse({"eval", "--weights", "w", "--dataset", "cifar"})).find("--dataset"), std::string::npos);
+
+  auto p = get<predict_options>(parse({"predict", "--model", "fmnist-cnn", "--weights", "w", "--top-k", "5", "a.png",
+                                       "b.npy"}));
+  EXPECT_EQ(p.model.model, "fmnist-cnn");
+  EXPECT_EQ(p.top_k, 5);
+  EXPECT_EQ(p.inputs, (std::vector<std::string>{"a.png", "b.npy"}));
+  EXPECT_NE(error_of(parse({"predict", "--weights", "w"})).find("INPUT"), std::string::npos);
+  EXPECT_NE(error_of(parse({"predict", "--weights", "w", "--top-k", "0", "a.png"})).find("--top-k"), std::string::npos);
+}
+
 TEST_F(OptionsTest, DefaultsAreValid) {
   auto o = get<local_options>(parse({"local"}));
   EXPECT_EQ(o.workers, 2);

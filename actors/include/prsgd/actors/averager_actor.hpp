@@ -38,6 +38,19 @@ struct job_summary {
   submission_counters counters;
 };
 
+/// Hands x̄ to the averager's owner (to save it): after each evaluation, and once at the end of the job.
+struct model_snapshot {
+  /// Rounds closed when x̄ was taken (x̄ is the average that closed the last of them).
+  round_t rounds = 0;
+  /// x̄, shared read-only.
+  flat_buffer params;
+  /// x̄'s test accuracy (empty when it was not evaluated, or the evaluation failed).
+  std::optional<double> test_acc;
+  /// True for the job's final x̄: sent once, right before on_done, when the job ended (not when it
+  /// was suspended to a checkpoint).
+  bool final = false;
+};
+
 /// Configures an averager_actor.
 struct averager_actor_config {
   /// The barrier protocol.
@@ -58,6 +71,9 @@ struct averager_actor_config {
   codec_limits limits;
   /// Called on the actor's strand after each round's metrics line is final (test_acc filled in).
   std::function<void(const round_metrics&)> on_round;
+  /// Called on the actor's strand with every evaluated x̄, then once with the final x̄ (see
+  /// model_snapshot). Keep it short: copy the pointer and write elsewhere.
+  std::function<void(const model_snapshot&)> on_model;
   /// Called once on the actor's strand when the job is over (after the done line).
   std::function<void(const job_summary&)> on_done;
 };
@@ -123,6 +139,7 @@ class averager_actor : public actor {
   std::deque<pending_line> lines_;
   std::unique_ptr<algorithms::model> eval_model_;
   bool evaluating_ = false;
+  model_snapshot evaluating_model_;  // what the running evaluation scores (for on_model)
   std::deque<std::pair<round_t, flat_buffer>> eval_queue_;
   std::optional<double> last_acc_;
   job_summary summary_;

@@ -105,6 +105,9 @@ struct averager_config {
   std::uint64_t checkpoint_every = 10;
   /// Checkpoints kept on disk.
   std::size_t checkpoints_kept = 3;
+  /// Recorded in every checkpoint (what `prsgd export` reads). A checkpoint whose recorded identity has
+  /// another model name, input shape or class count is refused on resume. Empty = not recorded.
+  std::optional<checkpoint_model> model_identity;
   /// Averager incarnation when there is no checkpoint_dir (with one, it is derived from the directory).
   incarnation_t incarnation = 1;
 

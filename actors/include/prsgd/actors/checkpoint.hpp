@@ -9,6 +9,7 @@
 
 #include "prsgd/actors/protocol.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/common/file_io.hpp"
 
 namespace prsgd::actors {
 
@@ -20,6 +21,25 @@ struct checkpoint_member {
   std::uint64_t interval = 1;
   /// Measured local steps per second (EMA; 0 = not measured yet).
   double speed = 0;
+};
+
+/// Identifies the model a checkpoint's x̄ belongs to, so that it can be exported without the job's
+/// command line. Recorded from checkpoint format version 2 on.
+struct checkpoint_model {
+  /// Model registry name, e.g. "fmnist-cnn".
+  std::string name;
+  /// Per-sample input shape.
+  std::int32_t channels = 0;
+  std::int32_t height = 0;
+  std::int32_t width = 0;
+  /// Output classes.
+  std::int32_t classes = 0;
+  /// Data set name, e.g. "fashion-mnist" ("" = unknown).
+  std::string dataset;
+  /// The job fingerprint ("" = unknown).
+  std::string fingerprint;
+  /// Compares every field.
+  friend bool operator==(const checkpoint_model&, const checkpoint_model&) = default;
 };
 
 /// Holds everything the averager needs to resume: the state at the start of round `round`.
@@ -42,18 +62,19 @@ struct checkpoint_state {
   std::uint64_t late = 0;
   std::uint64_t duplicate = 0;
   std::uint64_t rejected = 0;
+  /// What model x̄ is for (empty when the writer did not say, and in version-1 checkpoints).
+  std::optional<checkpoint_model> identity;
 };
 
 /// Encodes `s` as checkpoint bytes: header {magic "PRSGDCKP", version, payload size, CRC32} + payload.
+/// Writes format version 2 (version 1 plus the model identity).
 [[nodiscard]] std::vector<unsigned char> encode_checkpoint(const checkpoint_state& s);
-/// Decodes checkpoint bytes. Returns decode_failed (bad magic, version, truncation, sizes) or
+/// Decodes checkpoint bytes of format version 1 (no identity) or 2. Returns decode_failed (bad magic, version, truncation, sizes) or
 /// checksum_mismatch (payload CRC32 differs).
 [[nodiscard]] expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& bytes);
 
-/// Writes `bytes` to `path` atomically: temp file in the same directory, fsync, rename, fsync directory.
-/// Returns io_error on any failure (the temp file is removed).
-[[nodiscard]] expected<void> write_file_atomically(const std::filesystem::path& path,
-                                                   const std::vector<unsigned char>& bytes);
+/// Writes a file atomically (see prsgd/common/file_io.hpp).
+using ::prsgd::write_file_atomically;
 
 /// Manages the checkpoints of one averager in one directory: `ckpt-<round>.bin`, newest kept.
 /// Not thread-safe; used on the averager's strand. Blocking file I/O.

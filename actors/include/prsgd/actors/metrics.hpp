@@ -12,6 +12,7 @@
 
 #include "prsgd/actors/protocol.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/common/json_quote.hpp"
 
 namespace prsgd::actors {
 
@@ -63,8 +64,8 @@ struct round_metrics {
   std::string rule;
 };
 
-/// Returns `text` as a JSON string literal, quotes included, with every character JSON requires escaped.
-[[nodiscard]] std::string json_quote(std::string_view text);
+/// Returns `text` as a JSON string literal (see prsgd/common/json_quote.hpp).
+using ::prsgd::json_quote;
 
 /// Returns one JSON object (no trailing newline) for `m`.
 [[nodiscard]] std::string to_json_line(const round_metrics& m);

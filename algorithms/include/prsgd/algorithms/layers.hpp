@@ -7,11 +7,46 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "prsgd/algorithms/params.hpp"
 
 namespace prsgd::algorithms {
+
+/// Says where a named tensor's values live.
+enum class tensor_role : std::uint8_t {
+  /// Trainable: in the trainable prefix of the flat buffer (it has a gradient).
+  parameter,
+  /// Averaged but not trained (batch-norm running statistics): in the buffer suffix.
+  buffer,
+  /// A 64-bit integer scalar PyTorch keeps but prsgd does not (batch norm's `num_batches_tracked`):
+  /// no storage in the flat buffer; written as I64 on export, checked and ignored on import.
+  counter,
+};
+
+/// Describes one named tensor of a layer or a model, in PyTorch's layout (Linear weight [out, in],
+/// Conv2d weight [out, in, kh, kw]); its values are `size()` consecutive floats of the flat buffer.
+struct tensor_info {
+  /// The PyTorch `state_dict()` name: local to the layer ("weight", "bn1.bias") in `layer::tensors()`,
+  /// the full name ("layer1.0.bn1.bias") in `model::tensors()`.
+  std::string name;
+  /// The tensor's shape (empty for a scalar).
+  std::vector<std::int64_t> shape;
+  /// Where the values live.
+  tensor_role role = tensor_role::parameter;
+  /// Index of the first value: within the layer's parameters or buffers in `layer::tensors()`, within
+  /// the whole flat buffer (`model::params()`) in `model::tensors()`. Unused for a counter.
+  std::size_t offset = 0;
+  /// Returns the number of values, the product of `shape` (1 for a scalar).
+  [[nodiscard]] std::size_t size() const noexcept {
+    std::size_t n = 1;
+    for (const auto d : shape) {
+      n *= static_cast<std::size_t>(d);
+    }
+    return n;
+  }
+};
 
 /// Computes one stage of a network on a batch: forward, backward, and its slice of the flat buffers.
 /// A layer is built for a fixed per-sample input shape; the batch size may change between calls.
@@ -58,9 +93,28 @@ class layer {
     (void)dx;
     return false;
   }
-  /// Returns a deep copy, not yet bound to any buffer.
+  /// Returns a deep copy, not yet bound to any buffer. Callers that keep names copy `name()` themselves.
   [[nodiscard]] virtual std::unique_ptr<layer> clone() const = 0;
+  /// Describes the layer's tensors with local names, in PyTorch `state_dict()` order: its parameters,
+  /// then its buffers. The default, for layers that do not override it, is one flat "params" tensor and
+  /// one flat "buffers" tensor (each only when non-empty).
+  [[nodiscard]] virtual std::vector<tensor_info> tensors() const;
+
+  /// Returns the name the model builder gave the layer ("" when unnamed), e.g. "conv1" or "layer1.0".
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// Sets the layer's name: the prefix of its tensors' names in the model.
+  void set_name(std::string name) { name_ = std::move(name); }
+
+ private:
+  std::string name_;
 };
+
+/// Describes the tensors of `layers` run one after another (their parameters and buffers consecutive, as a
+/// model or a residual path binds them), offsets relative to the first layer's parameters and buffers.
+/// A named layer's tensors are "<prefix><name>.<tensor>"; the j-th unnamed layer that has tensors (counting
+/// from 0, layers without tensors skipped) gets "<prefix><unnamed>.<j>.<tensor>".
+[[nodiscard]] std::vector<tensor_info> describe_tensors(const std::vector<std::unique_ptr<layer>>& layers,
+                                                       const std::string& prefix, const std::string& unnamed);
 
 /// Returns a fully connected layer in -> out (PyTorch nn.Linear layout: weight out x in, row-major, then bias).
 /// @pre `in` is a vector shape {n, 1, 1}.

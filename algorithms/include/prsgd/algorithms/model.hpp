@@ -44,6 +44,10 @@ class network_builder {
                             const std::function<void(network_builder&)>& shortcut = {});
   /// Appends any layer. @pre layer->input_shape() equals `shape()`.
   network_builder& add(std::unique_ptr<layer> l);
+  /// Names the last layer appended, e.g. `b.conv2d(16, 5, 1, 2).named("conv1")`: its tensors are exported
+  /// as "conv1.weight", "conv1.bias" (see model::tensors). A layer that relu().max_pool() fuses into
+  /// keeps its name. @pre a layer was appended.
+  network_builder& named(std::string name);
   /// Returns the current per-sample shape.
   [[nodiscard]] shape3 shape() const noexcept { return shape_; }
   /// Moves the layers out; the builder is empty afterwards.
@@ -73,7 +77,8 @@ class model {
  public:
   /// Builds a model from `layers` (the first takes samples of `input`, the last yields
   /// `num_classes` logits), allocates the flat buffers and initialises them from `seed`.
-  /// Returns invalid_argument when the shapes do not chain.
+  /// Returns invalid_argument when the shapes do not chain, when two tensors get the same name, or
+  /// when a layer's `tensors()` do not cover exactly its parameters and buffers.
   [[nodiscard]] static expected<std::unique_ptr<model>> make(std::string name, shape3 input, int num_classes,
                                                              std::vector<std::unique_ptr<layer>> layers,
                                                              std::uint64_t seed);
@@ -123,6 +128,13 @@ class model {
   [[nodiscard]] int num_classes() const noexcept { return classes_; }
   /// Returns the layers, in order.
   [[nodiscard]] const std::vector<std::unique_ptr<layer>>& layers() const noexcept { return layers_; }
+  /// Describes `params()` as named tensors in PyTorch `state_dict()` order and layout, offsets into
+  /// `params()`: per layer its parameters, then its buffers (and batch norm's `num_batches_tracked`
+  /// counter, which has no storage). A named layer's tensors are "<name>.<tensor>", the i-th unnamed
+  /// layer that has tensors (from 0, parameter-free layers skipped) gets "layers.<i>.<tensor>"; a
+  /// residual block names its main-path layers directly under it and its shortcut's under "shortcut.".
+  /// Computed once when the model is built.
+  [[nodiscard]] const std::vector<tensor_info>& tensors() const noexcept { return tensors_; }
   /// Returns a multi-line summary: one line per layer with its parameter count.
   [[nodiscard]] std::string summary() const;
 
@@ -137,6 +149,7 @@ class model {
   shape3 input_;
   int classes_;
   std::vector<std::unique_ptr<layer>> layers_;
+  std::vector<tensor_info> tensors_;
   flat_parameters flat_;
   std::vector<tensor> acts_;  // acts_[0] is the input batch, acts_[i + 1] the output of layer i
   std::vector<tensor> dacts_;  // dacts_[i] is the loss gradient with respect to acts_[i]

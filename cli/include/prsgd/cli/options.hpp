@@ -8,7 +8,8 @@
 
 #include "prsgd/common/expected.hpp"
 
-/// Option structs and parsing for the `prsgd` command (head, averager, worker, local, keygen).
+/// Option structs and parsing for the `prsgd` command (head, averager, worker, local, keygen, and the
+/// model tools export, eval, predict).
 ///
 /// Every option can be given on the command line or in a YAML file passed with `--config FILE`
 /// (keys are the long option names without the leading dashes; `_` may stand for `-`). Command-line
@@ -132,6 +133,21 @@ struct schedule_options {
   friend bool operator==(const schedule_options&, const schedule_options&) = default;
 };
 
+/// Holds where the averager saves the trained model (safetensors, PyTorch state_dict names).
+struct save_options {
+  /// Write the job's final x̄ to this file at the end ("" = don't).
+  std::string save_model;
+  /// Also keep the x̄ with the best test accuracy so far in best_model_path(save_model), rewritten at
+  /// each evaluation that improves on it. @pre save_model set
+  bool save_best = false;
+
+  friend bool operator==(const save_options&, const save_options&) = default;
+};
+
+/// Returns where --save-best writes: `file` with ".best" before its extension (model.safetensors ->
+/// model.best.safetensors; no extension: model -> model.best).
+[[nodiscard]] std::string best_model_path(const std::string& file);
+
 /// Holds `prsgd head`: the membership/name service other nodes join.
 struct head_options {
   output_options output;
@@ -153,6 +169,8 @@ struct averager_options {
   std::string listen;
   /// Head endpoint to register with ("" = standalone).
   std::string head;
+  /// --save-model / --save-best.
+  save_options save;
 };
 
 /// Holds `prsgd worker`: local SGD on one data shard.
@@ -193,6 +211,52 @@ struct local_options {
   int port = 0;
   /// Seconds the workers get to exit after the averager has exited, before SIGTERM.
   int grace_s = 10;
+  /// --save-model / --save-best, passed to the averager.
+  save_options save;
+};
+
+/// Holds `prsgd export`: the model of the newest valid checkpoint, as safetensors.
+struct export_options {
+  /// --log-level, --plugin, --config (the other output options do not apply).
+  output_options output;
+  /// Checkpoint directory of a running or finished job.
+  std::string checkpoint_dir;
+  /// The safetensors file to write.
+  std::string out;
+  /// Model name, needed only for checkpoints that do not record it (older prsgd); must agree otherwise.
+  std::string model;
+  /// Data set of that model (auto | fashion-mnist | kws), for its input shape; only with --model.
+  std::string dataset = "auto";
+};
+
+/// Holds `prsgd eval`: scores safetensors weights on a data set's test split.
+struct eval_options {
+  /// --log-level, --plugin, --config.
+  output_options output;
+  /// --model (empty: the model named in the weights file's metadata), --dataset, --data-dir.
+  model_options model;
+  /// The safetensors file.
+  std::string weights;
+  /// Print JSON instead of tables.
+  bool json = false;
+  /// Also write one line per test sample (index,label,predicted) to this file ("" = don't).
+  std::string predictions;
+};
+
+/// Holds `prsgd predict`: top-k classes for inputs given as files.
+struct predict_options {
+  /// --log-level, --plugin, --config.
+  output_options output;
+  /// --model (empty: from the weights file's metadata), --dataset (class names, input preprocessing).
+  model_options model;
+  /// The safetensors file.
+  std::string weights;
+  /// Classes to print per input. @pre >= 1
+  int top_k = 3;
+  /// Print one JSON object per sample instead of text.
+  bool json = false;
+  /// Input files: IDX images, PNG, NPY, or WAV (keyword models).
+  std::vector<std::string> inputs;
 };
 
 /// Holds `prsgd keygen`: writes a CURVE key pair.
@@ -212,7 +276,7 @@ struct help_request {
 
 /// Holds the outcome of a successful parse: what to run.
 using command = std::variant<help_request, head_options, averager_options, worker_options, local_options,
-                             keygen_options>;
+                             keygen_options, export_options, eval_options, predict_options>;
 
 /// Parses `args` (args[0] is the program name) including a `--config` YAML file, then validates.
 /// Returns invalid_argument (bad or unknown option, bad value, unknown YAML key) or not_found
@@ -224,6 +288,7 @@ using command = std::variant<help_request, head_options, averager_options, worke
 [[nodiscard]] std::vector<std::string> to_arguments(const liveness_options& o);
 [[nodiscard]] std::vector<std::string> to_arguments(const model_options& o);
 [[nodiscard]] std::vector<std::string> to_arguments(const schedule_options& o);
+[[nodiscard]] std::vector<std::string> to_arguments(const save_options& o);
 
 /// Returns the `--help` text of the whole program (the subcommand list).
 [[nodiscard]] std::string program_help();
@@ -242,5 +307,9 @@ using command = std::variant<help_request, head_options, averager_options, worke
 [[nodiscard]] expected<void> validate(const worker_options& o);
 [[nodiscard]] expected<void> validate(const local_options& o);
 [[nodiscard]] expected<void> validate(const keygen_options& o);
+[[nodiscard]] expected<void> validate(const save_options& o);
+[[nodiscard]] expected<void> validate(const export_options& o);
+[[nodiscard]] expected<void> validate(const eval_options& o);
+[[nodiscard]] expected<void> validate(const predict_options& o);
 
 }  // namespace prsgd::cli
