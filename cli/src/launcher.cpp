@@ -393,6 +393,9 @@ void add_model(std::vector<std::string>& a, const model_options& m) {
   if (!m.data_dir.empty()) {
     add(a, "--data-dir", std::filesystem::absolute(m.data_dir).string());
   }
+  for (const auto& kv : m.data_options) {
+    add(a, "--data-option", kv);
+  }
   add(a, "--batch", text(m.batch));
   add(a, "--lr", text(m.lr));
   add(a, "--momentum", text(m.momentum));

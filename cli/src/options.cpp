@@ -87,13 +87,21 @@ void add_security(CLI::App& app, security_options& o) {
 }
 
 void add_model(CLI::App& app, model_options& o) {
-  app.add_option("--model", o.model, "Registered model name, e.g. fmnist-mlp, fmnist-cnn, kws")
+  app.add_option("--model", o.model,
+                 "Registered model name (fmnist-mlp, fmnist-cnn, kws-cnn, ...) or a spec: mlp:IN-H-...-OUT, cnn:...")
       ->capture_default_str()
       ->group("Model and data");
-  app.add_option("--dataset", o.dataset, "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws")
+  app.add_option("--dataset", o.dataset,
+                 "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws | npy | csv | wav-folder | "
+                 "a plugin's")
       ->capture_default_str()
       ->group("Model and data");
   app.add_option("--data-dir", o.data_dir, "Data set directory (default: the data set's standard location)")
+      ->group("Model and data");
+  app.add_option("--data-option", o.data_options,
+                 "KEY=VALUE setting of the data set (repeatable), e.g. label-column=last for csv")
+      ->type_name("KEY=VALUE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->group("Model and data");
   app.add_option("--batch", o.batch, "Mini-batch size per worker step")->capture_default_str()->group("Model and data");
   app.add_option("--lr", o.lr, "SGD step size (> 0)")->capture_default_str()->group("Model and data");
@@ -484,7 +492,15 @@ expected<void> validate(const model_options& o) {
     return bad("--momentum must be in [0, 1) (got " + str(o.momentum) + ")");
   }
   PRSGD_TRY(one_of(o.momentum_on_restart, {"keep", "reset"}, "--momentum-on-restart"));
-  PRSGD_TRY(one_of(o.dataset, {"auto", "fashion-mnist", "kws"}, "--dataset"));
+  // The name itself is checked once the plugins are loaded: a plugin may register data sets.
+  if (o.dataset.empty()) {
+    return bad("--dataset must not be empty");
+  }
+  for (const auto& kv : o.data_options) {
+    if (kv.find('=') == std::string::npos || kv.front() == '=') {
+      return bad("--data-option must be KEY=VALUE (got '" + kv + "')");
+    }
+  }
   if (!(o.dirichlet_alpha > 0)) {
     return bad("--dirichlet-alpha must be > 0 (got " + str(o.dirichlet_alpha) + ")");
   }
