@@ -81,7 +81,7 @@ int register_spirals(const prsgd_plugin_host* host) {
     return 1;
   }
   auto* registry = static_cast<alg::dataset_registry*>(host->dataset_registry);
-  auto added = registry->add(dataset_name, "points on 3 spiral arms in 2-D, one class per arm (plugin)", load_spirals);
+  auto added = registry->add(dataset_name, "points on spiral arms in 2-D, one class per arm (3 unless arms=K; plugin)", load_spirals);
   if (!added) {
     host->set_error(host->context, added.error().message().c_str());
     return 2;
