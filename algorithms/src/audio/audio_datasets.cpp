@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The audio data sets of the registry: `kws` (the keyword set) and `wav-folder` (any labelled clips).
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <string>
 #include <system_error>
