@@ -6,3 +6,5 @@ list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/audio/kws_data.cpp)
 # The keyword model builds on the nn layers and registers itself as kws-cnn.
 list(APPEND PRSGD_ALGORITHMS_SOURCES ${CMAKE_CURRENT_LIST_DIR}/src/audio/kws_model.cpp)
+# The kws and wav-folder data sets of the data set registry.
+list(APPEND PRSGD_ALGORITHMS_SOURCES ${CMAKE_CURRENT_LIST_DIR}/src/audio/audio_datasets.cpp)

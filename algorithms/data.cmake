@@ -10,3 +10,10 @@ list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/outer_optimizer.cpp)
 list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/schedule.cpp)
+# The data set registry (--dataset) and its built-in file formats.
+list(APPEND PRSGD_ALGORITHMS_SOURCES
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/dataset_registry.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/dataset_files.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/builtin_datasets.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/npy.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/csv_data.cpp)

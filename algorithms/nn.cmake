@@ -5,6 +5,7 @@ list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/nn/layers.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/nn/model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/nn/model_registry.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/nn/model_spec.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/nn/sgd.cpp)
 
 # The library is built for x86-64-v2 (SSE4.2), where Eigen's own GEMM cannot use AVX2/AVX-512.

@@ -14,7 +14,7 @@ packages=(
   libspdlog-dev libcli11-dev libyaml-cpp-dev zlib1g-dev prometheus-cpp-dev
   dataset-fashion-mnist
   espeak-ng sox
-  iproute2 procps python3 python3-numpy
+  iproute2 procps python3 python3-numpy python3-sklearn
   libblas-dev libopenblas0-pthread
   libpng-dev python3-torch
 )

@@ -10,7 +10,10 @@
 #include <optional>
 #include <string>
 
+#include "prsgd/algorithms/dataset_registry.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
+#include "prsgd/algorithms/model_spec.hpp"
+#include "prsgd/cli/job_data.hpp"
 #include "prsgd/cli/key_files.hpp"
 #include "prsgd/cli/launcher.hpp"
 #include "prsgd/cli/metrics_follow.hpp"
@@ -59,15 +62,24 @@ int take_signal(const sigset_t& set, std::chrono::milliseconds wait) {
   return caught;
 }
 
-expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, const std::string& model) {
+expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, const std::string& model,
+                                                     const std::string& dataset) {
   log::level lvl{};
   if (log::parse_level(o.log_level, lvl)) {
     log::set_level(lvl);
   }
   auto& registry = algorithms::model_registry::instance();
-  auto plugins = load_plugins(o.plugins, &registry);
+  auto plugins = load_plugins(o.plugins, &registry, &algorithms::dataset_registry::instance());
   if (!plugins) {
     return plugins;
+  }
+  if (!dataset.empty() && !algorithms::dataset_registry::instance().contains(dataset)) {
+    return fail(errc::invalid_argument, unknown_dataset_message(dataset));
+  }
+  if (!model.empty() && algorithms::is_model_spec(model)) {
+    if (auto spec = algorithms::parse_model_spec(model); !spec) {
+      return unexpected{spec.error()};
+    }
   }
   if (!model.empty() && !registry.contains(model)) {
     std::string known;
@@ -79,6 +91,8 @@ expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, co
   }
   return plugins;
 }
+
+int data_error_status(const error& e) { return e.code == errc::io_error ? exit_failure : exit_usage; }
 
 std::optional<progress_reporter> make_progress_reporter(const std::string& mode) {
   if (mode == "off") {
@@ -92,9 +106,20 @@ std::optional<progress_reporter> make_progress_reporter(const std::string& mode)
 
 int run_local(const local_options& o) {
   // Load the plugins here too, so a bad one is refused before any process starts.
-  auto plugins = prepare_process(o.output, o.model.model);
+  auto plugins = prepare_process(o.output, o.model.model, resolve_dataset(o.model));
   if (!plugins) {
     std::fprintf(stderr, "prsgd local: %s\n", plugins.error().message().c_str());
+    return exit_usage;
+  }
+  // And check the model against the data's shape and classes (headers and labels, no features), so a
+  // mismatch is one line here instead of a failure in every child.
+  auto shape = load_job_data(o.model, data_need::shape);
+  if (!shape) {
+    std::fprintf(stderr, "prsgd local: %s\n", shape.error().message().c_str());
+    return data_error_status(shape.error());
+  }
+  if (auto fits = check_model_fits(o.model, *shape); !fits) {
+    std::fprintf(stderr, "prsgd local: %s\n", fits.error().message().c_str());
     return exit_usage;
   }
   std::error_code ec;

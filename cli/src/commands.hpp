@@ -23,10 +23,17 @@ inline constexpr int exit_usage = 2;
 inline constexpr int exit_failure = 1;
 
 /// Prepares a process for any role: sets the log level, loads the plugins in order (they register models in
-/// `prsgd::algorithms::model_registry::instance()`), then, when `model` is not empty, checks that the registry
-/// knows it. Returns the plugin's error, or invalid_argument "unknown model 'x' (registered: ...)".
+/// `prsgd::algorithms::model_registry::instance()` and data sets in `dataset_registry::instance()`), then,
+/// when `model` is not empty, checks that the model registry knows it (a name or an mlp:/cnn: spec), and when
+/// `dataset` is not empty, that the data set registry does. Returns the plugin's error, or invalid_argument
+/// "unknown model 'x' (registered: ...)" / "unknown --dataset 'x' (registered: ...)".
 [[nodiscard]] expected<std::vector<loaded_plugin>> prepare_process(const output_options& o,
-                                                                   const std::string& model = {});
+                                                                   const std::string& model = {},
+                                                                   const std::string& dataset = {});
+
+/// Returns the exit status for a failure to load the data: exit_usage for bad input (a missing, malformed or
+/// inconsistent file, a bad --data-option), exit_failure for an I/O error.
+[[nodiscard]] int data_error_status(const error& e);
 
 /// Blocks SIGINT and SIGTERM in this thread and every thread it starts later; returns the set. Call it first
 /// in a role, before any thread starts. Threads that already exist (OpenBLAS starts its pool before main)

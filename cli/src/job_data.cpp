@@ -3,13 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
+#include <map>
 #include <utility>
 
-#include "prsgd/algorithms/fashion_mnist.hpp"
-#include "prsgd/algorithms/kws_data.hpp"
+#include "prsgd/algorithms/dataset_registry.hpp"
 #include "prsgd/algorithms/schedule.hpp"
-#include "prsgd/common/log.hpp"
 
 namespace prsgd::cli {
 
@@ -22,79 +20,71 @@ std::string resolve_dataset(const model_options& o) {
 
 namespace {
 
-void describe(job_data& out, const algorithms::dataset& d, const model_options& o) {
-  out.model.input = {d.shape[0], d.shape[1], d.shape[2]};
-  out.model.num_classes = d.num_classes;
-  out.model.seed = o.seed;
-}
-
-expected<job_data> load_fashion(const model_options& o, data_need need) {
-  job_data out;
-  out.name = "fashion-mnist";
-  const std::string dir = o.data_dir.empty() ? algorithms::fashion_mnist_default_dir() : o.data_dir;
-  const auto hint = [](error e) {
-    e.context += " (Fashion-MNIST: install the Debian package dataset-fashion-mnist, or pass --data-dir)";
-    return unexpected{std::move(e)};
-  };
-  if (need == data_need::train) {
-    auto train = algorithms::load_fashion_mnist(dir, algorithms::split::train);
-    if (!train) {
-      return hint(train.error());
-    }
-    out.train_size = train->size();
-    describe(out, *train, o);
-    out.train = std::make_shared<const algorithms::dataset>(std::move(*train));
-    return out;
-  }
-  // The averager needs the training split's size only: its label file, not 47 MB of decompressed images.
-  auto train_size = algorithms::fashion_mnist_size(dir, algorithms::split::train);
-  if (!train_size) {
-    return hint(train_size.error());
-  }
-  auto test = algorithms::load_fashion_mnist(dir, algorithms::split::test);
-  if (!test) {
-    return hint(test.error());
-  }
-  out.train_size = *train_size;
-  describe(out, *test, o);
-  out.test = std::make_shared<const algorithms::dataset>(std::move(*test));
-  return out;
-}
-
-expected<job_data> load_keywords(const model_options& o, data_need need) {
-  job_data out;
-  out.name = "kws";
-  algorithms::kws_options k;
-  k.root = o.data_dir.empty() ? std::filesystem::path{"data/kws"} : std::filesystem::path{o.data_dir};
-  k.cache_file = k.root / "features.cache";
-  auto data = algorithms::load_kws(k);
-  if (!data) {
-    auto e = data.error();
-    e.context += " (make the keyword set with ops/make-kws-data --out " + k.root.string() + ", or pass --data-dir)";
-    return unexpected{e};
-  }
-  PRSGD_LOG(info, "data") << "keyword set " << k.root.string() << ": " << data->train.size() << " train, "
-                          << data->test.size() << " test clips" << (data->from_cache ? " (cached features)" : "");
-  out.train_size = data->train.size();
-  describe(out, data->train, o);
-  if (need == data_need::train) {
-    out.train = std::make_shared<const algorithms::dataset>(std::move(data->train));
-  } else {
-    out.test = std::make_shared<const algorithms::dataset>(std::move(data->test));
-  }
-  return out;
-}
-
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
 }  // namespace
 
-expected<job_data> load_job_data(const model_options& o, data_need need) {
-  const auto which = resolve_dataset(o);
-  if (which == "kws") {
-    return load_keywords(o, need);
+expected<std::map<std::string, std::string, std::less<>>> parse_data_options(const std::vector<std::string>& options) {
+  std::map<std::string, std::string, std::less<>> out;
+  for (const auto& kv : options) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return fail(errc::invalid_argument, "--data-option must be KEY=VALUE (got '" + kv + "')");
+    }
+    if (!out.emplace(kv.substr(0, eq), kv.substr(eq + 1)).second) {
+      return fail(errc::invalid_argument, "--data-option '" + kv.substr(0, eq) + "' is given twice");
+    }
   }
-  return load_fashion(o, need);
+  return out;
+}
+
+expected<job_data> load_job_data(const model_options& o, data_need need) {
+  algorithms::dataset_request request;
+  request.dir = o.data_dir;
+  request.parts = need == data_need::train                 ? algorithms::dataset_parts::train
+                  : need == data_need::train_size_and_test ? algorithms::dataset_parts::test_and_train_size
+                                                           : algorithms::dataset_parts::shape;
+  request.seed = o.seed;
+  auto options = parse_data_options(o.data_options);
+  PRSGD_TRY(options);
+  request.options = std::move(*options);
+  job_data out;
+  out.name = resolve_dataset(o);
+  auto loaded = algorithms::dataset_registry::instance().load(out.name, request);
+  if (!loaded) {
+    if (loaded.error().code == errc::not_found && !algorithms::dataset_registry::instance().contains(out.name)) {
+      return fail(errc::invalid_argument, unknown_dataset_message(out.name));
+    }
+    return unexpected{loaded.error()};
+  }
+  out.model.input = {loaded->shape[0], loaded->shape[1], loaded->shape[2]};
+  out.model.num_classes = loaded->num_classes;
+  out.model.seed = o.seed;
+  out.train_size = loaded->train_size;
+  if (loaded->train) {
+    out.train = std::make_shared<const algorithms::dataset>(std::move(*loaded->train));
+  }
+  if (loaded->test) {
+    out.test = std::make_shared<const algorithms::dataset>(std::move(*loaded->test));
+  }
+  return out;
+}
+
+std::string unknown_dataset_message(const std::string& name) {
+  std::string known;
+  for (const auto& n : algorithms::dataset_registry::instance().names()) {
+    known += (known.empty() ? "" : ", ") + n;
+  }
+  return "unknown --dataset '" + name + "' (registered: " + known + "; a --plugin can add more)";
+}
+
+expected<void> check_model_fits(const model_options& o, const job_data& data) {
+  auto m = algorithms::model_registry::instance().make(o.model, data.model);
+  if (!m) {
+    return fail(m.error().code, "--model " + o.model + " does not fit --dataset " + data.name + ": " +
+                                    m.error().context);
+  }
+  return {};
 }
 
 expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std::size_t train_size) {

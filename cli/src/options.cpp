@@ -78,7 +78,8 @@ void add_output(CLI::App& app, output_options& o) {
 // CLI11 (and so with the YAML config) and turns a parsed group back into arguments (`prsgd local` passes its
 // groups to the averager and workers it starts). A new option of a group is one line here.
 
-using field_ref = std::variant<int*, double*, std::uint64_t*, std::string*, bool*, std::vector<int>*>;
+using field_ref =
+    std::variant<int*, double*, std::uint64_t*, std::string*, bool*, std::vector<int>*, std::vector<std::string>*>;
 
 struct option_def {
   std::string name;  // with the leading dashes
@@ -96,9 +97,14 @@ std::vector<option_def> liveness_table(liveness_options& o) {
 
 std::vector<option_def> model_table(model_options& o) {
   return {
-      {"--model", "Registered model name, e.g. fmnist-mlp, fmnist-cnn, kws-cnn", &o.model},
-      {"--dataset", "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws", &o.dataset},
+      {"--model", "Registered model name (fmnist-mlp, fmnist-cnn, kws-cnn, ...) or a spec: mlp:IN-H-...-OUT, cnn:...",
+       &o.model},
+      {"--dataset",
+       "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws | npy | csv | wav-folder | a plugin's",
+       &o.dataset},
       {"--data-dir", "Data set directory (default: the data set's standard location)", &o.data_dir, true},
+      {"--data-option", "KEY=VALUE setting of the data set (repeatable), e.g. label-column=last for csv",
+       &o.data_options},
       {"--batch", "Mini-batch size per worker step", &o.batch},
       {"--lr", "SGD step size (> 0)", &o.lr},
       {"--momentum", "SGD momentum in [0, 1)", &o.momentum},
@@ -145,6 +151,8 @@ void add_table(CLI::App& app, const std::vector<option_def>& table, const std::s
             return app.add_flag(def.name, *field, def.help);
           } else if constexpr (std::is_same_v<T, std::vector<int>>) {
             return add_list(app, def.name, *field, def.help);
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            return app.add_option(def.name, *field, def.help)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
           } else {
             return app.add_option(def.name, *field, def.help)->capture_default_str();
           }
@@ -179,6 +187,11 @@ std::vector<std::string> table_arguments(const std::vector<option_def>& table) {
               }
               out.push_back(def.name);
               out.push_back(list);
+            }
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            for (const auto& value : *field) {
+              out.push_back(def.name);
+              out.push_back(value);
             }
           } else if constexpr (std::is_same_v<T, std::string>) {
             if (!field->empty()) {
@@ -245,7 +258,9 @@ void add_tool_model(CLI::App& app, model_options& o) {
   o.model.clear();
   app.add_option("--model", o.model, "Registered model name (default: the one recorded in the weights file)")
       ->group("Model and data");
-  app.add_option("--dataset", o.dataset, "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws")
+  app.add_option("--dataset", o.dataset,
+                 "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws | npy | csv | wav-folder | "
+                 "a plugin's")
       ->capture_default_str()
       ->group("Model and data");
   app.add_option("--data-dir", o.data_dir, "Data set directory (default: the data set's standard location)")
@@ -632,7 +647,15 @@ expected<void> validate(const model_options& o) {
     return bad("--momentum must be in [0, 1) (got " + str(o.momentum) + ")");
   }
   PRSGD_TRY(one_of(o.momentum_on_restart, {"keep", "reset"}, "--momentum-on-restart"));
-  PRSGD_TRY(one_of(o.dataset, {"auto", "fashion-mnist", "kws"}, "--dataset"));
+  // The name itself is checked once the plugins are loaded: a plugin may register data sets.
+  if (o.dataset.empty()) {
+    return bad("--dataset must not be empty");
+  }
+  for (const auto& kv : o.data_options) {
+    if (kv.find('=') == std::string::npos || kv.front() == '=') {
+      return bad("--data-option must be KEY=VALUE (got '" + kv + "')");
+    }
+  }
   if (!(o.dirichlet_alpha > 0)) {
     return bad("--dirichlet-alpha must be > 0 (got " + str(o.dirichlet_alpha) + ")");
   }

@@ -58,7 +58,7 @@ struct dl_closer {
 
 }  // namespace
 
-expected<loaded_plugin> load_plugin(const std::string& path, void* model_registry) {
+expected<loaded_plugin> load_plugin(const std::string& path, void* model_registry, void* dataset_registry) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     return fail(errc::not_found, "plugin '" + path + "' does not exist");
@@ -100,6 +100,7 @@ expected<loaded_plugin> load_plugin(const std::string& path, void* model_registr
   host.set_error = &host_set_error;
   host.announce = &host_announce;
   host.model_registry = model_registry;
+  host.dataset_registry = dataset_registry;
   const int rc = init(&host);
   if (rc != 0) {
     return fail(errc::handler_failed, "plugin '" + path + "' refused to initialise (code " + std::to_string(rc) +
@@ -114,10 +115,11 @@ expected<loaded_plugin> load_plugin(const std::string& path, void* model_registr
   return out;
 }
 
-expected<std::vector<loaded_plugin>> load_plugins(const std::vector<std::string>& paths, void* model_registry) {
+expected<std::vector<loaded_plugin>> load_plugins(const std::vector<std::string>& paths, void* model_registry,
+                                                  void* dataset_registry) {
   std::vector<loaded_plugin> out;
   for (const auto& p : paths) {
-    auto loaded = load_plugin(p, model_registry);
+    auto loaded = load_plugin(p, model_registry, dataset_registry);
     if (!loaded) {
       return prsgd::unexpected{loaded.error()};
     }

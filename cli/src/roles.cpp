@@ -108,7 +108,7 @@ actors::incarnation_t now_ms() {
 
 int run_averager(const averager_options& o) {
   const sigset_t signals = block_stop_signals();
-  if (auto p = prepare_process(o.output, o.model.model); !p) {
+  if (auto p = prepare_process(o.output, o.model.model, resolve_dataset(o.model)); !p) {
     std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
     return exit_usage;
   }
@@ -124,7 +124,11 @@ int run_averager(const averager_options& o) {
   auto data = load_job_data(o.model, data_need::train_size_and_test);
   if (!data) {
     std::fprintf(stderr, "prsgd averager: %s\n", data.error().message().c_str());
-    return exit_failure;
+    return data_error_status(data.error());
+  }
+  if (auto fits = check_model_fits(o.model, *data); !fits) {
+    std::fprintf(stderr, "prsgd averager: %s\n", fits.error().message().c_str());
+    return exit_usage;
   }
   auto plan = plan_job(o.schedule, static_cast<std::size_t>(o.model.batch), data->train_size);
   if (!plan) {
@@ -269,7 +273,7 @@ int run_averager(const averager_options& o) {
 
 int run_worker(const worker_options& o) {
   const sigset_t signals = block_stop_signals();
-  if (auto p = prepare_process(o.output, o.model.model); !p) {
+  if (auto p = prepare_process(o.output, o.model.model, resolve_dataset(o.model)); !p) {
     std::fprintf(stderr, "prsgd worker: %s\n", p.error().message().c_str());
     return exit_usage;
   }
@@ -286,7 +290,11 @@ int run_worker(const worker_options& o) {
   auto data = load_job_data(o.model, data_need::train);
   if (!data) {
     std::fprintf(stderr, "prsgd worker: %s\n", data.error().message().c_str());
-    return exit_failure;
+    return data_error_status(data.error());
+  }
+  if (auto fits = check_model_fits(o.model, *data); !fits) {
+    std::fprintf(stderr, "prsgd worker: %s\n", fits.error().message().c_str());
+    return exit_usage;
   }
   const auto incarnation = now_ms();
   actors::member_id member = 0;

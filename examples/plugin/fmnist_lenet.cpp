@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Example prsgd plugin: adds the model `fmnist-lenet` (a LeNet-5 style conv net for 28x28 images) to
-// the stock `prsgd` binaries, without rebuilding prsgd:
+// Example prsgd plugin: adds the model `fmnist-lenet` (a LeNet-5 style conv net for 28x28 images) and
+// the data set `spirals` (spirals.cpp) to the stock `prsgd` binaries, without rebuilding prsgd:
 //
 //   prsgd local --plugin ./libprsgd_example_plugin.so --model fmnist-lenet --workers 2 ...
 //
 // A plugin is a shared library with two exported symbols (see prsgd/cli/plugin.h): the ABI version it
 // was built for, and `prsgd_plugin_init`, which the host calls once, before any actor starts. Here init
-// registers a model factory in the host's model registry. Everything else is ordinary C++ against the
+// registers a model factory in the host's model registry and a loader in its data set registry. Everything else is ordinary C++ against the
 // public prsgd::algorithms API (network_builder + model::make), the same API the built-in models use.
 #include <cstddef>
 #include <memory>
@@ -16,6 +16,7 @@
 #include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/cli/plugin.h"
 #include "prsgd/common/expected.hpp"
+#include "spirals.hpp"
 
 namespace {
 
@@ -75,6 +76,12 @@ extern "C" PRSGD_PLUGIN_EXPORT int prsgd_plugin_init(const prsgd_plugin_host* ho
     host->set_error(host->context, "the host refused to list model 'fmnist-lenet'");
     return 3;
   }
-  host->log(host->context, PRSGD_PLUGIN_LOG_DEBUG, "prsgd_example_plugin: registered model 'fmnist-lenet'");
+  // And a data set (spirals.cpp); if that fails, take the model back out too.
+  if (const int rc = register_spirals(host); rc != 0) {
+    (void)registry->remove(model_name);
+    return 10 + rc;
+  }
+  host->log(host->context, PRSGD_PLUGIN_LOG_DEBUG,
+            "prsgd_example_plugin: registered model 'fmnist-lenet' and data set 'spirals'");
   return 0;
 }

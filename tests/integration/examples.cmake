@@ -9,6 +9,13 @@ if(TARGET prsgd AND TARGET prsgd_example_plugin)
   add_dependencies(example_plugin_test prsgd_example_plugin)
 endif()
 
+# examples/own-data: your data in (npy, csv, wav-folder) with models given as spec strings.
+if(TARGET prsgd)
+  prsgd_add_process_test(example_own_data_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/examples/own_data_test.cpp
+                         TIMEOUT 180)
+  target_compile_definitions(example_own_data_test PRIVATE PRSGD_OWN_DATA_DIR="${PROJECT_SOURCE_DIR}/examples/own-data")
+endif()
+
 # examples/embed: the runtime embedded in a program; it must exit 0 and print every expected answer.
 if(TARGET prsgd_embed_example)
   add_test(NAME example_embed_output

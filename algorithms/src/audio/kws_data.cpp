@@ -19,6 +19,7 @@
 
 #include <zlib.h>
 
+#include "../data/dataset_files.hpp"
 #include "prsgd/algorithms/wav.hpp"
 #include "prsgd/common/log.hpp"
 
@@ -40,31 +41,6 @@ struct entry {
   fs::path full;
   int label = 0;
   bool test = false;
-  std::uintmax_t size = 0;
-  std::int64_t mtime = 0;
-};
-
-/// Accumulates a 64-bit FNV-1a hash.
-class fnv1a {
- public:
-  void add(const void* data, std::size_t n) {
-    const auto* p = static_cast<const std::uint8_t*>(data);
-    for (std::size_t i = 0; i < n; ++i) {
-      h_ = (h_ ^ p[i]) * 1099511628211ULL;
-    }
-  }
-  void add(std::string_view s) {
-    add(s.data(), s.size());
-    add_value(static_cast<std::uint64_t>(s.size()));
-  }
-  template <class T>
-  void add_value(T v) {
-    add(&v, sizeof v);
-  }
-  [[nodiscard]] std::uint64_t value() const noexcept { return h_; }
-
- private:
-  std::uint64_t h_ = 14695981039346656037ULL;
 };
 
 std::string speaker_of(std::string_view file_name) {
@@ -82,31 +58,6 @@ bool speaker_in_test(std::string_view speaker, int test_percent) {
   return static_cast<int>(h.value() % 100) < test_percent;
 }
 
-std::vector<std::string> parse_csv_line(std::string_view line) {
-  std::vector<std::string> cells(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cells.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cells.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      cells.emplace_back();
-    } else if (c != '\r') {
-      cells.back() += c;
-    }
-  }
-  return cells;
-}
-
 /// Reads manifest.csv's path -> is-test map.
 expected<std::unordered_map<std::string, bool>> read_manifest(const fs::path& file) {
   std::ifstream in(file);
@@ -117,7 +68,7 @@ expected<std::unordered_map<std::string, bool>> read_manifest(const fs::path& fi
   if (!std::getline(in, line)) {
     return fail(errc::decode_failed, file.string() + ": empty manifest");
   }
-  const auto header = parse_csv_line(line);
+  const auto header = split_csv_line(line);
   const auto path_col = std::find(header.begin(), header.end(), "path") - header.begin();
   const auto split_col = std::find(header.begin(), header.end(), "split") - header.begin();
   if (path_col == static_cast<std::ptrdiff_t>(header.size()) ||
@@ -129,7 +80,7 @@ expected<std::unordered_map<std::string, bool>> read_manifest(const fs::path& fi
     if (line.empty() || line == "\r") {
       continue;
     }
-    const auto cells = parse_csv_line(line);
+    const auto cells = split_csv_line(line);
     const auto need = static_cast<std::size_t>(std::max(path_col, split_col));
     if (cells.size() <= need) {
       return fail(errc::decode_failed, file.string() + ":" + std::to_string(number) + ": too few columns");
@@ -192,16 +143,16 @@ std::uint32_t crc_of(const std::uint8_t* data, std::size_t n) {
   return static_cast<std::uint32_t>(crc);
 }
 
-dataset empty_split(const kws_options& o, int frames, const char* which) {
+dataset empty_split(const clip_set_options& o, int frames, const char* which) {
   dataset d;
   d.shape = {1, frames, o.features.num_mels};
-  d.num_classes = kws_num_classes;
+  d.num_classes = o.num_classes;
   d.name = o.root.string() + ":" + which;
   return d;
 }
 
 /// Returns the cached splits if the cache exists, matches `fingerprint` and passes its CRC; else nullopt.
-std::optional<kws_data> read_cache(const kws_options& o, std::uint64_t fingerprint, int frames) {
+std::optional<kws_data> read_cache(const clip_set_options& o, std::uint64_t fingerprint, int frames) {
   std::ifstream in(o.cache_file, std::ios::binary);
   if (!in) {
     return std::nullopt;
@@ -210,7 +161,7 @@ std::optional<kws_data> read_cache(const kws_options& o, std::uint64_t fingerpri
   const std::string name = o.cache_file.string();
   if (bytes.size() < cache_header_bytes || std::memcmp(bytes.data(), cache_magic, 8) != 0 ||
       get<std::uint32_t>(bytes.data() + 8) != cache_version) {
-    PRSGD_LOG(warn, "kws") << name << ": not a feature cache of this version; recomputing";
+    PRSGD_LOG(warn, "audio") << name << ": not a feature cache of this version; recomputing";
     return std::nullopt;
   }
   const auto cached_frames = get<std::uint32_t>(bytes.data() + 12);
@@ -222,14 +173,14 @@ std::optional<kws_data> read_cache(const kws_options& o, std::uint64_t fingerpri
   const auto payload = get<std::uint64_t>(bytes.data() + 48);
   if (cached_fingerprint != fingerprint || cached_frames != static_cast<std::uint32_t>(frames) ||
       mels != static_cast<std::uint32_t>(o.features.num_mels)) {
-    PRSGD_LOG(info, "kws") << name << ": sources or options changed; recomputing features";
+    PRSGD_LOG(info, "audio") << name << ": sources or options changed; recomputing features";
     return std::nullopt;
   }
   const std::uint64_t sample_floats = static_cast<std::uint64_t>(frames) * mels;
   const std::uint64_t expect = (n_train + n_test) * (sizeof(std::int32_t) + sample_floats * sizeof(float));
   if (payload != expect || bytes.size() - cache_header_bytes != payload ||
       crc_of(bytes.data() + cache_header_bytes, payload) != crc) {
-    PRSGD_LOG(warn, "kws") << name << ": size or CRC-32 mismatch (corrupt cache); recomputing";
+    PRSGD_LOG(warn, "audio") << name << ": size or CRC-32 mismatch (corrupt cache); recomputing";
     return std::nullopt;
   }
   kws_data out{empty_split(o, frames, "train"), empty_split(o, frames, "test"), true};
@@ -246,8 +197,8 @@ std::optional<kws_data> read_cache(const kws_options& o, std::uint64_t fingerpri
     std::memcpy(d->features.data(), p, d->features.size() * sizeof(float));
     p += d->features.size() * sizeof(float);
     for (const std::int32_t label : d->labels) {
-      if (label < 0 || label >= kws_num_classes) {
-        PRSGD_LOG(warn, "kws") << name << ": label out of range; recomputing";
+      if (label < 0 || label >= o.num_classes) {
+        PRSGD_LOG(warn, "audio") << name << ": label out of range; recomputing";
         return std::nullopt;
       }
     }
@@ -255,7 +206,7 @@ std::optional<kws_data> read_cache(const kws_options& o, std::uint64_t fingerpri
   return out;
 }
 
-void write_cache(const kws_options& o, std::uint64_t fingerprint, int frames, const kws_data& data) {
+void write_cache(const clip_set_options& o, std::uint64_t fingerprint, int frames, const kws_data& data) {
   std::vector<std::uint8_t> payload;
   payload.reserve((data.train.size() + data.test.size()) * (4 + data.train.sample_size() * 4));
   for (const dataset* d : {&data.train, &data.test}) {
@@ -279,7 +230,7 @@ void write_cache(const kws_options& o, std::uint64_t fingerprint, int frames, co
     out.write(reinterpret_cast<const char*>(payload.data()), static_cast<std::streamsize>(payload.size()));
     out.close();
     if (!out) {
-      PRSGD_LOG(warn, "kws") << tmp.string() << ": cannot write feature cache";
+      PRSGD_LOG(warn, "audio") << tmp.string() << ": cannot write feature cache";
       std::error_code ec;
       fs::remove(tmp, ec);
       return;
@@ -288,7 +239,7 @@ void write_cache(const kws_options& o, std::uint64_t fingerprint, int frames, co
   std::error_code ec;
   fs::rename(tmp, o.cache_file, ec);
   if (ec) {
-    PRSGD_LOG(warn, "kws") << o.cache_file.string() << ": cannot install feature cache: " << ec.message();
+    PRSGD_LOG(warn, "audio") << o.cache_file.string() << ": cannot install feature cache: " << ec.message();
     fs::remove(tmp, ec);
   }
 }
@@ -333,15 +284,76 @@ class cache_lock {
   int fd_ = -1;
 };
 
-expected<kws_data> load_kws(const kws_options& o) {
-  if (o.clip_samples <= 0 || o.test_percent < 0 || o.test_percent > 100) {
-    return fail(errc::invalid_argument, "load_kws: clip_samples must be > 0 and test_percent in 0..100");
+expected<kws_data> featurise_clips(const std::vector<labelled_clip>& clips, const clip_set_options& o) {
+  if (o.clip_samples <= 0 || o.num_classes <= 0) {
+    return fail(errc::invalid_argument, "featurise_clips: clip_samples and num_classes must be > 0");
   }
   auto mel = log_mel::make(o.features);
   PRSGD_TRY(mel);
   const int frames = mel->num_frames(static_cast<std::size_t>(o.clip_samples));
   if (frames == 0) {
-    return fail(errc::invalid_argument, "load_kws: clip_samples is shorter than one analysis window");
+    return fail(errc::invalid_argument, "featurise_clips: clip_samples is shorter than one analysis window");
+  }
+
+  // Fingerprint everything the features depend on, and try the cache.
+  fnv1a fp;
+  fp.add("prsgd-kws-features-v2");
+  const log_mel_options& f = o.features;
+  for (const int v : {f.sample_rate, f.window_length, f.hop_length, f.fft_size, f.num_mels, o.clip_samples,
+                      o.num_classes}) {
+    fp.add_value(v);
+  }
+  for (const double v : {f.min_hz, f.max_hz, f.eps}) {
+    fp.add_value(std::bit_cast<std::uint64_t>(v));
+  }
+  fp.add(o.split_key);
+  std::error_code ec;
+  for (const labelled_clip& c : clips) {
+    if (c.label < 0 || c.label >= o.num_classes) {
+      return fail(errc::invalid_argument, c.file.string() + ": label " + std::to_string(c.label) + " out of range");
+    }
+    fp.add(c.rel);
+    fp.add_value(static_cast<std::uint64_t>(fs::file_size(c.file, ec)));
+    fp.add_value(mtime_of(c.file));
+    fp.add_value(c.label);
+    fp.add_value(static_cast<std::uint8_t>(c.test));
+  }
+  std::optional<cache_lock> lock;
+  if (!o.cache_file.empty()) {
+    lock.emplace(o.cache_file);
+    if (auto cached = read_cache(o, fp.value(), frames)) {
+      PRSGD_LOG(info, "audio") << o.root.string() << ": " << cached->train.size() << " train + " << cached->test.size()
+                             << " test clips from cache " << o.cache_file.string();
+      return std::move(*cached);
+    }
+  }
+
+  // Decode and featurise.
+  kws_data out{empty_split(o, frames, "train"), empty_split(o, frames, "test"), false};
+  const std::size_t sample_floats = out.train.sample_size();
+  const wav_format required{f.sample_rate, 1, 16};
+  std::vector<float> clip(static_cast<std::size_t>(o.clip_samples));
+  for (const labelled_clip& c : clips) {
+    auto audio = read_wav(c.file, required);
+    PRSGD_TRY(audio);
+    std::fill(clip.begin(), clip.end(), 0.0f);
+    std::copy_n(audio->begin(), std::min(audio->size(), clip.size()), clip.begin());
+    const feature_matrix m = mel->compute(clip);
+    dataset& d = c.test ? out.test : out.train;
+    d.features.insert(d.features.end(), m.data(), m.data() + sample_floats);
+    d.labels.push_back(c.label);
+  }
+  PRSGD_LOG(info, "audio") << o.root.string() << ": featurised " << out.train.size() << " train + " << out.test.size()
+                         << " test clips";
+  if (!o.cache_file.empty()) {
+    write_cache(o, fp.value(), frames, out);
+  }
+  return out;
+}
+
+expected<kws_data> load_kws(const kws_options& o) {
+  if (o.clip_samples <= 0 || o.test_percent < 0 || o.test_percent > 100) {
+    return fail(errc::invalid_argument, "load_kws: clip_samples must be > 0 and test_percent in 0..100");
   }
   std::error_code ec;
   if (!fs::is_directory(o.root, ec)) {
@@ -364,8 +376,6 @@ expected<kws_data> load_kws(const kws_options& o) {
       e.rel = std::string{word} + "/" + p.filename().string();
       e.full = p;
       e.label = kws_label(word);
-      e.size = it->file_size(ec);
-      e.mtime = mtime_of(p);
       entries.push_back(std::move(e));
     }
     if (ec) {
@@ -415,58 +425,23 @@ expected<kws_data> load_kws(const kws_options& o) {
                            << " WAV files are not listed; split by speaker hash instead";
   }
 
-  // 3. Fingerprint everything the features depend on, and try the cache.
-  fnv1a fp;
-  fp.add("prsgd-kws-features-v1");
-  const log_mel_options& f = o.features;
-  for (const int v : {f.sample_rate, f.window_length, f.hop_length, f.fft_size, f.num_mels, o.clip_samples,
-                      o.test_percent, static_cast<int>(source)}) {
-    fp.add_value(v);
-  }
-  for (const double v : {f.min_hz, f.max_hz, f.eps}) {
-    fp.add_value(std::bit_cast<std::uint64_t>(v));
-  }
+  // 3. Featurise (or read the cache).
+  clip_set_options c;
+  c.root = o.root;
+  c.cache_file = o.cache_file;
+  c.features = o.features;
+  c.clip_samples = o.clip_samples;
+  c.num_classes = kws_num_classes;
+  c.split_key = "kws split " + std::to_string(static_cast<int>(source)) + " test% " + std::to_string(o.test_percent);
   if (!split_file.empty()) {
-    fp.add_value(static_cast<std::uint64_t>(fs::file_size(split_file, ec)));
-    fp.add_value(mtime_of(split_file));
+    c.split_key += " " + std::to_string(fs::file_size(split_file, ec)) + " " + std::to_string(mtime_of(split_file));
   }
-  for (const entry& e : entries) {
-    fp.add(e.rel);
-    fp.add_value(static_cast<std::uint64_t>(e.size));
-    fp.add_value(e.mtime);
-    fp.add_value(static_cast<std::uint8_t>(e.test));
+  std::vector<labelled_clip> clips;
+  clips.reserve(entries.size());
+  for (entry& e : entries) {
+    clips.push_back({std::move(e.rel), std::move(e.full), e.label, e.test});
   }
-  std::optional<cache_lock> lock;
-  if (!o.cache_file.empty()) {
-    lock.emplace(o.cache_file);
-    if (auto cached = read_cache(o, fp.value(), frames)) {
-      PRSGD_LOG(info, "kws") << o.root.string() << ": " << cached->train.size() << " train + " << cached->test.size()
-                             << " test clips from cache " << o.cache_file.string();
-      return std::move(*cached);
-    }
-  }
-
-  // 4. Decode and featurise.
-  kws_data out{empty_split(o, frames, "train"), empty_split(o, frames, "test"), false};
-  const std::size_t sample_floats = out.train.sample_size();
-  const wav_format required{f.sample_rate, 1, 16};
-  std::vector<float> clip(static_cast<std::size_t>(o.clip_samples));
-  for (const entry& e : entries) {
-    auto audio = read_wav(e.full, required);
-    PRSGD_TRY(audio);
-    std::fill(clip.begin(), clip.end(), 0.0f);
-    std::copy_n(audio->begin(), std::min(audio->size(), clip.size()), clip.begin());
-    const feature_matrix m = mel->compute(clip);
-    dataset& d = e.test ? out.test : out.train;
-    d.features.insert(d.features.end(), m.data(), m.data() + sample_floats);
-    d.labels.push_back(e.label);
-  }
-  PRSGD_LOG(info, "kws") << o.root.string() << ": featurised " << out.train.size() << " train + " << out.test.size()
-                         << " test clips";
-  if (!o.cache_file.empty()) {
-    write_cache(o, fp.value(), frames, out);
-  }
-  return out;
+  return featurise_clips(clips, c);
 }
 
 }  // namespace prsgd::algorithms

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/algorithms/model_registry.hpp"
 
+#include "prsgd/algorithms/model_spec.hpp"
 #include "prsgd/algorithms/models.hpp"
 
 namespace prsgd::algorithms {
@@ -20,59 +21,29 @@ expected<void> model_registry::add(std::string name, std::string description, mo
   if (name.empty() || !factory) {
     return fail(errc::invalid_argument, "a model needs a name and a factory");
   }
-  std::lock_guard lock(mutex_);
-  if (entries_.contains(name)) {
-    return fail(errc::already_exists, "model '" + name + "' is already registered");
-  }
-  entries_.emplace(std::move(name), entry{std::move(description), std::move(factory)});
-  return {};
+  return entries_.add(std::move(name), std::move(description), std::move(factory));
 }
 
-expected<void> model_registry::remove(std::string_view name) {
-  std::lock_guard lock(mutex_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) {
-    return fail(errc::not_found, "no model '" + std::string(name) + "'");
-  }
-  entries_.erase(it);
-  return {};
-}
+expected<void> model_registry::remove(std::string_view name) { return entries_.remove(name); }
 
 expected<std::unique_ptr<model>> model_registry::make(std::string_view name, const model_config& config) const {
-  model_factory factory;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = entries_.find(name);
-    if (it == entries_.end()) {
-      return fail(errc::not_found, "no model '" + std::string(name) + "'");
-    }
-    factory = it->second.factory;
+  if (auto factory = entries_.find(name)) {
+    return (*factory)(config);
   }
-  return factory(config);
+  if (is_model_spec(name)) {
+    auto spec = parse_model_spec(name);
+    PRSGD_TRY(spec);
+    return make_spec_model(*spec, config);
+  }
+  return entries_.missing(name);
 }
 
 bool model_registry::contains(std::string_view name) const {
-  std::lock_guard lock(mutex_);
-  return entries_.find(name) != entries_.end();
+  return entries_.contains(name) || (is_model_spec(name) && parse_model_spec(name).has_value());
 }
 
-std::vector<std::string> model_registry::names() const {
-  std::lock_guard lock(mutex_);
-  std::vector<std::string> out;
-  out.reserve(entries_.size());
-  for (const auto& [name, e] : entries_) {
-    out.push_back(name);
-  }
-  return out;
-}
+std::vector<std::string> model_registry::names() const { return entries_.names(); }
 
-expected<std::string> model_registry::description(std::string_view name) const {
-  std::lock_guard lock(mutex_);
-  auto it = entries_.find(name);
-  if (it == entries_.end()) {
-    return fail(errc::not_found, "no model '" + std::string(name) + "'");
-  }
-  return it->second.description;
-}
+expected<std::string> model_registry::description(std::string_view name) const { return entries_.description(name); }
 
 }  // namespace prsgd::algorithms

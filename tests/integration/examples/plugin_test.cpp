@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // examples/plugin end to end: the stock `prsgd` binary trains the plugin's `fmnist-lenet` on
-// Fashion-MNIST with `--plugin`, and refuses the name without it.
+// Fashion-MNIST and an MLP on the plugin's `spirals` data set with `--plugin`, and refuses both names
+// without it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,6 +78,35 @@ TEST_F(ExamplePluginTest, TrainsFmnistLenetWithTheStockBinary) {
   EXPECT_LE(acc, 1.0);
   // Ten rounds, one line each, then the done line.
   EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 11) << metrics;
+}
+
+TEST_F(ExamplePluginTest, TrainsOnThePluginsDataSet) {
+  // Nothing to install: the plugin computes its points. Chance is 1/3.
+  auto r = run({"local", "--plugin", PRSGD_EXAMPLE_PLUGIN, "--dataset", "spirals", "--model", "mlp:2-64-64-3",
+                "--workers", "2", "--epochs", "40", "--interval", "4", "--batch", "32", "--lr", "0.1",
+                "--metrics-jsonl", "m.jsonl", "--progress", "off", "--log-dir", "logs"});
+  ASSERT_EQ(r.status, 0) << r.err << "\naverager log:\n" << read(path("logs/averager.log"));
+  EXPECT_NE(read(path("logs/worker-0.log")).find("provides dataset 'spirals'"), std::string::npos);
+  const auto done = last_line(read(path("m.jsonl")));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(done, m, std::regex{"\"test_acc\":([0-9.eE+-]+)"})) << "last metrics line: " << done;
+  EXPECT_GT(std::stod(m[1].str()), 0.8) << "last metrics line: " << done;
+  EXPECT_NE(read(path("logs/averager.log")).find("on spirals: 3000 training samples"), std::string::npos);
+
+  // A data set option the plugin does not know is refused before anything starts.
+  auto bad = run({"local", "--plugin", PRSGD_EXAMPLE_PLUGIN, "--dataset", "spirals", "--data-option", "turns=2",
+                  "--model", "mlp:2-3", "--progress", "off", "--log-dir", "bad-logs"});
+  EXPECT_EQ(bad.status, 2) << bad.err;
+  EXPECT_NE(bad.err.find("data set 'spirals' has no option 'turns' (it takes: arms)"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(path("bad-logs")));
+}
+
+TEST_F(ExamplePluginTest, DataSetIsUnknownWithoutThePlugin) {
+  auto r = run({"local", "--dataset", "spirals", "--model", "mlp:2-3", "--log-dir", "logs"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr: " << r.err;
+  EXPECT_NE(r.err.find("unknown --dataset 'spirals'"), std::string::npos) << "stderr: " << r.err;
+  EXPECT_FALSE(fs::exists(path("logs")));
 }
 
 TEST_F(ExamplePluginTest, ModelIsUnknownWithoutThePlugin) {

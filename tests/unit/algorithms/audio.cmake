@@ -19,3 +19,9 @@ if(TARGET prsgd::algorithms)
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/audio/kws_model_test.cpp
     DEPS prsgd::algorithms)
 endif()
+# The wav-folder data set.
+if(TARGET prsgd::algorithms)
+  prsgd_add_test(prsgd_wav_folder_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/audio/wav_folder_test.cpp
+    DEPS prsgd::algorithms)
+endif()

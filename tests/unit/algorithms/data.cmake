@@ -33,3 +33,15 @@ if(PRSGD_PYTHON3)
            COMMAND ${PRSGD_PYTHON3} ${PROJECT_SOURCE_DIR}/bench/vs_pytorch/prsgd_sampler.py)
   set_tests_properties(prsgd_vs_pytorch_sampler_test PROPERTIES LABELS "unit" TIMEOUT 60)
 endif()
+# The data set registry and the npy and csv data sets.
+if(TARGET prsgd::algorithms)
+  prsgd_add_test(prsgd_dataset_registry_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/dataset_registry_test.cpp
+    DEPS prsgd::algorithms)
+  prsgd_add_test(prsgd_npy_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/npy_test.cpp
+    DEPS prsgd::algorithms)
+  prsgd_add_test(prsgd_csv_data_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/csv_data_test.cpp
+    DEPS prsgd::algorithms)
+endif()

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <vector>
+
+#include "prsgd/algorithms/dataset_registry.hpp"
 
 namespace prsgd::cli {
 namespace {
@@ -117,6 +120,76 @@ TEST(LoadJobDataTest, MissingDataDirectoryNamesItAndSaysHowToGetTheData) {
   d = load_job_data(o, data_need::train);
   ASSERT_FALSE(d);
   EXPECT_NE(d.error().context.find("dataset-fashion-mnist"), std::string::npos) << d.error().message();
+}
+
+TEST(LoadJobDataTest, GoesThroughTheDataSetRegistryWithDataOptions) {
+  auto& registry = algorithms::dataset_registry::instance();
+  std::vector<algorithms::dataset_request> seen;
+  ASSERT_TRUE(registry.add("job-data-test-set", "two samples", [&seen](const algorithms::dataset_request& r) {
+    seen.push_back(r);
+    algorithms::loaded_dataset out;
+    out.shape = {1, 2, 3};
+    out.num_classes = 4;
+    out.train_size = 2;
+    algorithms::dataset d;
+    d.shape = out.shape;
+    d.num_classes = 4;
+    d.features.assign(12, 0.0F);
+    d.labels = {3, 1};
+    if (r.parts == algorithms::dataset_parts::train) {
+      out.train = d;
+    } else if (r.parts == algorithms::dataset_parts::test_and_train_size) {
+      out.test = d;
+    }
+    return prsgd::expected<algorithms::loaded_dataset>{std::move(out)};
+  }));
+  model_options o;
+  o.dataset = "job-data-test-set";
+  o.data_dir = "/some/where";
+  o.seed = 9;
+  o.data_options = {"size=big", "colour=red"};
+  auto d = load_job_data(o, data_need::train);
+  ASSERT_TRUE(d) << d.error().message();
+  EXPECT_EQ(d->name, "job-data-test-set");
+  EXPECT_EQ(d->model.input, (algorithms::shape3{1, 2, 3}));
+  EXPECT_EQ(d->model.num_classes, 4);
+  EXPECT_EQ(d->model.seed, 9U);
+  ASSERT_TRUE(d->train);
+  EXPECT_FALSE(d->test);
+  EXPECT_EQ(d->train_size, 2U);
+  ASSERT_EQ(seen.size(), 1U);
+  EXPECT_EQ(seen[0].dir, "/some/where");
+  EXPECT_EQ(seen[0].seed, 9U);
+  EXPECT_EQ(seen[0].options.at("colour"), "red");
+  EXPECT_EQ(seen[0].parts, algorithms::dataset_parts::train);
+  d = load_job_data(o, data_need::train_size_and_test);
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->test && !d->train);
+  d = load_job_data(o, data_need::shape);
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(!d->test && !d->train);
+  EXPECT_EQ(seen.back().parts, algorithms::dataset_parts::shape);
+
+  // The model is checked against the data's shape and classes.
+  o.model = "mlp:6-4";
+  EXPECT_TRUE(check_model_fits(o, *d));
+  o.model = "mlp:6-5";
+  auto fits = check_model_fits(o, *d);
+  ASSERT_FALSE(fits);
+  EXPECT_NE(fits.error().context.find("--model mlp:6-5 does not fit --dataset job-data-test-set: model 'mlp:6-5' has "
+                                      "5 outputs, but the data set has 4 classes"),
+            std::string::npos)
+      << fits.error().context;
+
+  o.data_options = {"size=big", "size=small"};
+  EXPECT_NE(load_job_data(o, data_need::train).error().context.find("'size' is given twice"), std::string::npos);
+  o.dataset = "no-such-set";
+  o.data_options.clear();
+  auto unknown = load_job_data(o, data_need::train);
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().context.find("unknown --dataset 'no-such-set' (registered: csv, "), std::string::npos)
+      << unknown.error().context;
+  ASSERT_TRUE(registry.remove("job-data-test-set"));
 }
 
 }  // namespace

@@ -97,8 +97,20 @@ TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
   EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--mode", "minibatch", "--outer", "nesterov"}))
                 .find("--outer applies to --mode restarted"),
             std::string::npos);
-  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--dataset", "cifar"})).find("--dataset"),
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--dataset", ""})).find("--dataset"), std::string::npos);
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--data-option", "classes"}))
+                .find("--data-option must be KEY=VALUE (got 'classes')"),
             std::string::npos);
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--data-option", "=3"})).find("--data-option"),
+            std::string::npos);
+}
+
+// Data set names are checked once the plugins are loaded (a plugin may add one), not while parsing.
+TEST_F(OptionsTest, AnyDataSetNameAndDataOptionsParse) {
+  auto o = get<local_options>(parse({"local", "--dataset", "my-set", "--data-option", "label-column=last",
+                                     "--data-option", "header=no"}));
+  EXPECT_EQ(o.model.dataset, "my-set");
+  EXPECT_EQ(o.model.data_options, (std::vector<std::string>{"label-column=last", "header=no"}));
 }
 
 TEST_F(OptionsTest, SaveModelAndTheModelTools) {
@@ -123,7 +135,6 @@ TEST_F(OptionsTest, SaveModelAndTheModelTools) {
   EXPECT_TRUE(v.json);
   EXPECT_EQ(v.predictions, "p.csv");
   EXPECT_NE(error_of(parse({"eval"})).find("--weights"), std::string::npos);
-  EXPECT_NE(error_of(parse({"eval", "--weights", "w", "--dataset", "cifar"})).find("--dataset"), std::string::npos);
 
   auto p = get<predict_options>(parse({"predict", "--model", "fmnist-cnn", "--weights", "w", "--top-k", "5", "a.png",
                                        "b.npy"}));

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "prsgd/algorithms/dataset_registry.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
 
 namespace {
@@ -46,6 +47,26 @@ TEST(PluginLoaderTest, PluginRegistersModelInHostRegistry) {
   auto none = load_plugin(PRSGD_TEST_PLUGIN_REGISTERS_MODEL, nullptr);
   ASSERT_FALSE(none.has_value());
   EXPECT_NE(none.error().context.find("model registry"), std::string::npos) << none.error().context;
+}
+
+TEST(PluginLoaderTest, PluginRegistersDataSetInHostRegistry) {
+  prsgd::algorithms::dataset_registry datasets;
+  auto p = load_plugin(PRSGD_TEST_PLUGIN_REGISTERS_DATASET, nullptr, &datasets);
+  ASSERT_TRUE(p.has_value()) << p.error().message();
+  ASSERT_EQ(p->provides.size(), 1u);
+  EXPECT_EQ(p->provides[0], (std::pair<std::string, std::string>{"dataset", "plugin-set"}));
+  prsgd::algorithms::dataset_request r;
+  r.parts = prsgd::algorithms::dataset_parts::test_and_train_size;
+  auto d = datasets.load("plugin-set", r);
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  EXPECT_EQ(d->train_size, 4u);
+  ASSERT_TRUE(d->test);
+  EXPECT_EQ(d->test->labels, (std::vector<std::int32_t>{0, 0}));
+
+  // Without a data set registry the plugin refuses, and says why.
+  auto none = load_plugin(PRSGD_TEST_PLUGIN_REGISTERS_DATASET, nullptr, nullptr);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_NE(none.error().context.find("data set registry"), std::string::npos) << none.error().context;
 }
 
 TEST(PluginLoaderTest, KeepsGoodPluginLoadedAfterInit) {

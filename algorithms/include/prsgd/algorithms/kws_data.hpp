@@ -4,7 +4,9 @@
 #include <array>
 #include <cstddef>
 #include <filesystem>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "prsgd/algorithms/dataset.hpp"
 #include "prsgd/algorithms/log_mel.hpp"
@@ -39,7 +41,7 @@ struct kws_options {
   int test_percent = 10;
 };
 
-/// Holds the two splits of a keyword data set.
+/// Holds the two splits of a keyword data set (or of any clip set, see featurise_clips).
 struct kws_data {
   /// Training samples, shape {1, frames, mels} (98 x 40 by default), 12 classes.
   dataset train;
@@ -48,6 +50,41 @@ struct kws_data {
   /// True when the features came from the cache file.
   bool from_cache = false;
 };
+
+/// Describes one clip of a labelled clip set (featurise_clips).
+struct labelled_clip {
+  /// Path relative to the set's root, '/'-separated; the cache fingerprint and the sample order use it.
+  std::string rel;
+  /// Path to read.
+  std::filesystem::path file;
+  /// Class index in [0, clip_set_options::num_classes).
+  int label = 0;
+  /// True for the test split.
+  bool test = false;
+};
+
+/// Says how featurise_clips turns clips into features.
+struct clip_set_options {
+  /// The set's root, for data set names and logs.
+  std::filesystem::path root;
+  /// Binary feature cache as in kws_options (empty: none), guarded by an flock on `<cache_file>.lock`.
+  std::filesystem::path cache_file;
+  /// Feature parameters.
+  log_mel_options features;
+  /// Samples per clip: shorter files are zero-padded at the end, longer ones truncated. @pre > 0
+  int clip_samples = 16000;
+  /// Number of classes. @pre > 0
+  int num_classes = kws_num_classes;
+  /// Whatever else the split depends on (the split rule and its files), mixed into the cache fingerprint.
+  std::string split_key;
+};
+
+/// Decodes each clip (16-bit mono PCM at features.sample_rate), cuts or pads it to clip_samples and computes
+/// its log-mel features, in the order given; or reads them all from the cache when its fingerprint (the
+/// clips' paths, sizes, modification times, labels and splits, the options and `split_key`) matches. Returns
+/// decode_failed naming the file for a bad WAV, io_error for an unreadable one, invalid_argument for bad options.
+[[nodiscard]] expected<kws_data> featurise_clips(const std::vector<labelled_clip>& clips,
+                                                 const clip_set_options& options);
 
 /// Loads `<root>/<word>/*.wav` into log-mel features. The split comes from, in order: `<root>/manifest.csv`
 /// (ops/make-kws-data; its `split` column, `path` relative to root), `<root>/testing_list.txt` (Google

@@ -3,14 +3,13 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "prsgd/algorithms/model.hpp"
+#include "prsgd/algorithms/named_entries.hpp"
 #include "prsgd/algorithms/params.hpp"
 #include "prsgd/common/expected.hpp"
 
@@ -47,9 +46,11 @@ class model_registry {
   [[nodiscard]] expected<void> add(std::string name, std::string description, model_factory factory);
   /// Removes `name`; returns not_found if it was not registered.
   [[nodiscard]] expected<void> remove(std::string_view name);
-  /// Builds the model registered as `name`; returns not_found for an unknown name, or the factory's error.
+  /// Builds the model registered as `name`; a name that is not registered but starts with `mlp:` or `cnn:` is
+  /// built from its spec (model_spec.hpp). Returns not_found for an unknown name, invalid_argument for a bad
+  /// spec or one that does not fit `config`, or the factory's error.
   [[nodiscard]] expected<std::unique_ptr<model>> make(std::string_view name, const model_config& config) const;
-  /// Returns whether `name` is registered.
+  /// Returns whether `name` is registered or is a well-formed `mlp:`/`cnn:` spec.
   [[nodiscard]] bool contains(std::string_view name) const;
   /// Returns the registered names, sorted.
   [[nodiscard]] std::vector<std::string> names() const;
@@ -57,12 +58,7 @@ class model_registry {
   [[nodiscard]] expected<std::string> description(std::string_view name) const;
 
  private:
-  struct entry {
-    std::string description;
-    model_factory factory;
-  };
-  mutable std::mutex mutex_;
-  std::map<std::string, entry, std::less<>> entries_;  // guarded by mutex_
+  detail::named_entries<model_factory> entries_{"model"};
 };
 
 }  // namespace prsgd::algorithms

@@ -3,9 +3,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "prsgd/algorithms/averaging.hpp"
 #include "prsgd/algorithms/dataset.hpp"
@@ -22,17 +25,20 @@ enum class data_need {
   train,
   /// The training set's size and the test set (the averager evaluates x̄ and counts epochs).
   train_size_and_test,
+  /// The sample shape and class count only (`prsgd local` checks the model against them before launching).
+  shape,
 };
 
 /// Holds a role's data.
 struct job_data {
-  /// "fashion-mnist" or "kws".
+  /// The data set's registry name, e.g. "fashion-mnist", "npy" or a plugin's.
   std::string name;
   /// Input shape and classes for the model registry (seeded with --seed).
   algorithms::model_config model;
   /// Null unless asked for.
   std::shared_ptr<const algorithms::dataset> train;
   std::shared_ptr<const algorithms::dataset> test;
+  /// Training samples (0 for data_need::shape when the data set cannot count them cheaply).
   std::size_t train_size = 0;
 };
 
@@ -40,10 +46,24 @@ struct job_data {
 /// fashion-mnist).
 [[nodiscard]] std::string resolve_dataset(const model_options& o);
 
-/// Loads what `need` asks for. Fashion-MNIST comes from --data-dir or Debian's location; the keyword
-/// set from --data-dir or data/kws (ops/make-kws-data), with a feature cache `features.cache` beside
-/// the clips. Errors name the file or directory and say how to get the data.
+/// Returns the --data-option KEY=VALUE list as a map; invalid_argument for an entry without '=' or a key given
+/// twice.
+[[nodiscard]] expected<std::map<std::string, std::string, std::less<>>> parse_data_options(
+    const std::vector<std::string>& options);
+
+/// Loads what `need` asks for through `algorithms::dataset_registry::instance()` (built-in data sets and those
+/// plugins registered), with --data-dir, --seed and --data-option. Fashion-MNIST comes from --data-dir or
+/// Debian's location; the keyword set from --data-dir or data/kws (ops/make-kws-data). Errors are one line
+/// naming the file or directory (and, for the built-in sets, how to get the data); an unknown name gives
+/// invalid_argument with unknown_dataset_message().
 [[nodiscard]] expected<job_data> load_job_data(const model_options& o, data_need need);
+
+/// Returns "unknown --dataset 'x' (registered: ...; a --plugin can add more)".
+[[nodiscard]] std::string unknown_dataset_message(const std::string& name);
+
+/// Builds --model for `data`'s sample shape and classes, and returns the registry's error (e.g. an mlp:
+/// spec whose IN or OUT differs from the data) prefixed with the model and data set names.
+[[nodiscard]] expected<void> check_model_fits(const model_options& o, const job_data& data);
 
 /// Holds the job's length as the averager plans it.
 struct job_length {

@@ -57,13 +57,17 @@ struct security_options {
 
 /// Holds what defines the learning problem: model, data, batch, optimiser.
 struct model_options {
-  /// Name in the model registry (built-in or from a plugin), e.g. fmnist-mlp, fmnist-cnn, kws.
+  /// Name in the model registry (built-in or from a plugin), e.g. fmnist-mlp, fmnist-cnn, kws-cnn, or a
+  /// spec string such as mlp:64-128-10 (algorithms/model_spec.hpp).
   std::string model = "fmnist-mlp";
-  /// Data set: auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws.
+  /// Data set name in the data set registry: auto (kws for kws-* models, else fashion-mnist) | fashion-mnist |
+  /// kws | npy | csv | wav-folder | one a plugin registered (checked once the plugins are loaded).
   std::string dataset = "auto";
   /// Directory with the data set files ("" = the data set's default location: Debian's Fashion-MNIST,
-  /// or data/kws for the keyword set made by ops/make-kws-data).
+  /// or data/kws for the keyword set made by ops/make-kws-data; npy, csv and wav-folder need one).
   std::string data_dir;
+  /// Data-set-specific settings as KEY=VALUE (repeatable), e.g. label-column=last for csv.
+  std::vector<std::string> data_options;
   /// Mini-batch size per worker and step.
   int batch = 64;
   /// SGD step size γ. @pre > 0

@@ -18,12 +18,18 @@
  * tells the host what it added with host->announce(host->context, "model", "my-model") so that the
  * host can list it. See docs/cli.md for a complete example.
  *
+ * Data sets: likewise, a plugin registers loaders in host->dataset_registry (a
+ * `prsgd::algorithms::dataset_registry*`, NULL if the host has none) and announces them as kind
+ * "dataset"; `--dataset NAME` then loads through them. That field was appended after the first
+ * release of ABI version 1: read it only when host->struct_size covers it (see PRSGD_PLUGIN_HOST_HAS).
+ *
  * Compatibility: the ABI version changes whenever this struct or the entry point change in an
  * incompatible way. Fields are only ever appended; host->struct_size says how many exist.
  */
 #ifndef PRSGD_CLI_PLUGIN_H
 #define PRSGD_CLI_PLUGIN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -60,7 +66,14 @@ typedef struct prsgd_plugin_host {
   int (*announce)(void* context, const char* kind, const char* name);
   /** The host's `prsgd::algorithms::model_registry*`, or NULL when the host has none. */
   void* model_registry;
+  /** The host's `prsgd::algorithms::dataset_registry*`, or NULL when the host has none. Appended to ABI
+   *  version 1: older hosts lack it, so check PRSGD_PLUGIN_HOST_HAS(host, dataset_registry) first. */
+  void* dataset_registry;
 } prsgd_plugin_host;
+
+/** True when the host struct `host` points to has the field `field` (its struct_size covers it). */
+#define PRSGD_PLUGIN_HOST_HAS(host, field) \
+  ((host)->struct_size >= offsetof(prsgd_plugin_host, field) + sizeof((host)->field))
 
 /** Signature of the entry point. */
 typedef int (*prsgd_plugin_init_fn)(const prsgd_plugin_host* host);

@@ -23,16 +23,19 @@ struct loaded_plugin {
 };
 
 /// Loads `path` and runs its prsgd_plugin_init() with a host struct whose model_registry is `model_registry`
-/// (a `prsgd::algorithms::model_registry*`, may be null).
+/// (a `prsgd::algorithms::model_registry*`, may be null) and whose dataset_registry is `dataset_registry` (a
+/// `prsgd::algorithms::dataset_registry*`, may be null).
 /// Returns not_found (no such file), decode_failed (dlopen failed: not a shared library, missing symbols),
 /// invalid_argument (prsgd_plugin_abi_version or prsgd_plugin_init missing), unsupported (ABI version differs
 /// from PRSGD_PLUGIN_ABI_VERSION) or handler_failed (init returned non-zero; the context carries the plugin's
 /// set_error() message). A refused library is unloaded again.
 /// Not thread-safe: call from the main thread before starting actors.
-[[nodiscard]] expected<loaded_plugin> load_plugin(const std::string& path, void* model_registry = nullptr);
+[[nodiscard]] expected<loaded_plugin> load_plugin(const std::string& path, void* model_registry = nullptr,
+                                                  void* dataset_registry = nullptr);
 
 /// Loads every path in order; stops at the first failure.
 [[nodiscard]] expected<std::vector<loaded_plugin>> load_plugins(const std::vector<std::string>& paths,
-                                                                void* model_registry = nullptr);
+                                                                void* model_registry = nullptr,
+                                                                void* dataset_registry = nullptr);
 
 }  // namespace prsgd::cli
