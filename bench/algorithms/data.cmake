@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Benchmarks for averaging kernels (issue 4); BENCHMARKS.md "## Averaging kernels" has the figures.
-if(TARGET benchmark::benchmark AND TARGET prsgd::algorithms)
+if(TARGET benchmark::benchmark)
   prsgd_add_executable(prsgd_averaging_bench
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/averaging_bench.cpp
     DEPS prsgd::algorithms benchmark::benchmark)
