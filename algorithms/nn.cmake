@@ -7,9 +7,9 @@ list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/src/nn/model_registry.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/nn/sgd.cpp)
 
-# The library is built for x86-64-v2 (SSE4.2), where Eigen's own GEMM cannot use AVX2/AVX-512.
-# Routing the layers' matrix products through the system BLAS (Debian's libblas.so.3, which the
-# alternatives system points at OpenBLAS when libopenblas0-pthread is installed) picks the CPU's
+# The library is built for the x86-64 baseline (PRSGD_X86_LEVEL), where Eigen's own GEMM cannot use
+# AVX2/AVX-512. Routing the layers' matrix products through the system BLAS (Debian's libblas.so.3, which
+# the alternatives system points at OpenBLAS when libopenblas0-pthread is installed) picks the CPU's
 # best kernels at run time without raising the build's baseline.
 option(PRSGD_NN_USE_BLAS "Run the nn layers' GEMMs through the system BLAS (OpenBLAS at run time)" ON)
 if(PRSGD_NN_USE_BLAS)

@@ -4,5 +4,5 @@ if(TARGET benchmark::benchmark)
   prsgd_add_executable(prsgd_averaging_bench
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/averaging_bench.cpp
     DEPS prsgd::algorithms benchmark::benchmark)
-  target_compile_options(prsgd_averaging_bench PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O3 -march=x86-64-v2>)
+  prsgd_compute_options(prsgd_averaging_bench)
 endif()
