@@ -4,6 +4,7 @@
 # packages are installed, and apt-get update runs only when something is missing.
 #   ops/install-deps.sh            build + tests + examples
 #   ops/install-deps.sh --bench    also PyTorch with OpenBLAS, CAF and gnuplot for bench/ and ops/paper-experiment
+#   ops/install-deps.sh --lint     also clang and clang-tidy (the clang-tsa preset, .clang-tidy)
 set -euo pipefail
 
 packages=(
@@ -15,10 +16,14 @@ packages=(
   espeak-ng sox
   iproute2 procps python3 python3-numpy
   libblas-dev libopenblas0-pthread
+  clang-format
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libcaf-dev python3-torch libopenblas0-pthread gnuplot-nox)
-fi
+case "${1:-}" in
+  "") ;;
+  --bench) packages+=(libcaf-dev python3-torch libopenblas0-pthread gnuplot-nox) ;;
+  --lint) packages+=(clang clang-tidy) ;;
+  *) echo "install-deps: unknown option '$1' (use --bench or --lint)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
