@@ -5,6 +5,10 @@
 add_library(prsgd_warnings INTERFACE)
 target_compile_options(prsgd_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow
                        $<$<BOOL:${PRSGD_WERROR}>:-Werror>)
+# clang checks the lock annotations (PRSGD_GUARDED_BY, PRSGD_REQUIRES in prsgd/common/mutex.hpp).
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  target_compile_options(prsgd_warnings INTERFACE -Wthread-safety)
+endif()
 # GCC 12's flow-sensitive warnings give known false positives at -O3 inside libstdc++ (e.g. -Wrestrict
 # on std::string operator+, GCC bug 105329): keep them visible, but not fatal.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")

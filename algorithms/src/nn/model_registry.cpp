@@ -20,7 +20,7 @@ expected<void> model_registry::add(std::string name, std::string description, mo
   if (name.empty() || !factory) {
     return fail(errc::invalid_argument, "a model needs a name and a factory");
   }
-  std::lock_guard lock(mutex_);
+  const mutex_lock lock(mutex_);
   if (entries_.contains(name)) {
     return fail(errc::already_exists, "model '" + name + "' is already registered");
   }
@@ -29,7 +29,7 @@ expected<void> model_registry::add(std::string name, std::string description, mo
 }
 
 expected<void> model_registry::remove(std::string_view name) {
-  std::lock_guard lock(mutex_);
+  const mutex_lock lock(mutex_);
   auto it = entries_.find(name);
   if (it == entries_.end()) {
     return fail(errc::not_found, "no model '" + std::string(name) + "'");
@@ -41,7 +41,7 @@ expected<void> model_registry::remove(std::string_view name) {
 expected<std::unique_ptr<model>> model_registry::make(std::string_view name, const model_config& config) const {
   model_factory factory;
   {
-    std::lock_guard lock(mutex_);
+    const mutex_lock lock(mutex_);
     auto it = entries_.find(name);
     if (it == entries_.end()) {
       return fail(errc::not_found, "no model '" + std::string(name) + "'");
@@ -52,12 +52,12 @@ expected<std::unique_ptr<model>> model_registry::make(std::string_view name, con
 }
 
 bool model_registry::contains(std::string_view name) const {
-  std::lock_guard lock(mutex_);
+  const mutex_lock lock(mutex_);
   return entries_.find(name) != entries_.end();
 }
 
 std::vector<std::string> model_registry::names() const {
-  std::lock_guard lock(mutex_);
+  const mutex_lock lock(mutex_);
   std::vector<std::string> out;
   out.reserve(entries_.size());
   for (const auto& [name, e] : entries_) {
@@ -67,7 +67,7 @@ std::vector<std::string> model_registry::names() const {
 }
 
 expected<std::string> model_registry::description(std::string_view name) const {
-  std::lock_guard lock(mutex_);
+  const mutex_lock lock(mutex_);
   auto it = entries_.find(name);
   if (it == entries_.end()) {
     return fail(errc::not_found, "no model '" + std::string(name) + "'");

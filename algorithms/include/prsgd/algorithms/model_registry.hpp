@@ -5,7 +5,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "prsgd/algorithms/model.hpp"
 #include "prsgd/algorithms/params.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/common/mutex.hpp"
 
 namespace prsgd::algorithms {
 
@@ -61,8 +61,8 @@ class model_registry {
     std::string description;
     model_factory factory;
   };
-  mutable std::mutex mutex_;
-  std::map<std::string, entry, std::less<>> entries_;  // guarded by mutex_
+  mutable mutex mutex_;
+  std::map<std::string, entry, std::less<>> entries_ PRSGD_GUARDED_BY(mutex_);
 };
 
 }  // namespace prsgd::algorithms
