@@ -17,7 +17,9 @@ if(PRSGD_NN_USE_BLAS)
   if(BLAS_FOUND)
     set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/src/nn/layers.cpp PROPERTIES
       COMPILE_DEFINITIONS "EIGEN_USE_BLAS;PRSGD_NN_BLAS=1")
-    cmake_language(DEFER CALL target_link_libraries prsgd_algorithms PRIVATE ${BLAS_LIBRARIES})
+    cmake_language(DEFER CALL target_link_libraries prsgd_algorithms PRIVATE BLAS::BLAS)
+    # prsgdConfig.cmake finds BLAS again for consumers of a static build.
+    set_property(GLOBAL PROPERTY PRSGD_NN_BLAS ON)
   else()
     message(STATUS "prsgd nn: no BLAS found; using Eigen's built-in GEMM (slower)")
   endif()

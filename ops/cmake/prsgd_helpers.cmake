@@ -106,8 +106,9 @@ function(prsgd_add_library name)
     target_link_libraries(${tgt} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS}
                           $<BUILD_INTERFACE:prsgd_warnings> $<BUILD_INTERFACE:prsgd_sanitizers>)
     target_compile_features(${tgt} PUBLIC cxx_std_20)
+    # Position-independent in static builds too, so that the archives can go into a shared object.
     set_target_properties(${tgt} PROPERTIES OUTPUT_NAME prsgd_${name} VERSION ${PROJECT_VERSION}
-                          SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME ${name})
+                          SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME ${name} POSITION_INDEPENDENT_CODE ON)
   endif()
   set_target_properties(${tgt} PROPERTIES EXPORT_NAME ${name})
   add_library(prsgd::${name} ALIAS ${tgt})
@@ -159,6 +160,10 @@ function(prsgd_add_test name)
 endfunction()
 
 function(prsgd_install_package)
+  get_property(PRSGD_NN_BLAS GLOBAL PROPERTY PRSGD_NN_BLAS)  # set by algorithms/nn.cmake
+  if(NOT PRSGD_NN_BLAS)
+    set(PRSGD_NN_BLAS OFF)
+  endif()
   install(EXPORT prsgdTargets NAMESPACE prsgd:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/prsgd)
   configure_package_config_file(${PROJECT_SOURCE_DIR}/ops/cmake/prsgdConfig.cmake.in
     ${PROJECT_BINARY_DIR}/prsgdConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/prsgd)
