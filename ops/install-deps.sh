@@ -5,6 +5,7 @@
 #   ops/install-deps.sh            build + tests + examples (PyTorch too: the export tests load prsgd's
 #                                  weights into the PyTorch twins; libpng for `prsgd predict`)
 #   ops/install-deps.sh --bench    also CAF and gnuplot for bench/ and ops/paper-experiment
+#   ops/install-deps.sh --lint     also clang and clang-tidy (the clang-tsa preset, .clang-tidy)
 set -euo pipefail
 
 packages=(
@@ -17,10 +18,14 @@ packages=(
   iproute2 procps python3 python3-numpy python3-sklearn
   libblas-dev libopenblas0-pthread
   libpng-dev python3-torch
+  clang-format
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libcaf-dev libopenblas0-pthread gnuplot-nox)
-fi
+case "${1:-}" in
+  "") ;;
+  --bench) packages+=(libcaf-dev libopenblas0-pthread gnuplot-nox) ;;
+  --lint) packages+=(clang clang-tidy) ;;
+  *) echo "install-deps: unknown option '$1' (use --bench or --lint)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -27,12 +27,7 @@ cmake --build --preset ci-release -j "$jobs"
 ctest --preset ci-release -j "$jobs"
 
 echo "=== install + find_package(prsgd) consumer ==="
-rm -rf build/install build/consumer
-cmake --install build/ci-release >/dev/null
-cmake -S tests/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
-cmake --build build/consumer
-./build/consumer/prsgd_consumer
-./build/consumer/prsgd_embed_training 20
+ops/ci/check_consumer.sh build/ci-release build/install build/consumer
 
 echo "=== ASan + UBSan build ==="
 cmake --preset ci >/dev/null

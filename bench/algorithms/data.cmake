@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Benchmarks for averaging kernels; bench/algorithms/data/HISTORY.md has the figures.
-if(TARGET benchmark::benchmark AND TARGET prsgd::algorithms)
+if(TARGET benchmark::benchmark)
   prsgd_add_executable(prsgd_averaging_bench
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/averaging_bench.cpp
     DEPS prsgd::algorithms benchmark::benchmark)
-  target_compile_options(prsgd_averaging_bench PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O3 -march=x86-64-v2>)
+  prsgd_compute_options(prsgd_averaging_bench)
 endif()

@@ -5,6 +5,10 @@
 add_library(prsgd_warnings INTERFACE)
 target_compile_options(prsgd_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow
                        $<$<BOOL:${PRSGD_WERROR}>:-Werror>)
+# clang checks the lock annotations (PRSGD_GUARDED_BY, PRSGD_REQUIRES in prsgd/common/mutex.hpp).
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  target_compile_options(prsgd_warnings INTERFACE -Wthread-safety)
+endif()
 # GCC 12's flow-sensitive warnings give known false positives at -O3 inside libstdc++ (e.g. -Wrestrict
 # on std::string operator+, GCC bug 105329): keep them visible, but not fatal.
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
@@ -19,6 +23,35 @@ if(PRSGD_SANITIZERS)
     target_compile_options(prsgd_warnings INTERFACE -Wno-error=tsan)
   endif()
 endif()
+
+# PRSGD_X86_LEVEL: the x86-64 instruction-set level of the numeric code (prsgd_compute_options below). Empty,
+# the default, adds no -march: the compiler's own target, on Debian amd64 the x86-64 baseline that every x86-64
+# CPU runs. The kernels that gain most from wide vectors (OpenBLAS, the AVX-512 convolutions and pooling, the
+# AVX2 / AVX-512 clones of the im2col copies and max-pool rows) pick their instructions at run time either way.
+# A level such as x86-64-v3 or native makes binaries that stop with SIGILL on CPUs without those instructions.
+set(PRSGD_X86_LEVEL "" CACHE STRING
+    "x86-64 level for prsgd's numeric code: '' (compiler default), x86-64, x86-64-v2, x86-64-v3, x86-64-v4, native")
+set_property(CACHE PRSGD_X86_LEVEL PROPERTY STRINGS "" x86-64 x86-64-v2 x86-64-v3 x86-64-v4 native)
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|x64)$")
+  set(_prsgd_x86_levels x86-64 x86-64-v2 x86-64-v3 x86-64-v4 native)
+  if(PRSGD_X86_LEVEL AND NOT PRSGD_X86_LEVEL IN_LIST _prsgd_x86_levels)
+    list(JOIN _prsgd_x86_levels ", " _prsgd_x86_levels)
+    message(FATAL_ERROR "PRSGD_X86_LEVEL must be empty or one of ${_prsgd_x86_levels}, not '${PRSGD_X86_LEVEL}'")
+  endif()
+elseif(PRSGD_X86_LEVEL)
+  message(FATAL_ERROR "PRSGD_X86_LEVEL='${PRSGD_X86_LEVEL}' applies to x86-64 only; this build targets "
+                      "'${CMAKE_SYSTEM_PROCESSOR}'. Leave it empty.")
+endif()
+
+# prsgd_compute_options(TARGET): TARGET's own sources are numeric kernels: -O3 in Release and RelWithDebInfo,
+# -march=PRSGD_X86_LEVEL when that is set, and never an FMA contraction (-ffp-contract=off: GCC's default
+# for -std=c++20, not clang's), so that a higher level or another compiler gives the same bits.
+function(prsgd_compute_options target)
+  target_compile_options(${target} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O3> -ffp-contract=off)
+  if(PRSGD_X86_LEVEL)
+    target_compile_options(${target} PRIVATE -march=${PRSGD_X86_LEVEL})
+  endif()
+endfunction()
 
 # Sanitizers apply to our targets only (CAF_SANITIZERS style).
 add_library(prsgd_sanitizers INTERFACE)
@@ -73,8 +106,9 @@ function(prsgd_add_library name)
     target_link_libraries(${tgt} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS}
                           $<BUILD_INTERFACE:prsgd_warnings> $<BUILD_INTERFACE:prsgd_sanitizers>)
     target_compile_features(${tgt} PUBLIC cxx_std_20)
+    # Position-independent in static builds too, so that the archives can go into a shared object.
     set_target_properties(${tgt} PROPERTIES OUTPUT_NAME prsgd_${name} VERSION ${PROJECT_VERSION}
-                          SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME ${name})
+                          SOVERSION ${PROJECT_VERSION_MAJOR} EXPORT_NAME ${name} POSITION_INDEPENDENT_CODE ON)
   endif()
   set_target_properties(${tgt} PROPERTIES EXPORT_NAME ${name})
   add_library(prsgd::${name} ALIAS ${tgt})
@@ -126,6 +160,10 @@ function(prsgd_add_test name)
 endfunction()
 
 function(prsgd_install_package)
+  get_property(PRSGD_NN_BLAS GLOBAL PROPERTY PRSGD_NN_BLAS)  # set by algorithms/nn.cmake
+  if(NOT PRSGD_NN_BLAS)
+    set(PRSGD_NN_BLAS OFF)
+  endif()
   install(EXPORT prsgdTargets NAMESPACE prsgd:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/prsgd)
   configure_package_config_file(${PROJECT_SOURCE_DIR}/ops/cmake/prsgdConfig.cmake.in
     ${PROJECT_BINARY_DIR}/prsgdConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/prsgd)

@@ -392,7 +392,7 @@ void cell::terminate(const error& reason) {
   bounce_list(rev, why);
   std::vector<std::weak_ptr<cell>> watchers;
   {
-    std::lock_guard lock{watchers_mu_};
+    const mutex_lock lock{watchers_mu_};
     terminated_ = true;
     exit_reason_ = reason;
     watchers.swap(watchers_);
@@ -417,7 +417,7 @@ void cell::kill(const error& reason) {
 void cell::add_watcher(const std::shared_ptr<cell>& watcher) {
   error reason;
   {
-    std::lock_guard lock{watchers_mu_};
+    const mutex_lock lock{watchers_mu_};
     if (!terminated_) {
       watchers_.push_back(watcher);
       return;
@@ -432,7 +432,7 @@ void cell::add_watcher(const std::shared_ptr<cell>& watcher) {
 }
 
 void cell::remove_watcher(const cell& watcher) {
-  std::lock_guard lock{watchers_mu_};
+  const mutex_lock lock{watchers_mu_};
   std::erase_if(watchers_, [&](const std::weak_ptr<cell>& w) {
     auto c = w.lock();
     return !c || c.get() == &watcher;

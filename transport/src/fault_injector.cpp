@@ -34,23 +34,23 @@ std::string fault_injector::describe() const {
 }
 
 std::size_t fault_injector::add(fault_rule rule) {
-  std::lock_guard lock(mutex_);
+  const mutex_lock lock(mutex_);
   rules_.push_back(armed_rule{std::move(rule), 0, 0});
   return rules_.size() - 1;
 }
 
 void fault_injector::clear() {
-  std::lock_guard lock(mutex_);
+  const mutex_lock lock(mutex_);
   rules_.clear();
 }
 
 std::uint64_t fault_injector::triggered(std::size_t index) const {
-  std::lock_guard lock(mutex_);
+  const mutex_lock lock(mutex_);
   return index < rules_.size() ? rules_[index].fired : 0;
 }
 
 fault_injector::decision fault_injector::decide(const fault_context& ctx) {
-  std::lock_guard lock(mutex_);
+  const mutex_lock lock(mutex_);
   for (std::size_t i = 0; i < rules_.size(); ++i) {
     auto& r = rules_[i];
     const auto& rule = r.rule;

@@ -162,8 +162,8 @@ constexpr std::size_t stream_block_floats = 2048;
 constexpr std::size_t prefetch_floats = 512;
 
 // fused<> with non-temporal stores, written with SSE intrinsics: per element the same IEEE operations in
-// the same order as fused<>. Nothing is contracted to FMA (-std=c++20 means -ffp-contract=off, and
-// x86-64-v2 has no FMA), so results are bit-identical; the unit tests compare the two bit for bit.
+// the same order as fused<>. Nothing is contracted to FMA (prsgd_compute_options passes -ffp-contract=off,
+// whatever PRSGD_X86_LEVEL allows), so results are bit-identical; the unit tests compare the two bit for bit.
 // Partial sums come from `acc` instead of out (unused when First). out must be 64-byte aligned and n a
 // multiple of line_floats: every line is written whole by four streaming stores, so the write-combining
 // buffers flush full lines.

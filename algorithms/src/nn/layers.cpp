@@ -163,11 +163,13 @@ void relu_backward(const float* __restrict y, const float* __restrict dy, float*
   }
 }
 
-// The library's baseline is x86-64-v2 (16-byte vectors); the im2col / col2im copies are bound by
-// stores, so these two also get AVX2 and AVX-512 clones picked at load time (same results: no FMA).
+// The library is built for the x86-64 baseline (SSE2) unless PRSGD_X86_LEVEL raises it. The im2col / col2im
+// copies are bound by stores, and the 2x2 max pool's row loops only vectorise with SSE4 blends and 64-bit
+// compares, so on x86-64 these also get AVX2 and AVX-512 clones picked at load time (same results: selects
+// and copies, no FMA). Other architectures compile the plain loops.
 // Not under ThreadSanitizer: target_clones resolvers are IFUNCs that the loader runs during relocation,
 // before the TSan runtime is initialised, and crash there (every TSan binary linking this library did).
-#if defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__) || !defined(__x86_64__)
 #define PRSGD_NN_WIDE_VECTORS
 #else
 #define PRSGD_NN_WIDE_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -195,11 +197,50 @@ PRSGD_NN_WIDE_VECTORS void masked_add(float* __restrict dst, const float* __rest
   }
 }
 
+// One output row of the 2x2 max pool: out[j], arg[j] for j < ow from the input rows at plane + r0 and
+// plane + r1; arg holds base + the winner's index in plane. Selects instead of branches (the winner is
+// data-dependent, so branches mispredicted); the first maximum in scan order wins. With `relu`, a window
+// whose maximum is not positive gives 0 and passes no gradient (argmax -1).
+PRSGD_NN_WIDE_VECTORS void pool2_forward_row(const float* plane, index r0, index r1, index base, index ow, bool relu,
+                                             float* __restrict out, std::int32_t* __restrict arg) {
+  for (index j = 0; j < ow; ++j) {
+    index best = r0 + 2 * j;
+    float v = plane[best];
+    const float v1 = plane[r0 + 2 * j + 1];
+    const float v2 = plane[r1 + 2 * j];
+    const float v3 = plane[r1 + 2 * j + 1];
+    best = v1 > v ? r0 + 2 * j + 1 : best;
+    v = v1 > v ? v1 : v;
+    best = v2 > v ? r1 + 2 * j : best;
+    v = v2 > v ? v2 : v;
+    best = v3 > v ? r1 + 2 * j + 1 : best;
+    v = v3 > v ? v3 : v;
+    const bool dead = relu && !(v > 0.0F);
+    out[j] = dead ? 0.0F : v;
+    arg[j] = dead ? -1 : static_cast<std::int32_t>(base + best);
+  }
+}
+
+// The backward of one output row when the windows tile the input: d0[0, 2*ow) and d1[0, 2*ow) (input rows
+// r0 and r0 + wd) get the gradient g[j] at the position arg[j] names, 0 elsewhere.
+PRSGD_NN_WIDE_VECTORS void pool2_backward_row(const float* __restrict g, const std::int32_t* __restrict arg,
+                                              float* __restrict d0, float* __restrict d1, index ow, index r0,
+                                              index wd) {
+  for (index j = 0; j < ow; ++j) {
+    const float gv = g[j];
+    const index local = arg[j] - (r0 + 2 * j);  // 0, 1, wd or wd + 1; negative: no gradient
+    d0[2 * j] = local == 0 ? gv : 0.0F;
+    d0[2 * j + 1] = local == 1 ? gv : 0.0F;
+    d1[2 * j] = local == wd ? gv : 0.0F;
+    d1[2 * j + 1] = local == wd + 1 ? gv : 0.0F;
+  }
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PRSGD_NN_AVX512_POOL 1
 // The 2x2 max pool's rows are short (14 and 7 outputs in fmnist-cnn) and read pairs, which GCC does not
 // vectorise; these AVX-512 versions do one output row per masked 16-lane block. Picked at run time
-// (the library's baseline is x86-64-v2); the scalar loops in max_pool_layer are the fallback and define
+// (the library's baseline is plain x86-64); the scalar loops in max_pool_layer are the fallback and define
 // the semantics: the first maximum in scan order (a, b / c, d) wins, which is the same as
 // top = b > a ? b : a, bottom = d > c ? d : c, then bottom > top ? bottom : top.
 using direct_conv::first_lanes;
@@ -1017,28 +1058,12 @@ class max_pool_layer final : public layer {
             continue;
           }
 #endif
-          // The common 2x2 case without the inner loops; selects instead of branches (the winner is
-          // data-dependent, so branches mispredicted). Same rule: the first maximum in scan order wins.
+          // The common 2x2 case without the inner loops (same rule: the first maximum in scan order wins).
           for (index i = 0; i < oh; ++i) {
             const index r0 = 2 * i * wd;
-            const index r1 = r0 + wd;
-            for (index j = 0; j < ow; ++j) {
-              index best = r0 + 2 * j;
-              float v = plane[best];
-              const float v1 = plane[r0 + 2 * j + 1];
-              const float v2 = plane[r1 + 2 * j];
-              const float v3 = plane[r1 + 2 * j + 1];
-              best = v1 > v ? r0 + 2 * j + 1 : best;
-              v = v1 > v ? v1 : v;
-              best = v2 > v ? r1 + 2 * j : best;
-              v = v2 > v ? v2 : v;
-              best = v3 > v ? r1 + 2 * j + 1 : best;
-              v = v3 > v ? v3 : v;
-              // With the ReLU, a window whose maximum is not positive passes no gradient: argmax -1.
-              const bool dead = relu_ && !(v > 0.0F);
-              *out++ = dead ? 0.0F : v;
-              *arg++ = dead ? -1 : static_cast<std::int32_t>(base + best);
-            }
+            pool2_forward_row(plane, r0, r0 + wd, base, ow, relu_, out, arg);
+            out += ow;
+            arg += ow;
           }
           continue;
         }
@@ -1112,16 +1137,7 @@ class max_pool_layer final : public layer {
 #endif
           for (index i = 0; i < oh; ++i) {
             const index r0 = base + 2 * i * wd;
-            float* d0 = d + r0;
-            float* d1 = d0 + wd;
-            for (index j = 0; j < ow; ++j) {
-              const float gv = g[j];
-              const index local = arg[j] - (r0 + 2 * j);  // 0, 1, wd or wd + 1; negative: no gradient
-              d0[2 * j] = local == 0 ? gv : 0.0F;
-              d0[2 * j + 1] = local == 1 ? gv : 0.0F;
-              d1[2 * j] = local == wd ? gv : 0.0F;
-              d1[2 * j + 1] = local == wd + 1 ? gv : 0.0F;
-            }
+            pool2_backward_row(g, arg, d + r0, d + r0 + wd, ow, r0, wd);
             g += ow;
             arg += ow;
           }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "prsgd/common/log.hpp"
+#include "prsgd/common/mutex.hpp"
 #include "prsgd/runtime/actor.hpp"
 
 namespace prsgd::wire {
@@ -63,6 +64,8 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
 
   expected<void> start(const transport_factory& make_transport) {
     PRSGD_TRY(check_text_field(cfg_.name));
+    // Before the transport exists: its handlers read incarnation_ without the lock.
+    incarnation_ = static_cast<std::uint64_t>(system_.now().time_since_epoch().count()) | 1U;
     transport_config tc = cfg_.transport;
     tc.node_name = cfg_.name;
     transport_handlers handlers;
@@ -78,7 +81,6 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
       return std::move(ep).error();
     }
     endpoint_ = std::move(*ep);
-    incarnation_ = static_cast<std::uint64_t>(system_.now().time_since_epoch().count()) | 1U;
     PRSGD_LOG(info, component) << "node '" << cfg_.name << "' serving at " << endpoint_
                                << (cfg_.head_service ? " (head)" : "");
     // A route to ourselves keeps handles location-transparent: a remote_ref to a local actor works too.
@@ -97,7 +99,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     auto peer = transport_->connect(cfg_.head, {});
     PRSGD_TRY(peer);
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       head_peer_ = *peer;
     }
     envelope env;
@@ -139,7 +141,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   void stop() {
     std::unordered_map<std::uint64_t, pending> left;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       if (stopped_) {
         return;
       }
@@ -163,7 +165,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   }
 
   expected<peer_id> route(const std::string& node_name) {
-    std::lock_guard lock{mu_};
+    const mutex_lock lock{mu_};
     if (stopped_) {
       return fail(errc::shutting_down, "node stopped");
     }
@@ -199,7 +201,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     std::uint64_t cid = 0;
     std::optional<clock::time_point> arm_at;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       cid = next_cid_++;
       pending_.emplace(cid, pending{std::move(done), target_node});
       // Request deadlines: one FIFO (the timeout is the same for all, so it is ordered) and at most one
@@ -241,7 +243,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     std::vector<std::uint64_t> expired;
     std::optional<clock::time_point> next;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       const auto now = system_.core()->time().now();
       while (!deadlines_.empty()) {
         const auto [when, cid] = deadlines_.front();
@@ -273,7 +275,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   bool complete(std::uint64_t cid, expected<std::vector<std::byte>> result) {
     reply_fn done;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       auto it = pending_.find(cid);
       if (it == pending_.end()) {
         return false;
@@ -494,7 +496,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
       send_down(peer, e.hdr.to, e.hdr.from, relay.error());
       return;
     }
-    std::lock_guard lock{mu_};
+    const mutex_lock lock{mu_};
     relays_.emplace(relay_key{peer, e.hdr.from.node, e.hdr.from.id, e.hdr.to.id}, *relay);
   }
 
@@ -504,7 +506,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     }
     actor_ref<monitor_relay> relay;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       auto it = relays_.find(relay_key{peer, e.hdr.from.node, e.hdr.from.id, e.hdr.to.id});
       if (it == relays_.end()) {
         return;
@@ -516,7 +518,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   }
 
   void relay_done(peer_id peer, const actor_address& watcher, const actor_address& target) {
-    std::lock_guard lock{mu_};
+    const mutex_lock lock{mu_};
     relays_.erase(relay_key{peer, watcher.node, watcher.id, target.id});
   }
 
@@ -526,7 +528,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     }
     std::weak_ptr<runtime::detail::cell> watcher;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       auto it = watches_.find(watch_key{e.hdr.to.id, e.hdr.from.node, e.hdr.from.id});
       if (it == watches_.end()) {
         return;  // demonitored meanwhile, or already reported (node loss)
@@ -555,7 +557,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     std::string lost;
     std::vector<actor_ref<monitor_relay>> orphaned;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       auto it = route_names_.find(ev.peer);
       if (it != route_names_.end()) {
         lost = it->second;
@@ -583,7 +585,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     if (!ev.up && !ev.outgoing && cfg_.head_service) {
       std::string lost_member;
       {
-        std::lock_guard lock{mu_};
+        const mutex_lock lock{mu_};
         for (const auto& [name, m] : members_) {
           if (m.peer == ev.peer) {
             lost_member = name;
@@ -605,7 +607,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     }
     std::optional<peer_id> to_peer;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       if (auto it = members_.find(target); it != members_.end()) {
         to_peer = it->second.peer;
       }
@@ -634,14 +636,14 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     expected<std::vector<std::byte>> result = std::vector<std::byte>{};
     switch (e.hdr.type) {
       case message_type::register_node: {
-        std::lock_guard lock{mu_};
+        const mutex_lock lock{mu_};
         members_[e.hdr.node] = member{e.hdr.endpoint, e.hdr.incarnation, peer};
         result = pack_value(node_list_locked());
         PRSGD_LOG(info, component) << "head: node '" << e.hdr.node << "' registered at " << e.hdr.endpoint;
         break;
       }
       case message_type::register_name: {
-        std::lock_guard lock{mu_};
+        const mutex_lock lock{mu_};
         auto it = names_.find(e.hdr.name);
         if (it != names_.end() && !(it->second == e.hdr.from)) {
           result = fail(errc::already_exists, "name '" + e.hdr.name + "' is taken");
@@ -652,7 +654,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
         break;
       }
       case message_type::lookup: {
-        std::lock_guard lock{mu_};
+        const mutex_lock lock{mu_};
         if (e.hdr.name.empty()) {
           result = pack_value(node_list_locked());
         } else if (auto it = names_.find(e.hdr.name); it != names_.end()) {
@@ -670,7 +672,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     send_result(peer, e.hdr.correlation_id, actor_address{cfg_.name, 0}, e.hdr.from, std::move(result));
   }
 
-  std::vector<node_tuple> node_list_locked() const {
+  std::vector<node_tuple> node_list_locked() const PRSGD_REQUIRES(mu_) {
     std::vector<node_tuple> out;
     out.emplace_back(cfg_.name, endpoint_, incarnation_);
     for (const auto& [name, m] : members_) {
@@ -684,7 +686,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     std::vector<peer_id> others;
     std::uint64_t inc = 0;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       auto it = members_.find(name);
       if (it == members_.end()) {
         return;
@@ -715,7 +717,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     std::vector<reply_fn> failed;
     std::vector<std::pair<std::weak_ptr<runtime::detail::cell>, actor_address>> downs;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.node == lost) {
           failed.push_back(std::move(it->second.done));
@@ -746,7 +748,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   expected<void> connect(const std::string& node_name, const std::string& endpoint) {
     PRSGD_TRY(check_text_field(node_name));
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       if (stopped_) {
         return fail(errc::shutting_down, "node stopped");
       }
@@ -761,7 +763,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     PRSGD_TRY(peer);
     std::optional<peer_id> old;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       if (auto it = routes_.find(node_name); it != routes_.end()) {
         old = it->second;
         route_names_.erase(it->second);
@@ -783,7 +785,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     auto peer = route(target.node);
     PRSGD_TRY(peer);
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       watches_[watch_key{watcher.id().local, target.node, target.id}] = watcher.cell();
     }
     envelope env;
@@ -795,7 +797,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
 
   void demonitor(const actor_addr& watcher, const actor_address& target) {
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       watches_.erase(watch_key{watcher.id().local, target.node, target.id});
     }
     auto peer = route(target.node);
@@ -812,7 +814,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   void head_request(envelope env, reply_fn done) {
     std::optional<peer_id> head;
     {
-      std::lock_guard lock{mu_};
+      const mutex_lock lock{mu_};
       head = head_peer_;
     }
     if (!head) {
@@ -823,7 +825,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   }
 
   node_id node_number(const std::string& name) {
-    std::lock_guard lock{mu_};
+    const mutex_lock lock{mu_};
     auto it = node_numbers_.find(name);
     if (it != node_numbers_.end()) {
       return it->second;
@@ -834,7 +836,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   }
 
   std::optional<actor_address> address_of(actor_id id) const {
-    std::lock_guard lock{mu_};
+    const mutex_lock lock{mu_};
     for (const auto& [name, n] : node_numbers_) {
       if (n == id.node) {
         return actor_address{name, id.local};
@@ -902,22 +904,23 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
     peer_id peer = 0;
   };
 
-  mutable std::mutex mu_;
-  bool stopped_ = false;
-  std::uint64_t incarnation_ = 0;
-  std::optional<peer_id> head_peer_;
-  std::map<std::string, member> members_;        // head only
-  std::map<std::string, actor_address> names_;   // head only
-  std::uint64_t next_cid_ = 1;
-  std::unordered_map<std::uint64_t, pending> pending_;
-  std::deque<std::pair<clock::time_point, std::uint64_t>> deadlines_;  // (deadline, cid) in send order
-  bool deadline_timer_armed_ = false;
-  std::unordered_map<std::string, peer_id> routes_;
-  std::unordered_map<std::string, std::string> route_endpoints_;
-  std::unordered_map<peer_id, std::string> route_names_;
-  std::map<watch_key, std::weak_ptr<runtime::detail::cell>> watches_;
-  std::map<relay_key, actor_ref<monitor_relay>> relays_;
-  std::map<std::string, node_id> node_numbers_;
+  std::uint64_t incarnation_ = 0;  // set by start() before the transport exists; read-only after
+  mutable mutex mu_;
+  bool stopped_ PRSGD_GUARDED_BY(mu_) = false;
+  std::optional<peer_id> head_peer_ PRSGD_GUARDED_BY(mu_);
+  std::map<std::string, member> members_ PRSGD_GUARDED_BY(mu_);        // head only
+  std::map<std::string, actor_address> names_ PRSGD_GUARDED_BY(mu_);   // head only
+  std::uint64_t next_cid_ PRSGD_GUARDED_BY(mu_) = 1;
+  std::unordered_map<std::uint64_t, pending> pending_ PRSGD_GUARDED_BY(mu_);
+  // (deadline, cid) in send order
+  std::deque<std::pair<clock::time_point, std::uint64_t>> deadlines_ PRSGD_GUARDED_BY(mu_);
+  bool deadline_timer_armed_ PRSGD_GUARDED_BY(mu_) = false;
+  std::unordered_map<std::string, peer_id> routes_ PRSGD_GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::string> route_endpoints_ PRSGD_GUARDED_BY(mu_);
+  std::unordered_map<peer_id, std::string> route_names_ PRSGD_GUARDED_BY(mu_);
+  std::map<watch_key, std::weak_ptr<runtime::detail::cell>> watches_ PRSGD_GUARDED_BY(mu_);
+  std::map<relay_key, actor_ref<monitor_relay>> relays_ PRSGD_GUARDED_BY(mu_);
+  std::map<std::string, node_id> node_numbers_ PRSGD_GUARDED_BY(mu_);
 
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> malformed_{0};

@@ -12,6 +12,7 @@
 #include "prsgd/algorithms/named_entries.hpp"
 #include "prsgd/algorithms/params.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/common/mutex.hpp"
 
 namespace prsgd::algorithms {
 

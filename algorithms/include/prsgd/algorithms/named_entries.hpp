@@ -3,7 +3,7 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
+#include "prsgd/common/mutex.hpp"
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,7 +25,7 @@ class named_entries {
 
   /// Adds `value` under `name`; returns already_exists if the name is taken.
   [[nodiscard]] expected<void> add(std::string name, std::string description, Value value) {
-    std::lock_guard lock(mutex_);
+    const mutex_lock lock(mutex_);
     if (entries_.contains(name)) {
       return fail(errc::already_exists, kind_ + " '" + name + "' is already registered");
     }
@@ -34,7 +34,7 @@ class named_entries {
   }
   /// Removes `name`; returns not_found if it is not there.
   [[nodiscard]] expected<void> remove(std::string_view name) {
-    std::lock_guard lock(mutex_);
+    const mutex_lock lock(mutex_);
     auto it = entries_.find(name);
     if (it == entries_.end()) {
       return missing(name);
@@ -44,18 +44,18 @@ class named_entries {
   }
   /// Returns a copy of the value under `name`, or nullopt.
   [[nodiscard]] std::optional<Value> find(std::string_view name) const {
-    std::lock_guard lock(mutex_);
+    const mutex_lock lock(mutex_);
     auto it = entries_.find(name);
     return it == entries_.end() ? std::nullopt : std::optional<Value>{it->second.second};
   }
   /// Returns whether `name` is there.
   [[nodiscard]] bool contains(std::string_view name) const {
-    std::lock_guard lock(mutex_);
+    const mutex_lock lock(mutex_);
     return entries_.find(name) != entries_.end();
   }
   /// Returns the names, sorted.
   [[nodiscard]] std::vector<std::string> names() const {
-    std::lock_guard lock(mutex_);
+    const mutex_lock lock(mutex_);
     std::vector<std::string> out;
     out.reserve(entries_.size());
     for (const auto& entry : entries_) {
@@ -65,7 +65,7 @@ class named_entries {
   }
   /// Returns the description given to `add`, or not_found.
   [[nodiscard]] expected<std::string> description(std::string_view name) const {
-    std::lock_guard lock(mutex_);
+    const mutex_lock lock(mutex_);
     auto it = entries_.find(name);
     if (it == entries_.end()) {
       return missing(name);
@@ -79,8 +79,8 @@ class named_entries {
 
  private:
   const std::string kind_;
-  mutable std::mutex mutex_;
-  std::map<std::string, std::pair<std::string, Value>, std::less<>> entries_;  // guarded by mutex_
+  mutable mutex mutex_;
+  std::map<std::string, std::pair<std::string, Value>, std::less<>> entries_ PRSGD_GUARDED_BY(mutex_);
 };
 
 }  // namespace prsgd::algorithms::detail

@@ -267,9 +267,9 @@ class remote_registry {
     auto it = by_type_.find(typeid(T));
     if (it == by_type_.end()) {
       auto info = std::make_shared<remote_type_info>();
-      info->name = type_name;
       info->type = typeid(T);
       by_name_[type_name] = info;
+      info->name = std::move(type_name);
       it = by_type_.emplace(std::type_index(typeid(T)), info).first;
     }
     return builder<T>{it->second.get()};

@@ -4,13 +4,13 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "prsgd/common/clock.hpp"
+#include "prsgd/common/mutex.hpp"
 #include "prsgd/transport/frame.hpp"
 #include "prsgd/transport/fwd.hpp"
 
@@ -124,10 +124,10 @@ class fault_injector {
     std::uint64_t seen = 0;
     std::uint64_t fired = 0;
   };
-  mutable std::mutex mutex_;
+  mutable mutex mutex_;
   std::uint64_t seed_;
-  std::mt19937_64 rng_;
-  std::vector<armed_rule> rules_;
+  std::mt19937_64 rng_ PRSGD_GUARDED_BY(mutex_);
+  std::vector<armed_rule> rules_ PRSGD_GUARDED_BY(mutex_);
 };
 
 }  // namespace prsgd

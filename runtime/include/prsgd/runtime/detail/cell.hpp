@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <typeindex>
 #include <unordered_map>
@@ -12,6 +11,7 @@
 
 #include "prsgd/common/clock.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/common/mutex.hpp"
 #include "prsgd/runtime/actor_id.hpp"
 #include "prsgd/runtime/detail/message.hpp"
 #include "prsgd/runtime/detail/system_core.hpp"
@@ -125,11 +125,11 @@ class cell : public std::enable_shared_from_this<cell> {
   std::uint64_t next_timer_ = 1;
   std::unordered_map<std::uint64_t, timer_entry> timers_;
 
-  // Monitors (guarded by watchers_mu_).
-  std::mutex watchers_mu_;
-  std::vector<std::weak_ptr<cell>> watchers_;
-  bool terminated_ = false;
-  error exit_reason_;
+  // Monitors.
+  mutex watchers_mu_;
+  std::vector<std::weak_ptr<cell>> watchers_ PRSGD_GUARDED_BY(watchers_mu_);
+  bool terminated_ PRSGD_GUARDED_BY(watchers_mu_) = false;
+  error exit_reason_ PRSGD_GUARDED_BY(watchers_mu_);
 };
 
 }  // namespace prsgd::runtime::detail
