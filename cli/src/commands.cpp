@@ -94,6 +94,17 @@ expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, co
 
 int data_error_status(const error& e) { return e.code == errc::io_error ? exit_failure : exit_usage; }
 
+bool announce_endpoint(const std::string& role, const std::string& file, const std::string& endpoint) {
+  if (file.empty()) {
+    return true;
+  }
+  if (auto written = write_endpoint_file(file, endpoint); !written) {
+    std::fprintf(stderr, "prsgd %s: %s\n", role.c_str(), written.error().message().c_str());
+    return false;
+  }
+  return true;
+}
+
 std::optional<progress_reporter> make_progress_reporter(const std::string& mode) {
   if (mode == "off") {
     return std::nullopt;
@@ -128,30 +139,21 @@ int run_local(const local_options& o) {
     std::fprintf(stderr, "prsgd local: cannot find this program's path: %s\n", ec.message().c_str());
     return exit_failure;
   }
+  // The head and the averager bind ports the system chooses (or --port) and write the endpoint they bound
+  // to a file in the log directory; each next process starts once the one before it is listening.
   local_endpoints ep;
-  int port = o.port;
-  if (port == 0) {
-    auto p = pick_free_tcp_port();
-    if (!p) {
-      std::fprintf(stderr, "prsgd local: %s\n", p.error().message().c_str());
-      return exit_failure;
-    }
-    port = *p;
-  }
-  ep.averager = "tcp://127.0.0.1:" + std::to_string(port);
-  if (o.with_head) {
-    auto p = pick_free_tcp_port();
-    if (!p) {
-      std::fprintf(stderr, "prsgd local: %s\n", p.error().message().c_str());
-      return exit_failure;
-    }
-    ep.head = "tcp://127.0.0.1:" + std::to_string(*p);
-  }
+  ep.averager_listen = "tcp://127.0.0.1:" + (o.port == 0 ? std::string{"*"} : std::to_string(o.port));
+  ep.head_listen = "tcp://127.0.0.1:*";
   const std::string metrics =
       o.output.metrics_jsonl.empty() ? (std::filesystem::path{o.log_dir} / "metrics.jsonl").string()
                                      : o.output.metrics_jsonl;
   std::filesystem::remove(metrics, ec);  // so the progress line never shows an older run
-  const auto children = build_local_cluster(o, exe.string(), ep, metrics);
+  auto children = build_local_cluster(o, exe.string(), ep, metrics);
+  for (const auto& c : children) {
+    if (!c.endpoint_file.empty()) {
+      std::filesystem::remove(c.endpoint_file, ec);  // a file from an earlier run is not this child's
+    }
+  }
 
   auto reporter = make_progress_reporter(o.output.progress);
   metrics_follower follower{metrics};
@@ -163,10 +165,6 @@ int run_local(const local_options& o) {
   launch_options lo;
   lo.log_dir = o.log_dir;
   lo.grace = std::chrono::seconds{o.grace_s};
-  lo.on_started = [&](const std::vector<pid_t>&) {
-    PRSGD_LOG(info, "local") << "started " << children.size() << " processes; averager on " << ep.averager
-                             << ", logs in " << o.log_dir;
-  };
   lo.on_tick = [&] {
     bool changed = false;
     for (const auto& line : follower.poll()) {
@@ -184,21 +182,51 @@ int run_local(const local_options& o) {
       reporter->update(snapshot);
     }
   };
-  auto report = launch_local_cluster(lo, children);
+  std::optional<error> not_ready;  // a child exited, or a stop signal came, before it listened
+  cluster_report report;
+  {
+    child_launcher launcher{lo};
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      const auto& c = children[i];
+      if (auto started = launcher.start(c); !started) {
+        // It could not be started at all; the launcher has stopped the ones it had started.
+        if (reporter) {
+          reporter->finish();
+        }
+        std::fprintf(stderr, "prsgd local: %s\n", started.error().message().c_str());
+        return exit_failure;
+      }
+      if (c.endpoint_file.empty()) {
+        continue;
+      }
+      auto endpoint = launcher.wait_for_endpoint(c.name, c.endpoint_file);
+      if (!endpoint) {
+        not_ready = endpoint.error();
+        break;
+      }
+      (c.name == "head" ? ep.head : ep.averager) = *endpoint;
+      PRSGD_LOG(info, "local") << c.name << " listens on " << *endpoint;
+      children = build_local_cluster(o, exe.string(), ep, metrics);  // the ones after it now know where
+    }
+    if (!not_ready) {
+      PRSGD_LOG(info, "local") << "started " << children.size() << " processes; averager on " << ep.averager
+                               << ", logs in " << o.log_dir;
+    }
+    report = launcher.finish();
+  }
   lo.on_tick();
   if (reporter) {
     reporter->finish();
   }
-  if (!report) {
-    std::fprintf(stderr, "prsgd local: %s\n", report.error().message().c_str());
-    return exit_failure;
+  if (not_ready) {
+    std::fprintf(stderr, "prsgd local: %s\n", not_ready->context.c_str());
   }
-  for (const auto& c : report->children) {
+  for (const auto& c : report.children) {
     std::fprintf(stderr, "prsgd local: %-10s %s (log: %s/%s.log)\n", c.name.c_str(), c.describe().c_str(),
                  o.log_dir.c_str(), c.name.c_str());
   }
-  if (report->exit_code != 0) {
-    std::fprintf(stderr, "prsgd local: failed (status %d)\n", report->exit_code);
+  if (report.exit_code != 0) {
+    std::fprintf(stderr, "prsgd local: failed (status %d)\n", report.exit_code);
   } else if (done_line) {
     char acc[32] = "not evaluated";
     if (done_line->test_acc) {
@@ -210,7 +238,7 @@ int run_local(const local_options& o) {
                  acc, done_line->rounds.value_or(snapshot.round), snapshot.epoch, bytes_in / 1e6, bytes_out / 1e6,
                  done_line->wall_s.value_or(snapshot.elapsed_s), metrics.c_str());
   }
-  return report->exit_code;
+  return not_ready && report.exit_code == 0 ? exit_failure : report.exit_code;
 }
 
 int run_keygen(const keygen_options& o) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "prsgd/cli/launcher.hpp"
 #include "prsgd/cli/options.hpp"
 #include "prsgd/cli/plugin_loader.hpp"
 #include "prsgd/cli/progress.hpp"
@@ -42,6 +43,10 @@ sigset_t block_stop_signals();
 /// Waits up to `wait` for SIGINT/SIGTERM (taken with sigtimedwait, or recorded by that handler); returns the
 /// signal or 0. Main thread only.
 int take_signal(const sigset_t& set, std::chrono::milliseconds wait);
+
+/// Writes the bound `endpoint` to `file` (--endpoint-file) when `file` is not empty. On failure prints
+/// "prsgd <role>: <why>" to stderr and returns false.
+[[nodiscard]] bool announce_endpoint(const std::string& role, const std::string& file, const std::string& endpoint);
 
 /// Returns a progress reporter on stderr for --progress `mode` (auto | plain | off; off = none).
 [[nodiscard]] std::optional<progress_reporter> make_progress_reporter(const std::string& mode);

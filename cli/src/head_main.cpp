@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// `prsgd head --listen ENDPOINT`: serves the head node (head_role.cpp) until SIGINT or SIGTERM, then exits 0.
+// `prsgd head --listen ENDPOINT [--endpoint-file FILE]`: serves the head node (head_role.cpp) until SIGINT or
+// SIGTERM, then exits 0.
 // Both signals are taken by the main thread with block_stop_signals() / take_signal() (commands.hpp), as the
 // other roles do.
 #include <cstdio>
@@ -22,6 +23,10 @@ int run_head(const head_options& o) {
     return exit_failure;
   }
   PRSGD_LOG(info, "head") << "serving at " << server->endpoint();
+  if (!announce_endpoint("head", o.endpoint_file, server->endpoint())) {
+    server->stop();
+    return exit_failure;
+  }
   int sig = 0;
   while (sig == 0) {
     sig = take_signal(signals, std::chrono::seconds{1});

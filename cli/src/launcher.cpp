@@ -1,22 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/cli/launcher.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "prsgd/common/check.hpp"
 #include "prsgd/common/clock.hpp"
 #include "prsgd/common/log.hpp"
 
@@ -177,69 +178,166 @@ std::string child_exit::describe() const {
   return out.str();
 }
 
-expected<cluster_report> launch_local_cluster(const launch_options& options,
-                                              const std::vector<child_spec>& children) {
-  if (children.empty()) {
-    return fail(errc::invalid_argument, "no children to launch");
-  }
-  std::set<std::string> names;
-  for (const auto& c : children) {
-    if (c.argv.empty() || c.argv.front().empty()) {
-      return fail(errc::invalid_argument, "child '" + c.name + "' has no program");
-    }
-    if (c.name.empty() || c.name.find('/') != std::string::npos || !names.insert(c.name).second) {
-      return fail(errc::invalid_argument, "child names must be unique plain names (got '" + c.name + "')");
-    }
-  }
-  if (!options.log_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(options.log_dir, ec);
-    if (ec) {
-      return fail(errc::io_error, "cannot create log directory '" + options.log_dir + "': " + ec.message());
-    }
-  }
-
-  const sigset_t set = launcher_signals();
-  sigset_t old_mask;
-  ::pthread_sigmask(SIG_BLOCK, &set, &old_mask);
-
+struct child_launcher::state {
+  launch_options options;
+  sigset_t signals = launcher_signals();
+  sigset_t old_mask{};
+  bool finished = false;
   std::vector<running> kids;
-  kids.reserve(children.size());
-  cluster_report report;
-  for (const auto& spec : children) {
-    auto pid = start_child(spec, options, old_mask);
-    if (!pid) {
-      signal_alive(kids, SIGKILL, true, [](const running&) { return true; });
-      for (auto& k : kids) {
-        int status = 0;
-        ::waitpid(k.info.pid, &status, 0);
-      }
-      // Drop whatever arrived meanwhile so unblocking cannot kill us.
-      const timespec zero{0, 0};
-      while (::sigtimedwait(&set, nullptr, &zero) > 0) {
-      }
-      ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-      return prsgd::unexpected{pid.error()};
-    }
-    running r;
-    r.info.name = spec.name;
-    r.info.pid = *pid;
-    r.info.role = spec.role;
-    kids.push_back(std::move(r));
-    PRSGD_LOG(info, "local") << "started " << spec.name << " (pid " << *pid << ")";
-  }
-  if (options.on_started) {
-    std::vector<pid_t> pids;
-    for (const auto& k : kids) {
-      pids.push_back(k.info.pid);
-    }
-    options.on_started(pids);
-  }
-
+  std::set<std::string> names;
+  int received_signal = 0;
   enum class phase { running, grace, terminating, killing };
   phase ph = phase::running;
-  auto& clk = steady_clock::instance();
   clock::time_point deadline{};
+
+  explicit state(launch_options o) : options(std::move(o)) {
+    ::pthread_sigmask(SIG_BLOCK, &signals, &old_mask);
+  }
+
+  // Drops whatever arrived meanwhile so unblocking cannot kill us, then restores the caller's mask.
+  void restore_mask() {
+    const timespec zero{0, 0};
+    while (::sigtimedwait(&signals, nullptr, &zero) > 0) {
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  }
+
+  void kill_all() {
+    signal_alive(kids, SIGKILL, true, [](const running&) { return true; });
+    for (auto& k : kids) {
+      if (k.alive) {
+        int status = 0;
+        ::waitpid(k.info.pid, &status, 0);
+        k.alive = false;
+      }
+    }
+  }
+
+  // Waits up to `wait` for a stop signal; the first is forwarded to every child, a second one kills them.
+  void take_signal(std::chrono::nanoseconds wait) {
+    const timespec ts{static_cast<time_t>(wait.count() / 1'000'000'000),
+                      static_cast<long>(wait.count() % 1'000'000'000)};
+    const int sig = ::sigtimedwait(&signals, nullptr, &ts);
+    if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) {
+      return;
+    }
+    const auto all = [](const running&) { return true; };
+    if (received_signal == 0) {
+      received_signal = sig;
+      PRSGD_LOG(warn, "local") << "received " << ::strsignal(sig) << "; forwarding it to the children";
+      signal_alive(kids, sig, false, all);
+      ph = phase::terminating;
+      deadline = steady_clock::instance().now() + options.kill_after;
+    } else {
+      PRSGD_LOG(warn, "local") << "second signal; killing the children";
+      signal_alive(kids, SIGKILL, true, all);
+      ph = phase::killing;
+    }
+  }
+
+  // The last lines of a child's log, indented, or "" without a log directory.
+  [[nodiscard]] std::string log_tail(const std::string& name) const {
+    if (options.log_dir.empty()) {
+      return {};
+    }
+    const std::string path = options.log_dir + "/" + name + ".log";
+    std::ifstream in{path};
+    std::deque<std::string> last;
+    for (std::string line; std::getline(in, line);) {
+      last.push_back(line);
+      if (last.size() > 10) {
+        last.pop_front();
+      }
+    }
+    std::string out = "; the end of " + path + ":";
+    for (const auto& line : last) {
+      out += "\n  " + line;
+    }
+    return last.empty() ? "; " + path + " is empty" : out;
+  }
+};
+
+child_launcher::child_launcher(launch_options options) : state_(std::make_unique<state>(std::move(options))) {}
+
+child_launcher::~child_launcher() {
+  if (!state_->finished) {
+    state_->kill_all();
+    state_->restore_mask();
+  }
+}
+
+expected<pid_t> child_launcher::start(const child_spec& spec) {
+  auto& st = *state_;
+  PRSGD_CHECK(!st.finished) << "child_launcher::start after finish";
+  if (spec.argv.empty() || spec.argv.front().empty()) {
+    return fail(errc::invalid_argument, "child '" + spec.name + "' has no program");
+  }
+  if (spec.name.empty() || spec.name.find('/') != std::string::npos || st.names.contains(spec.name)) {
+    return fail(errc::invalid_argument, "child names must be unique plain names (got '" + spec.name + "')");
+  }
+  if (!st.options.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(st.options.log_dir, ec);
+    if (ec) {
+      st.kill_all();
+      return fail(errc::io_error, "cannot create log directory '" + st.options.log_dir + "': " + ec.message());
+    }
+  }
+  auto pid = start_child(spec, st.options, st.old_mask);
+  if (!pid) {
+    st.kill_all();
+    return pid;
+  }
+  st.names.insert(spec.name);
+  running r;
+  r.info.name = spec.name;
+  r.info.pid = *pid;
+  r.info.role = spec.role;
+  st.kids.push_back(std::move(r));
+  PRSGD_LOG(info, "local") << "started " << spec.name << " (pid " << *pid << ")";
+  return pid;
+}
+
+expected<std::string> child_launcher::wait_for_endpoint(const std::string& name, const std::string& file) {
+  auto& st = *state_;
+  PRSGD_CHECK(!st.finished) << "child_launcher::wait_for_endpoint after finish";
+  const auto kid = std::find_if(st.kids.begin(), st.kids.end(), [&](const running& k) { return k.info.name == name; });
+  PRSGD_CHECK(kid != st.kids.end()) << "wait_for_endpoint: no child named " << name;
+  while (true) {
+    if (auto endpoint = read_endpoint_file(file)) {
+      return *endpoint;
+    }
+    if (st.received_signal != 0) {
+      return fail(errc::shutting_down, std::string{"stopped by "} + ::strsignal(st.received_signal) + " while " +
+                                           name + " was starting");
+    }
+    reap(st.kids);
+    if (!kid->alive) {
+      return fail(errc::io_error, name + " " + kid->info.describe() + " before it listened" + st.log_tail(name));
+    }
+    st.take_signal(50ms);
+    if (st.options.on_tick) {
+      st.options.on_tick();
+    }
+  }
+}
+
+void child_launcher::started_all() {
+  if (state_->options.on_started) {
+    std::vector<pid_t> pids;
+    for (const auto& k : state_->kids) {
+      pids.push_back(k.info.pid);
+    }
+    state_->options.on_started(pids);
+  }
+}
+
+cluster_report child_launcher::finish() {
+  auto& st = *state_;
+  auto& kids = st.kids;
+  const auto& options = st.options;
+  using phase = state::phase;
+  auto& clk = steady_clock::instance();
   const auto any_alive = [&](const std::function<bool(const running&)>& which) {
     for (const auto& k : kids) {
       if (k.alive && which(k)) {
@@ -258,11 +356,11 @@ expected<cluster_report> launch_local_cluster(const launch_options& options,
     if (!any_alive(all)) {
       break;
     }
-    if (ph == phase::running) {
+    if (st.ph == phase::running) {
       for (const auto& k : kids) {
         if (!k.alive && k.info.role == child_role::critical) {
-          ph = phase::grace;
-          deadline = clk.now() + options.grace;
+          st.ph = phase::grace;
+          st.deadline = clk.now() + options.grace;
           PRSGD_LOG(info, "local") << k.info.name << " has ended; the others get "
                                    << std::chrono::duration_cast<std::chrono::seconds>(options.grace).count()
                                    << " s to exit";
@@ -275,46 +373,31 @@ expected<cluster_report> launch_local_cluster(const launch_options& options,
       signal_alive(kids, SIGTERM, false, is_service);
     }
     const auto now = clk.now();
-    if (ph != phase::running && ph != phase::killing && now >= deadline) {
-      if (ph == phase::grace) {
+    if (st.ph != phase::running && st.ph != phase::killing && now >= st.deadline) {
+      if (st.ph == phase::grace) {
         signal_alive(kids, SIGTERM, true, all);
-        ph = phase::terminating;
-        deadline = now + options.kill_after;
+        st.ph = phase::terminating;
+        st.deadline = now + options.kill_after;
       } else {
         signal_alive(kids, SIGKILL, true, all);
-        ph = phase::killing;
+        st.ph = phase::killing;
       }
       continue;
     }
     auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(200ms);
-    if (ph == phase::grace || ph == phase::terminating) {
-      wait = std::min(wait, std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now));
+    if (st.ph == phase::grace || st.ph == phase::terminating) {
+      wait = std::min(wait, std::chrono::duration_cast<std::chrono::nanoseconds>(st.deadline - now));
     }
-    const timespec ts{static_cast<time_t>(wait.count() / 1'000'000'000), static_cast<long>(wait.count() % 1'000'000'000)};
-    const int sig = ::sigtimedwait(&set, nullptr, &ts);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-      if (report.received_signal == 0) {
-        report.received_signal = sig;
-        PRSGD_LOG(warn, "local") << "received " << ::strsignal(sig) << "; forwarding it to the children";
-        signal_alive(kids, sig, false, all);
-        ph = phase::terminating;
-        deadline = clk.now() + options.kill_after;
-      } else {
-        PRSGD_LOG(warn, "local") << "second signal; killing the children";
-        signal_alive(kids, SIGKILL, true, all);
-        ph = phase::killing;
-      }
-    }
+    st.take_signal(wait);
     if (options.on_tick) {
       options.on_tick();
     }
   }
+  st.restore_mask();
+  st.finished = true;
 
-  const timespec zero{0, 0};
-  while (::sigtimedwait(&set, nullptr, &zero) > 0) {
-  }
-  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-
+  cluster_report report;
+  report.received_signal = st.received_signal;
   bool any_critical = false;
   int first_failure = 0;
   for (const auto& k : kids) {
@@ -338,23 +421,53 @@ expected<cluster_report> launch_local_cluster(const launch_options& options,
   return report;
 }
 
-expected<int> pick_free_tcp_port() {
-  fd_guard s{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-  if (s.fd < 0) {
-    return fail(errc::io_error, "socket failed: " + errno_text(errno));
+expected<cluster_report> launch_local_cluster(const launch_options& options,
+                                              const std::vector<child_spec>& children) {
+  if (children.empty()) {
+    return fail(errc::invalid_argument, "no children to launch");
   }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(s.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {  // NOLINT: sockets API
-    return fail(errc::io_error, "bind 127.0.0.1:0 failed: " + errno_text(errno));
+  std::set<std::string> names;
+  for (const auto& c : children) {
+    if (c.argv.empty() || c.argv.front().empty()) {
+      return fail(errc::invalid_argument, "child '" + c.name + "' has no program");
+    }
+    if (c.name.empty() || c.name.find('/') != std::string::npos || !names.insert(c.name).second) {
+      return fail(errc::invalid_argument, "child names must be unique plain names (got '" + c.name + "')");
+    }
   }
-  socklen_t len = sizeof addr;
-  if (::getsockname(s.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {  // NOLINT: sockets API
-    return fail(errc::io_error, "getsockname failed: " + errno_text(errno));
+  child_launcher launcher{options};
+  for (const auto& spec : children) {
+    PRSGD_TRY(launcher.start(spec));
   }
-  return static_cast<int>(ntohs(addr.sin_port));
+  launcher.started_all();
+  return launcher.finish();
+}
+
+expected<void> write_endpoint_file(const std::string& path, const std::string& endpoint) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out{tmp, std::ios::trunc};
+    out << endpoint << '\n';
+    out.flush();
+    if (!out) {
+      return fail(errc::io_error, "cannot write the endpoint file '" + tmp + "'");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return fail(errc::io_error, "cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+  }
+  return {};
+}
+
+std::optional<std::string> read_endpoint_file(const std::string& path) {
+  std::ifstream in{path};
+  std::string line;
+  if (!in || !std::getline(in, line) || line.empty()) {
+    return std::nullopt;
+  }
+  return line;
 }
 
 namespace {
@@ -385,16 +498,24 @@ void add_common(std::vector<std::string>& a, const local_options& o) {
 
 std::vector<child_spec> build_local_cluster(const local_options& o, const std::string& exe,
                                             const local_endpoints& endpoints, const std::string& metrics_jsonl) {
+  const auto endpoint_file = [&](const std::string& name) {
+    return std::filesystem::absolute(std::filesystem::path{o.log_dir} / (name + ".endpoint")).string();
+  };
+  const auto& head_listen = endpoints.head_listen.empty() ? endpoints.head : endpoints.head_listen;
+  const auto& averager_listen = endpoints.averager_listen.empty() ? endpoints.averager : endpoints.averager_listen;
   std::vector<child_spec> out;
-  if (!endpoints.head.empty()) {
-    child_spec head{"head", {exe, "head", "--listen", endpoints.head, "--progress", "off"}, child_role::service};
+  if (o.with_head) {
+    child_spec head{"head", {exe, "head", "--listen", head_listen, "--progress", "off"}, child_role::service,
+                    endpoint_file("head")};
+    add(head.argv, "--endpoint-file", head.endpoint_file);
     add_common(head.argv, o);
     out.push_back(std::move(head));
   }
-  child_spec avg{"averager", {exe, "averager", "--listen", endpoints.averager, "--progress", "off"},
-                 child_role::critical};
+  child_spec avg{"averager", {exe, "averager", "--listen", averager_listen, "--progress", "off"},
+                 child_role::critical, endpoint_file("averager")};
+  add(avg.argv, "--endpoint-file", avg.endpoint_file);
   add_common(avg.argv, o);
-  if (!endpoints.head.empty()) {
+  if (o.with_head) {
     add(avg.argv, "--head", endpoints.head);
   }
   append(avg.argv, to_arguments(o.model));
@@ -415,7 +536,7 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
 
   for (int i = 0; i < o.workers; ++i) {
     child_spec w{"worker-" + std::to_string(i), {exe, "worker", "--progress", "off"}, child_role::normal};
-    if (endpoints.head.empty()) {
+    if (!o.with_head) {
       add(w.argv, "--averager", endpoints.averager);
     } else {
       add(w.argv, "--head", endpoints.head);

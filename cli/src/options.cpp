@@ -267,6 +267,9 @@ void add_tool_model(CLI::App& app, model_options& o) {
       ->group("Model and data");
 }
 
+constexpr const char* endpoint_file_help =
+    "Once bound, write the bound endpoint to FILE (e.g. with --listen tcp://127.0.0.1:*)";
+
 // Holds every subcommand's options and the CLI11 app bound to them.
 struct parser {
   CLI::App app{"prsgd — Parallel Restarted SGD: workers train locally and average every I steps.", "prsgd"};
@@ -312,7 +315,7 @@ struct parser {
     local_cmd->add_option("--log-dir", local.log_dir, "Directory for the children's logs")
         ->capture_default_str()
         ->group("Cluster");
-    local_cmd->add_option("--port", local.port, "Averager port on 127.0.0.1 (0 = any free port)")
+    local_cmd->add_option("--port", local.port, "Averager port on 127.0.0.1 (0 = any port the system chooses)")
         ->capture_default_str()
         ->group("Cluster");
     local_cmd->add_option("--grace-s", local.grace_s, "Seconds workers get to exit after the averager")
@@ -326,6 +329,9 @@ struct parser {
     averager_cmd->add_option("--listen", averager.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7500 (required)")
         ->group("Network");
     averager_cmd->add_option("--head", averager.head, "Head endpoint to register with (optional)")->group("Network");
+    averager_cmd->add_option("--endpoint-file", averager.endpoint_file, endpoint_file_help)
+        ->type_name("FILE")
+        ->group("Network");
     add_output(*averager_cmd, averager.output);
     add_model(*averager_cmd, averager.model);
     add_schedule(*averager_cmd, averager.schedule);
@@ -359,6 +365,9 @@ struct parser {
 
     head_cmd = app.add_subcommand("head", "Run the head node: membership and names for a multi-host cluster");
     head_cmd->add_option("--listen", head.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7400 (required)")
+        ->group("Network");
+    head_cmd->add_option("--endpoint-file", head.endpoint_file, endpoint_file_help)
+        ->type_name("FILE")
         ->group("Network");
     add_output(*head_cmd, head.output);
     add_liveness(*head_cmd, head.liveness);

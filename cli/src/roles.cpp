@@ -205,6 +205,10 @@ int run_averager(const averager_options& o) {
   }
   auto ref = started->first;
   PRSGD_LOG(info, "averager") << "listening on " << started->second;
+  if (!announce_endpoint("averager", o.endpoint_file, started->second)) {
+    link->stop();
+    return exit_failure;
+  }
   std::optional<head_registration> registration;
   if (!o.head.empty()) {
     auto reg = register_averager(o.head, started->second, o.liveness);

@@ -64,8 +64,8 @@ endif()
 set(PRSGD_EXPORTED_TARGETS "" CACHE INTERNAL "")
 
 # PRSGD_TEST_TIME_SCALE: one factor for the tests' time limits. prsgd_add_test multiplies each ctest TIMEOUT by
-# it, and tests/integration/support applies it to every deadline its helpers wait for (the environment variable
-# of the same name overrides it there at run time). 1 in normal builds, so nothing is loosened there; larger
+# it, and tests/support (time_scale.hpp) applies it to every deadline and wall-clock bound in the tests (the
+# environment variable of the same name overrides it there at run time). 1 in normal builds, so nothing is loosened there; larger
 # under ThreadSanitizer, where each instrumented `prsgd` process needs ~25 s to load Fashion-MNIST.
 if(PRSGD_SANITIZERS STREQUAL "thread")
   set(_prsgd_default_time_scale 6)

@@ -1,12 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-# cmake -DCTEST=ctest -DBUILD_DIR=dir -DNAME=name -DLABELS=a,b -DNOT_IN=name -DNOT_LABEL=label -P check_labels.cmake
-# Fails unless `ctest -N -L ^label$` lists NAME for every label in LABELS, and does not list NOT_IN for NOT_LABEL.
+# cmake -DCTEST=ctest -DBUILD_DIR=dir -DNAME=name -DLABELS=a,b -DNOT_IN=name -DNOT_LABEL=label
+#       [-DEXACTLY_ONE_OF=unit,integration] -P check_labels.cmake
+# Fails unless `ctest -N -L ^label$` lists NAME for every label in LABELS, does not list NOT_IN for NOT_LABEL,
+# and (with EXACTLY_ONE_OF) every test of the build carries exactly one of those labels.
 cmake_minimum_required(VERSION 3.25)
 function(listed label out)
-  execute_process(COMMAND ${CTEST} -N -L "^${label}$" WORKING_DIRECTORY ${BUILD_DIR}
+  set(args -N)
+  if(NOT label STREQUAL "")
+    list(APPEND args -L "^${label}$")
+  endif()
+  execute_process(COMMAND ${CTEST} ${args} WORKING_DIRECTORY ${BUILD_DIR}
                   OUTPUT_VARIABLE text ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "ctest -N -L ^${label}$ failed (${rc}):\n${text}${err}")
+    message(FATAL_ERROR "ctest ${args} failed (${rc}):\n${text}${err}")
   endif()
   string(REGEX MATCHALL "Test +#[0-9]+: [^\n]+" rows "${text}")
   set(names)
@@ -29,4 +35,30 @@ endforeach()
 listed(${NOT_LABEL} names)
 if(NOT_IN IN_LIST names)
   message(FATAL_ERROR "${NOT_IN} is listed under label '${NOT_LABEL}', which it does not carry")
+endif()
+
+if(EXACTLY_ONE_OF)
+  string(REPLACE "," ";" kinds "${EXACTLY_ONE_OF}")
+  listed("" all)
+  set(bad)
+  foreach(kind IN LISTS kinds)
+    listed(${kind} of_${kind})
+  endforeach()
+  foreach(t IN LISTS all)
+    set(count 0)
+    foreach(kind IN LISTS kinds)
+      if(t IN_LIST of_${kind})
+        math(EXPR count "${count} + 1")
+      endif()
+    endforeach()
+    if(NOT count EQUAL 1)
+      list(APPEND bad "${t} (${count})")
+    endif()
+  endforeach()
+  if(bad)
+    list(JOIN bad "\n  " text)
+    message(FATAL_ERROR "tests carrying not exactly one of ${EXACTLY_ONE_OF} (how many they carry):\n  ${text}")
+  endif()
+  list(LENGTH all n)
+  message(STATUS "each of the ${n} tests carries exactly one of ${EXACTLY_ONE_OF}")
 endif()

@@ -23,6 +23,7 @@ if(TARGET prsgd AND TARGET prsgd::transport_zmq AND TARGET prsgd::wire)
 
   prsgd_add_test(cli_head_role_test
                  SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/head_role_test.cpp ${PROJECT_SOURCE_DIR}/cli/src/head_role.cpp
-                 DEPS prsgd::cli_support prsgd::wire prsgd::transport_zmq LABELS integration TIMEOUT 60)
+                 DEPS prsgd::cli_support prsgd::wire prsgd::transport_zmq prsgd_test_support LABELS integration
+                 TIMEOUT 60)
   target_include_directories(cli_head_role_test PRIVATE ${PROJECT_SOURCE_DIR}/cli/src)
 endif()

@@ -14,11 +14,9 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "child_process.hpp"
-#include "prsgd/cli/launcher.hpp"
+#include "prsgd_job.hpp"
 
 namespace {
 
@@ -92,38 +90,33 @@ line parse(const std::string& text) {
 
 class RecoveryTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto port = prsgd::cli::pick_free_tcp_port();
-    ASSERT_TRUE(port) << port.error().message();
-    endpoint_ = "tcp://127.0.0.1:" + std::to_string(*port);
-    metrics_ = dir_ / "metrics.jsonl";
-  }
-
-  pid_t start(const std::string& log_name, const std::vector<std::string>& args) {
-    return children_.start(test::command(PRSGD_BINARY, args), {.out = dir_ / (log_name + ".log"), .append = true});
-  }
-
   std::vector<std::string> averager_args(int rounds, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> a{"averager", "--listen", endpoint_, "--model", "fmnist-mlp", "--rounds",
-                               std::to_string(rounds), "--interval", "4", "--batch", "32", "--lr", "0.05",
-                               "--heartbeat-ms", "100", "--heartbeat-timeout-ms", std::to_string(timeout_ms_),
-                               "--metrics-jsonl", metrics_, "--progress", "off", "--eval-every", "0"};
+    std::vector<std::string> a{"--model", "fmnist-mlp", "--rounds", std::to_string(rounds), "--interval", "4",
+                               "--batch", "32", "--lr", "0.05", "--heartbeat-ms", "100", "--heartbeat-timeout-ms",
+                               std::to_string(timeout_ms_), "--metrics-jsonl", metrics_, "--progress", "off",
+                               "--eval-every", "0"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
 
-  pid_t start_worker(int id, int shards, const std::string& batch = "32", const std::string& slowdown_ms = "15") {
-    return start("worker-" + std::to_string(id),
-                 {"worker", "--averager", endpoint_, "--worker-id", std::to_string(id), "--num-workers",
-                  std::to_string(shards), "--model", "fmnist-mlp", "--batch", batch, "--lr", "0.05", "--heartbeat-ms",
-                  "100", "--heartbeat-timeout-ms", std::to_string(timeout_ms_), "--slowdown-ms", slowdown_ms,
-                  "--progress", "off"});
+  /// Starts the averager (a restart comes back on the first one's endpoint); returns its pid, -1 when it
+  /// did not come up (a test failure has been recorded).
+  pid_t start_averager(const std::vector<std::string>& args, const std::string& name = "averager") {
+    const bool restart = !job_.averager_endpoint().empty();
+    auto started = restart ? job_.start_averager(args, name, job_.averager_endpoint())  // where workers look
+                           : job_.start_averager(args, name);
+    EXPECT_TRUE(started) << name << " did not listen\n" << log(name);
+    return started ? started->pid : -1;
   }
 
-  /// Waits for `pid` to exit within `timeout`; returns its status (128+signal), or nullopt.
-  std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
-    return children_.wait_exit(pid, timeout);
+  pid_t start_worker(int id, int shards, const std::string& batch = "32", const std::string& slowdown_ms = "15") {
+    return job_.start_worker(id, {"--num-workers", std::to_string(shards), "--model", "fmnist-mlp", "--batch", batch,
+                                  "--lr", "0.05", "--heartbeat-ms", "100", "--heartbeat-timeout-ms",
+                                  std::to_string(timeout_ms_), "--slowdown-ms", slowdown_ms, "--progress", "off"});
   }
+
+  /// Waits for `pid` to exit within scaled(`timeout`); returns its status (128+signal), or nullopt.
+  std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout) { return job_.wait_exit(pid, timeout); }
 
   std::vector<line> lines() const {
     std::vector<line> out;
@@ -154,19 +147,18 @@ class RecoveryTest : public ::testing::Test {
     return found;
   }
 
-  std::string log(const std::string& name) const { return test::read_file(dir_ / (name + ".log")); }
+  std::string log(const std::string& name) const { return job_.log(name); }
 
   static bool round_line(const line& l) { return l.event.empty() && l.has("round"); }
 
-  test::scratch_dir dir_{"prsgd-recovery", /*keep_on_failure=*/true};
-  test::process_group children_;  // declared after dir_: killed before the directory goes
-  std::string endpoint_;
-  std::string metrics_;
+  test::prsgd_job job_{PRSGD_BINARY, "prsgd-recovery"};
+  std::string metrics_ = job_.path("metrics.jsonl");
   int timeout_ms_ = 1000;
 };
 
 TEST_F(RecoveryTest, KilledWorkerIsDroppedAfterTheTimeoutAndARestartedOneRejoins) {
-  const pid_t avg = start("averager", averager_args(70, {"--min-workers", "3"}));
+  const pid_t avg = start_averager(averager_args(70, {"--min-workers", "3"}));
+  ASSERT_GT(avg, 0);
   std::vector<pid_t> workers;
   for (int i = 0; i < 3; ++i) {
     workers.push_back(start_worker(i, 3));
@@ -179,7 +171,8 @@ TEST_F(RecoveryTest, KilledWorkerIsDroppedAfterTheTimeoutAndARestartedOneRejoins
   auto removed = wait_line([](const line& l) { return round_line(l) && l.get("removed") >= 1; }, 20s);
   ASSERT_TRUE(removed) << "the killed worker was never removed\n" << log("averager");
   const auto removal_latency = std::chrono::steady_clock::now() - killed_at;
-  EXPECT_LT(removal_latency, 10s) << "removal must follow the heartbeat timeout (1 s), not hang the barrier";
+  EXPECT_LT(removal_latency, test::scaled(10s))
+      << "removal must follow the heartbeat timeout (1 s), not hang the barrier";
   ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") &&
                                                       l.get("members") == 2; }, 20s))
       << "the barrier must go on with the two survivors\n" << log("averager");
@@ -215,7 +208,8 @@ TEST_F(RecoveryTest, KilledWorkerIsDroppedAfterTheTimeoutAndARestartedOneRejoins
 
 TEST_F(RecoveryTest, WorkerGivenSigtermLeavesAtOnceInsteadOfTimingOut) {
   timeout_ms_ = 60'000;  // only LEAVE can explain a fast removal
-  const pid_t avg = start("averager", averager_args(1000, {"--min-workers", "2"}));
+  const pid_t avg = start_averager(averager_args(1000, {"--min-workers", "2"}));
+  ASSERT_GT(avg, 0);
   const pid_t w0 = start_worker(0, 2);
   const pid_t w1 = start_worker(1, 2);
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 3; }, 60s)) << log("averager");
@@ -227,7 +221,7 @@ TEST_F(RecoveryTest, WorkerGivenSigtermLeavesAtOnceInsteadOfTimingOut) {
   EXPECT_NE(log("worker-1").find("left the job"), std::string::npos) << log("worker-1");
   auto removed = wait_line([](const line& l) { return round_line(l) && l.get("removed") >= 1; }, 10s);
   ASSERT_TRUE(removed) << log("averager");
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, test::scaled(10s));
   ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") &&
                                                       l.get("members") == 1; }, 10s))
       << log("averager");
@@ -241,9 +235,10 @@ TEST_F(RecoveryTest, WorkerGivenSigtermLeavesAtOnceInsteadOfTimingOut) {
 }
 
 TEST_F(RecoveryTest, KilledAveragerResumesFromItsCheckpointAndNoRoundCountsTwice) {
-  const auto ckpt = dir_ / "ckpt";
+  const auto ckpt = job_.path("ckpt");
   const std::vector<std::string> extra{"--min-workers", "2", "--checkpoint-dir", ckpt, "--checkpoint-every", "5"};
-  const pid_t avg = start("averager", averager_args(40, extra));
+  const pid_t avg = start_averager(averager_args(40, extra));
+  ASSERT_GT(avg, 0);
   const pid_t w0 = start_worker(0, 2);
   const pid_t w1 = start_worker(1, 2);
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 12; }, 60s)) << log("averager");
@@ -255,7 +250,8 @@ TEST_F(RecoveryTest, KilledAveragerResumesFromItsCheckpointAndNoRoundCountsTwice
       last_before = l.get("round");
     }
   }
-  const pid_t avg2 = start("averager-2", averager_args(40, extra));
+  const pid_t avg2 = start_averager(averager_args(40, extra), "averager-2");
+  ASSERT_GT(avg2, 0);
   auto status = wait_exit(avg2, 120s);
   ASSERT_TRUE(status) << log("averager-2");
   EXPECT_EQ(*status, 0) << log("averager-2");
@@ -290,9 +286,10 @@ TEST_F(RecoveryTest, KilledAveragerResumesFromItsCheckpointAndNoRoundCountsTwice
 }
 
 TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothing) {
-  const auto ckpt = dir_ / "ckpt";
+  const auto ckpt = job_.path("ckpt");
   const std::vector<std::string> extra{"--min-workers", "2", "--checkpoint-dir", ckpt, "--checkpoint-every", "1000"};
-  const pid_t avg = start("averager", averager_args(30, extra));
+  const pid_t avg = start_averager(averager_args(30, extra));
+  ASSERT_GT(avg, 0);
   const pid_t w0 = start_worker(0, 2);
   const pid_t w1 = start_worker(1, 2);
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 7; }, 60s)) << log("averager");
@@ -307,11 +304,15 @@ TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothi
       last_before = l.get("round");
     }
   }
-  std::this_thread::sleep_for(500ms);
+  // Each worker notices the silence (heartbeat timeout) and keeps trying to rejoin instead of exiting.
+  for (const std::string w : {"worker-0", "worker-1"}) {
+    EXPECT_TRUE(job_.wait_for_log(w, "averager silent; rejoining", 30s)) << log(w);
+  }
   EXPECT_EQ(::waitpid(w0, nullptr, WNOHANG), 0) << "workers wait for the averager to come back";
   EXPECT_EQ(::waitpid(w1, nullptr, WNOHANG), 0);
 
-  const pid_t avg2 = start("averager-2", averager_args(30, extra));
+  const pid_t avg2 = start_averager(averager_args(30, extra), "averager-2");
+  ASSERT_GT(avg2, 0);
   status = wait_exit(avg2, 120s);
   ASSERT_TRUE(status) << log("averager-2");
   EXPECT_EQ(*status, 0) << log("averager-2");
@@ -335,7 +336,7 @@ TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothi
 // checkpoint. The run completes above 85% and the metrics show every membership change and every
 // round's counted models exactly once.
 TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent) {
-  const auto ckpt = dir_ / "ckpt";
+  const auto ckpt = job_.path("ckpt");
   auto args = [&] {
     auto a = averager_args(120, {"--min-workers", "3", "--checkpoint-dir", ckpt, "--checkpoint-every", "10"});
     for (std::size_t i = 0; i + 1 < a.size(); ++i) {
@@ -347,7 +348,8 @@ TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent)
     }
     return a;
   };
-  const pid_t avg = start("averager", args());
+  const pid_t avg = start_averager(args());
+  ASSERT_GT(avg, 0);
   std::vector<pid_t> workers;
   for (int i = 0; i < 3; ++i) {
     workers.push_back(start_worker(i, 4, "64", "4"));
@@ -362,7 +364,8 @@ TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent)
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 50; }, 90s)) << log("averager");
   ::kill(avg, SIGKILL);
   ASSERT_TRUE(wait_exit(avg, 5s));
-  const pid_t avg2 = start("averager-2", args());
+  const pid_t avg2 = start_averager(args(), "averager-2");
+  ASSERT_GT(avg2, 0);
   auto status = wait_exit(avg2, 180s);
   ASSERT_TRUE(status) << log("averager-2");
   EXPECT_EQ(*status, 0) << log("averager-2");
@@ -416,12 +419,12 @@ TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent)
 TEST_F(RecoveryTest, TimeBalancedIntervalsCutTheFastWorkersIdleTimeAtTheBarrierByHalf) {
   int unequal_rounds = 0;  // rounds >= 5 of the balanced job whose intervals differ between workers
   auto idle_of_fast_workers = [&](const std::string& policy) -> double {
-    const auto m = dir_ / ("metrics-" + policy + ".jsonl");
+    const auto m = job_.path("metrics-" + policy + ".jsonl");
     const pid_t local =
-        start("local-" + policy,
-              {"local", "--workers", "3", "--slowdown-ms", "0,0,30", "--model", "fmnist-mlp", "--interval", "8",
-               "--batch", "32", "--rounds", "40", "--interval-policy", policy, "--averaging", "step-normalised",
-               "--metrics-jsonl", m, "--log-dir", dir_ / ("logs-" + policy), "--progress", "off"});
+        job_.start("local-" + policy,
+                   {"local", "--workers", "3", "--slowdown-ms", "0,0,30", "--model", "fmnist-mlp", "--interval", "8",
+                    "--batch", "32", "--rounds", "40", "--interval-policy", policy, "--averaging", "step-normalised",
+                    "--metrics-jsonl", m, "--log-dir", job_.path("logs-" + policy), "--progress", "off"});
     const auto status = wait_exit(local, 180s);
     EXPECT_EQ(status, 0) << log("local-" + policy);
     metrics_ = m;

@@ -11,8 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
-#include "prsgd/cli/launcher.hpp"
+#include "prsgd_job.hpp"
 
 namespace {
 
@@ -22,50 +21,28 @@ namespace test = prsgd::test;
 using test::lines_of;
 using test::run_result;
 
-/// Returns a TCP port on 127.0.0.1 that was free a moment ago.
-int free_port() {
-  auto port = prsgd::cli::pick_free_tcp_port();
-  EXPECT_TRUE(port) << port.error().message();
-  return port.value_or(0);
-}
-
 class HeadCommandTest : public ::testing::Test {
  protected:
-  std::string path(const std::string& name) const { return dir_ / name; }
+  std::string path(const std::string& name) const { return job_.path(name); }
 
   static std::string read(const std::string& p) { return test::read_file(p); }
 
-  // Starts the prsgd binary with `args` in the test directory, stdout+stderr to `log`; returns its pid.
-  pid_t start(const std::vector<std::string>& args, const std::string& log) {
-    return children_.start(test::command(PRSGD_BINARY, args), {.cwd = dir_.path(), .out = path(log)});
-  }
+  // Waits up to scaled(`limit`) for `pid`; returns its exit status (128+N for signal N) or -1 on timeout.
+  int wait_for(pid_t pid, std::chrono::milliseconds limit) { return job_.wait_exit(pid, limit).value_or(-1); }
 
-  // Waits up to `limit` for `pid`; returns its exit status (128+N for signal N) or -1 on timeout.
-  int wait_for(pid_t pid, std::chrono::milliseconds limit) { return children_.wait_exit(pid, limit).value_or(-1); }
-
-  // Runs the prsgd binary to completion (at most `limit`) with separate stdout and stderr.
+  // Runs the prsgd binary to completion (at most scaled(`limit`)) with separate stdout and stderr.
   run_result run(const std::vector<std::string>& args, std::chrono::milliseconds limit = 120s) {
-    return children_.run(test::command(PRSGD_BINARY, args),
-                         {.cwd = dir_.path(), .out = path("stdout.txt"), .err = path("stderr.txt")}, limit);
+    return job_.run(args, limit);
   }
 
-  // Waits until `log` contains `needle` (or `limit` passes).
-  bool wait_for_log(const std::string& log, const std::string& needle, std::chrono::milliseconds limit) {
-    return test::wait_until([&] { return read(path(log)).find(needle) != std::string::npos; }, limit, 50ms);
+  // Starts `prsgd head` on a port the system chooses; returns its pid and endpoint once it serves.
+  test::listening start_head(const std::vector<std::string>& extra = {}) {
+    auto head = job_.start_listening("head", "head", extra);
+    EXPECT_TRUE(head) << job_.log("head");
+    return head.value_or(test::listening{});
   }
 
-  // Starts `prsgd head` on a free port and waits until it serves; returns its endpoint.
-  std::string start_head(pid_t* pid, const std::vector<std::string>& extra = {}) {
-    const std::string ep = "tcp://127.0.0.1:" + std::to_string(free_port());
-    std::vector<std::string> args{"head", "--listen", ep};
-    args.insert(args.end(), extra.begin(), extra.end());
-    *pid = start(args, "head.log");
-    EXPECT_TRUE(wait_for_log("head.log", "serving at " + ep, 10s)) << read(path("head.log"));
-    return ep;
-  }
-
-  test::scratch_dir dir_{"prsgd-head"};
-  test::process_group children_;  // declared after dir_: killed before the directory goes
+  test::prsgd_job job_{PRSGD_BINARY, "prsgd-head"};
 };
 
 TEST_F(HeadCommandTest, LocalWithHeadRunsTheWholeJob) {
@@ -88,8 +65,8 @@ TEST_F(HeadCommandTest, LocalWithHeadRunsTheWholeJob) {
 }
 
 TEST_F(HeadCommandTest, WorkerGivesUpWhenNoAveragerRegisters) {
-  pid_t head = 0;
-  const std::string ep = start_head(&head);
+  const std::string ep = start_head().endpoint;
+  ASSERT_FALSE(ep.empty());
   const auto t0 = std::chrono::steady_clock::now();
   auto r = run({"worker", "--head", ep, "--head-timeout-ms", "1500", "--log-level", "warn"}, 30s);
   const auto took = std::chrono::steady_clock::now() - t0;
@@ -98,7 +75,7 @@ TEST_F(HeadCommandTest, WorkerGivesUpWhenNoAveragerRegisters) {
   EXPECT_NE(r.err.find("prsgd worker: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("no averager found through the head " + ep + " within 1500 ms"), std::string::npos) << r.err;
   EXPECT_GE(took, 1400ms);
-  EXPECT_LT(took, 15s);
+  EXPECT_LT(took, test::scaled(15s));
 }
 
 TEST_F(HeadCommandTest, WorkerRefusesANonPositiveHeadTimeout) {
@@ -109,16 +86,16 @@ TEST_F(HeadCommandTest, WorkerRefusesANonPositiveHeadTimeout) {
 }
 
 TEST_F(HeadCommandTest, HeadExitsZeroOnSigterm) {
-  pid_t head = 0;
-  start_head(&head);
-  ASSERT_EQ(wait_for(head, 300ms), -1) << "the head exited by itself:\n" << read(path("head.log"));
+  const pid_t head = start_head().pid;
+  ASSERT_GT(head, 0);
+  ASSERT_EQ(wait_for(head, 0ms), -1) << "the head exited by itself:\n" << read(path("head.log"));
   ::kill(head, SIGTERM);
   EXPECT_EQ(wait_for(head, 10s), 0) << read(path("head.log"));
 }
 
 TEST_F(HeadCommandTest, HeadExitsZeroOnSigint) {
-  pid_t head = 0;
-  start_head(&head);
+  const pid_t head = start_head().pid;
+  ASSERT_GT(head, 0);
   ::kill(head, SIGINT);
   EXPECT_EQ(wait_for(head, 10s), 0) << read(path("head.log"));
 }
@@ -135,8 +112,8 @@ TEST_F(HeadCommandTest, HeadRefusesCurveOptionsWithOneLine) {
 }
 
 TEST_F(HeadCommandTest, HeadRefusesAnAddressInUse) {
-  pid_t head = 0;
-  const std::string ep = start_head(&head);
+  const std::string ep = start_head().endpoint;
+  ASSERT_FALSE(ep.empty());
   auto r = run({"head", "--listen", ep}, 30s);
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("prsgd head: cannot serve on " + ep), std::string::npos) << r.err;
@@ -145,33 +122,29 @@ TEST_F(HeadCommandTest, HeadRefusesAnAddressInUse) {
 TEST_F(HeadCommandTest, KilledAveragerIsReplacedAndWorkersFindTheNewOne) {
   const std::vector<std::string> live{"--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1000"};
   // The head notices a dead node late, so the replacement finds the name still held by the dead averager.
-  pid_t head = 0;
-  const std::string ep = start_head(&head, {"--heartbeat-ms", "100", "--heartbeat-timeout-ms", "4000"});
-  auto averager_args = [&](int port) {
-    std::vector<std::string> a{"averager", "--listen", "tcp://127.0.0.1:" + std::to_string(port), "--head", ep,
-                               "--rounds", "100000", "--progress", "off"};
-    a.insert(a.end(), live.begin(), live.end());
-    return a;
-  };
-  const int first_port = free_port();
-  const pid_t first = start(averager_args(first_port), "averager-1.log");
-  ASSERT_TRUE(wait_for_log("averager-1.log", "registered the averager", 30s)) << read(path("averager-1.log"));
-  ::kill(first, SIGKILL);  // no goodbye: the head must notice by itself
-  ASSERT_EQ(wait_for(first, 5s), 128 + SIGKILL);
+  const std::string ep = start_head({"--heartbeat-ms", "100", "--heartbeat-timeout-ms", "4000"}).endpoint;
+  ASSERT_FALSE(ep.empty());
+  std::vector<std::string> averager_args{"--head", ep, "--rounds", "100000", "--progress", "off"};
+  averager_args.insert(averager_args.end(), live.begin(), live.end());
+  const auto first = job_.start_listening("averager-1", "averager", averager_args);
+  ASSERT_TRUE(first) << read(path("averager-1.log"));
+  ASSERT_TRUE(job_.wait_for_log("averager-1", "registered the averager", 30s)) << read(path("averager-1.log"));
+  ::kill(first->pid, SIGKILL);  // no goodbye: the head must notice by itself
+  ASSERT_EQ(wait_for(first->pid, 5s), 128 + SIGKILL);
 
-  const int second_port = free_port();
-  const pid_t second = start(averager_args(second_port), "averager-2.log");
-  ASSERT_TRUE(wait_for_log("averager-2.log", "registered the averager", 30s)) << read(path("averager-2.log"))
-                                                                              << read(path("head.log"));
+  const auto second = job_.start_listening("averager-2", "averager", averager_args);
+  ASSERT_TRUE(second) << read(path("averager-2.log"));
+  ASSERT_TRUE(job_.wait_for_log("averager-2", "registered the averager", 30s)) << read(path("averager-2.log"))
+                                                                               << read(path("head.log"));
   const std::string second_log = read(path("averager-2.log"));
   EXPECT_NE(second_log.find("held by an averager that does not answer"), std::string::npos) << second_log;
   std::vector<std::string> worker{"worker", "--head", ep, "--head-timeout-ms", "10000", "--progress", "off"};
   worker.insert(worker.end(), live.begin(), live.end());
-  const pid_t w = start(worker, "worker.log");
-  EXPECT_TRUE(wait_for_log("worker.log", "says the averager is at tcp://127.0.0.1:" + std::to_string(second_port), 20s))
+  const pid_t w = job_.start("worker", worker);
+  EXPECT_TRUE(job_.wait_for_log("worker", "says the averager is at " + second->endpoint, 20s))
       << read(path("worker.log"));
   ::kill(w, SIGTERM);
-  ::kill(second, SIGKILL);
+  ::kill(second->pid, SIGKILL);
   static_cast<void>(wait_for(w, 10s));
 }
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "child_process.hpp"
-#include "prsgd/cli/launcher.hpp"
+#include "ports.hpp"
+#include "prsgd_job.hpp"
 
 namespace {
 
@@ -40,7 +40,7 @@ response http_raw(int port, const std::string& request) {
     return out;
   }
   timeval tv{};
-  tv.tv_sec = 5;
+  tv.tv_sec = static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(test::scaled(5s)).count());
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -100,37 +100,15 @@ std::map<std::string, double> samples(const std::string& text) {
 
 class PrometheusMetricsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto port = prsgd::cli::pick_free_tcp_port();
-    ASSERT_TRUE(port) << port.error().message();
-    endpoint_ = "tcp://127.0.0.1:" + std::to_string(*port);
-    auto mport = prsgd::cli::pick_free_tcp_port();
-    ASSERT_TRUE(mport) << mport.error().message();
-    metrics_port_ = *mport;
-    ASSERT_NE(metrics_port_, *port);
-  }
-
-  pid_t start(const std::string& log_name, const std::vector<std::string>& args) {
-    return children_.start(test::command(PRSGD_BINARY, args), {.out = dir_ / (log_name + ".log"), .append = true});
-  }
-
   std::vector<std::string> averager_args(int rounds) const {
-    return {"averager", "--listen", endpoint_, "--metrics-port", std::to_string(metrics_port_), "--model",
-            "fmnist-mlp", "--rounds", std::to_string(rounds), "--interval", "4", "--batch", "32", "--min-workers",
-            "2", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "3000", "--progress", "off", "--eval-every",
-            "0"};
+    return {"--metrics-port", std::to_string(metrics_port_), "--model", "fmnist-mlp", "--rounds",
+            std::to_string(rounds), "--interval", "4", "--batch", "32", "--min-workers", "2", "--heartbeat-ms", "100",
+            "--heartbeat-timeout-ms", "3000", "--progress", "off", "--eval-every", "0"};
   }
 
   pid_t start_worker(int id) {
-    return start("worker-" + std::to_string(id),
-                 {"worker", "--averager", endpoint_, "--worker-id", std::to_string(id), "--num-workers", "2", "--model",
-                  "fmnist-mlp", "--batch", "32", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "3000",
-                  "--slowdown-ms", "15", "--progress", "off"});
-  }
-
-  /// Waits for `pid` to exit within `timeout`; returns its status (128+signal), or nullopt.
-  std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout) {
-    return children_.wait_exit(pid, timeout);
+    return job_.start_worker(id, {"--num-workers", "2", "--model", "fmnist-mlp", "--batch", "32", "--heartbeat-ms",
+                                  "100", "--heartbeat-timeout-ms", "3000", "--slowdown-ms", "15", "--progress", "off"});
   }
 
   /// Scrapes /metrics until `pred` holds on the samples; returns the first scrape that satisfies it.
@@ -153,16 +131,18 @@ class PrometheusMetricsTest : public ::testing::Test {
     return found;
   }
 
-  std::string log(const std::string& name) const { return test::read_file(dir_ / (name + ".log")); }
+  std::string log(const std::string& name) const { return job_.log(name); }
 
-  test::scratch_dir dir_{"prsgd-prometheus", /*keep_on_failure=*/true};
-  test::process_group children_;  // declared after dir_: killed before the directory goes
-  std::string endpoint_;
-  int metrics_port_ = 0;
+  test::prsgd_job job_{PRSGD_BINARY, "prsgd-prometheus"};
+  // --metrics-port takes a number, not "any port": a port held in TIME_WAIT is one no other socket gets.
+  int metrics_port_ = test::reserved_tcp_port();
 };
 
 TEST_F(PrometheusMetricsTest, ScrapesShowRoundsGrowingWithTwoMembersWhileTheJobRuns) {
-  const pid_t avg = start("averager", averager_args(400));
+  ASSERT_GT(metrics_port_, 0);
+  const auto started = job_.start_averager(averager_args(400));
+  ASSERT_TRUE(started) << log("averager");
+  const pid_t avg = started->pid;
   // The endpoint is up before any worker joined: the counters exist and are 0.
   const auto before = scrape_until([](const auto& s) { return s.contains("prsgd_rounds_total"); }, 30s);
   ASSERT_TRUE(before) << "no scrape answered on port " << metrics_port_ << "\n" << log("averager");
@@ -213,23 +193,17 @@ TEST_F(PrometheusMetricsTest, ScrapesShowRoundsGrowingWithTwoMembersWhileTheJobR
 
   // SIGTERM without --checkpoint-dir ends the job: the workers get STOP, everyone exits 0.
   ::kill(avg, SIGTERM);
-  EXPECT_EQ(wait_exit(avg, 60s), std::optional<int>{0}) << log("averager");
+  EXPECT_EQ(job_.wait_exit(avg, 60s), std::optional<int>{0}) << log("averager");
 }
 
 TEST_F(PrometheusMetricsTest, APortAlreadyInUseIsAOneLineErrorAndExitOne) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(metrics_port_));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0)  // NOLINT
-      << "port " << metrics_port_;
-  ASSERT_EQ(::listen(fd, 4), 0);
-
-  const pid_t avg = start("averager", averager_args(3));
-  const auto status = wait_exit(avg, 60s);
-  ::close(fd);
+  // The test listens on a port the system chose and hands that port to the averager.
+  const test::held_tcp_port taken{/*listen=*/true};
+  ASSERT_GT(taken.port(), 0);
+  metrics_port_ = taken.port();
+  auto args = averager_args(3);
+  args.insert(args.begin(), {"averager", "--listen", "tcp://127.0.0.1:*"});
+  const auto status = job_.wait_exit(job_.start("averager", args), 60s);
   ASSERT_TRUE(status) << log("averager");
   EXPECT_EQ(*status, 1) << log("averager");
   const std::string out = log("averager");

@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -21,20 +19,6 @@ using namespace std::chrono_literals;
 
 const std::string script = std::string{PRSGD_SOURCE_DIR} + "/ops/netns-cluster";
 
-/// Returns the stdout of a shell command (for `ip netns list` and friends).
-std::string shell_output(const std::string& cmd) {
-  std::string out;
-  if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) {
-      out.append(buf, n);
-    }
-    ::pclose(p);
-  }
-  return out;
-}
-
 class NetnsClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -43,10 +27,8 @@ class NetnsClusterTest : public ::testing::Test {
     }
     // A prefix of our own, so parallel runs never touch each other's hosts.
     prefix_ = "pt" + std::to_string(::getpid() % 100000);
-    dir_ = std::filesystem::temp_directory_path() / ("prsgd-netns-" + prefix_);
-    std::filesystem::create_directories(dir_);
-    const auto probe = "ip netns add " + prefix_ + "-probe 2>&1 && ip netns del " + prefix_ + "-probe 2>&1";
-    if (std::system(probe.c_str()) != 0) {
+    const auto probe = "ip netns add " + prefix_ + "-probe && ip netns del " + prefix_ + "-probe";
+    if (run_quiet(shell(probe)) != 0) {
       GTEST_SKIP() << "cannot create network namespaces here";
     }
     active_ = true;
@@ -59,15 +41,19 @@ class NetnsClusterTest : public ::testing::Test {
     // Always tear down, also when an assertion failed midway, then prove nothing is left.
     run({"down"});
     EXPECT_EQ(leftovers(), "") << "teardown left namespaces or links behind";
-    std::filesystem::remove_all(dir_);
   }
 
   run_result run(const std::vector<std::string>& args) {
-    return test::run(command(script, args), {.out = (dir_ / "out.txt").string(), .env = env()});
+    return test::run(command(script, args), {.out = dir_ / "out.txt", .env = env()});
+  }
+
+  /// Returns the stdout of a shell command (for `ip netns list` and friends).
+  std::string shell_output(const std::string& cmd) const {
+    return test::run(shell(cmd), {.out = dir_ / "shell.txt"}).out;
   }
 
   std::vector<std::string> env() const {
-    return {"PRSGD_NETNS_PREFIX=" + prefix_, "PRSGD_NETNS_LOG_DIR=" + (dir_ / "logs").string()};
+    return {"PRSGD_NETNS_PREFIX=" + prefix_, "PRSGD_NETNS_LOG_DIR=" + dir_ / "logs"};
   }
 
   // Names of namespaces and root-namespace links carrying our prefix ("" when clean).
@@ -76,7 +62,7 @@ class NetnsClusterTest : public ::testing::Test {
   }
 
   std::string prefix_;
-  std::filesystem::path dir_;
+  scratch_dir dir_{"prsgd-netns", /*keep_on_failure=*/true};
   bool active_ = false;
 };
 
@@ -125,8 +111,8 @@ TEST_F(NetnsClusterTest, RunSubstitutesAddressesAndTearsDown) {
   auto r = run({"run", "3", "--grace", "5", "--", "/bin/sh", "-c", "echo averager on {addr} host {host}", "--",
                 "/bin/sh", "-c", "echo worker {worker} of {workers} on {addr} to {averager}"});
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_EQ(read_file((dir_ / "logs/h1.log").string()), "averager on 10.77.0.1 host 1\n");
-  EXPECT_EQ(read_file((dir_ / "logs/h3.log").string()), "worker 1 of 2 on 10.77.0.3 to 10.77.0.1\n");
+  EXPECT_EQ(read_file(dir_ / "logs/h1.log"), "averager on 10.77.0.1 host 1\n");
+  EXPECT_EQ(read_file(dir_ / "logs/h3.log"), "worker 1 of 2 on 10.77.0.3 to 10.77.0.1\n");
   EXPECT_EQ(leftovers(), "");
 }
 
@@ -138,12 +124,12 @@ TEST_F(NetnsClusterTest, FailingJobStillTearsDownAndReportsItsStatus) {
 
 TEST_F(NetnsClusterTest, InterruptedJobTearsDown) {
   const pid_t pid = spawn({script, "run", "2", "--", "sleep", "60", "--", "sleep", "60"},
-                         {.out = (dir_ / "run.txt").string(), .env = env()});
+                         {.out = dir_ / "run.txt", .env = env()});
   // Wait (with a deadline) until host 2 exists, i.e. the job is running.
   wait_until([&] { return leftovers().find(prefix_ + "-h2") != std::string::npos; }, 60s, 50ms);
-  ASSERT_NE(leftovers().find(prefix_ + "-h2"), std::string::npos) << read_file((dir_ / "run.txt").string());
+  ASSERT_NE(leftovers().find(prefix_ + "-h2"), std::string::npos) << read_file(dir_ / "run.txt");
   ::kill(pid, SIGINT);
-  EXPECT_EQ(wait_status(pid), 130) << read_file((dir_ / "run.txt").string());
+  EXPECT_EQ(wait_status(pid), 130) << read_file(dir_ / "run.txt");
   EXPECT_EQ(leftovers(), "");
 }
 

@@ -60,7 +60,7 @@ struct down_log {
 
   bool wait_for(std::size_t n, std::chrono::milliseconds timeout) {
     std::unique_lock lock{mu};
-    return cv.wait_for(lock, timeout, [&] { return downs.size() >= n; });
+    return cv.wait_for(lock, prsgd::test::scaled(timeout), [&] { return downs.size() >= n; });
   }
 };
 
@@ -109,7 +109,7 @@ class WireRemoteTest : public ::testing::Test {
   }
 
   remote_ref<counter> spawn_counter(const std::string& on, int start) {
-    auto r = node_->spawn<counter>(on_node{on, {}}, start).get(10s);
+    auto r = node_->spawn<counter>(on_node{on, {}}, start).get(prsgd::test::scaled(10s));
     EXPECT_TRUE(r) << r.error().message();
     return r ? *r : remote_ref<counter>{};
   }
@@ -127,10 +127,10 @@ TEST_F(WireRemoteTest, RemoteSpawnAskAndTellInOrder) {
   ASSERT_TRUE(c.valid());
   EXPECT_EQ(c.address().node, "node-2");
 
-  auto sum = c.ask(&counter::add, 3).get(10s);
+  auto sum = c.ask(&counter::add, 3).get(prsgd::test::scaled(10s));
   ASSERT_TRUE(sum) << sum.error().message();
   EXPECT_EQ(*sum, 8);
-  auto text = c.ask(&counter::echo, std::string("ab"), std::string("cd")).get(10s);
+  auto text = c.ask(&counter::echo, std::string("ab"), std::string("cd")).get(prsgd::test::scaled(10s));
   ASSERT_TRUE(text) << text.error().message();
   EXPECT_EQ(*text, "abcd");
 
@@ -138,12 +138,12 @@ TEST_F(WireRemoteTest, RemoteSpawnAskAndTellInOrder) {
   for (int i = 0; i < n; ++i) {
     ASSERT_TRUE(c.tell(&counter::append, i));
   }
-  auto seen = c.ask(&counter::seen).get(10s);
+  auto seen = c.ask(&counter::seen).get(prsgd::test::scaled(10s));
   ASSERT_TRUE(seen) << seen.error().message();
   std::vector<int> expected(n);
   std::iota(expected.begin(), expected.end(), 0);
   EXPECT_EQ(*seen, expected);
-  auto value = c.ask(&counter::get).get(10s);
+  auto value = c.ask(&counter::get).get(prsgd::test::scaled(10s));
   ASSERT_TRUE(value);
   EXPECT_EQ(*value, 8);
 
@@ -151,7 +151,7 @@ TEST_F(WireRemoteTest, RemoteSpawnAskAndTellInOrder) {
   const auto bytes = pack_value(c.address());
   auto back = unpack_value<actor_address>(bytes);
   ASSERT_TRUE(back);
-  EXPECT_EQ(*node_->ref<counter>(*back).ask(&counter::get).get(10s), 8);
+  EXPECT_EQ(*node_->ref<counter>(*back).ask(&counter::get).get(prsgd::test::scaled(10s)), 8);
 }
 
 TEST_F(WireRemoteTest, ErrorsComeBackInTheFuture) {
@@ -161,11 +161,11 @@ TEST_F(WireRemoteTest, ErrorsComeBackInTheFuture) {
   ASSERT_TRUE(c.valid());
 
   // Unknown actor.
-  auto r = node_->ref<counter>(actor_address{"node-2", 987654}).ask(&counter::get).get(10s);
+  auto r = node_->ref<counter>(actor_address{"node-2", 987654}).ask(&counter::get).get(prsgd::test::scaled(10s));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, errc::not_found) << r.error().message();
   // Unknown node.
-  r = node_->ref<counter>(actor_address{"node-9", 1}).ask(&counter::get).get(10s);
+  r = node_->ref<counter>(actor_address{"node-9", 1}).ask(&counter::get).get(prsgd::test::scaled(10s));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, errc::not_found);
   // Unknown method and undecodable arguments, sent as raw envelopes.
@@ -177,7 +177,7 @@ TEST_F(WireRemoteTest, ErrorsComeBackInTheFuture) {
     env.hdr.method = std::move(method);
     env.hdr.args = std::move(args);
     node_->send_request("node-2", std::move(env), [st](expected<std::vector<std::byte>> v) { st->complete(v); });
-    return future<std::vector<std::byte>>{st}.get(10s);
+    return future<std::vector<std::byte>>{st}.get(prsgd::test::scaled(10s));
   };
   auto raw = raw_ask("nope", pack_tuple(std::tuple<>{}));
   ASSERT_FALSE(raw);
@@ -196,21 +196,21 @@ TEST_F(WireRemoteTest, ErrorsComeBackInTheFuture) {
     env.hdr.type_name = "no_such_type";
     env.hdr.node = "node-2";
     node_->send_request("node-2", std::move(env), [st](expected<std::vector<std::byte>> v) { st->complete(v); });
-    auto s = future<std::vector<std::byte>>{st}.get(10s);
+    auto s = future<std::vector<std::byte>>{st}.get(prsgd::test::scaled(10s));
     ASSERT_FALSE(s);
     EXPECT_EQ(s.error().code, errc::not_found);
   }
   // The method throws: handler_failed; the actor is then gone.
-  auto crash = c.ask(&counter::crash).get(10s);
+  auto crash = c.ask(&counter::crash).get(prsgd::test::scaled(10s));
   ASSERT_FALSE(crash);
   EXPECT_EQ(crash.error().code, errc::handler_failed) << crash.error().message();
-  auto after = c.ask(&counter::get).get(10s);
+  auto after = c.ask(&counter::get).get(prsgd::test::scaled(10s));
   ASSERT_FALSE(after);
   EXPECT_TRUE(after.error().code == errc::not_found || after.error().code == errc::actor_dead)
       << after.error().message();
   // The remote node still serves.
   auto d = spawn_counter("node-2", 40);
-  EXPECT_EQ(*d.ask(&counter::add, 2).get(10s), 42);
+  EXPECT_EQ(*d.ask(&counter::add, 2).get(prsgd::test::scaled(10s)), 42);
 }
 
 TEST_F(WireRemoteTest, MonitorSeesRemoteStopAndNodeLoss) {
@@ -224,7 +224,7 @@ TEST_F(WireRemoteTest, MonitorSeesRemoteStopAndNodeLoss) {
   ASSERT_TRUE(node_->monitor(w->addr(), a.address()));
   ASSERT_TRUE(node_->monitor(w->addr(), b.address()));
   // Make sure both monitors are installed before stopping a (same connection, so ordered).
-  ASSERT_TRUE(a.ask(&counter::get).get(10s));
+  ASSERT_TRUE(a.ask(&counter::get).get(prsgd::test::scaled(10s)));
 
   ASSERT_TRUE(a.tell(&counter::stop));
   ASSERT_TRUE(log->wait_for(1, 10s));
@@ -243,8 +243,8 @@ TEST_F(WireRemoteTest, MonitorSeesRemoteStopAndNodeLoss) {
     EXPECT_EQ(log->downs[1].reason.code, errc::peer_unreachable) << log->downs[1].reason.message();
     EXPECT_EQ(node_->address_of(log->downs[1].source), std::optional<actor_address>{b.address()});
   }
-  static_cast<void>(pending.get(10s));
-  auto late = b.ask(&counter::get).get(10s);
+  static_cast<void>(pending.get(prsgd::test::scaled(10s)));
+  auto late = b.ask(&counter::get).get(prsgd::test::scaled(10s));
   ASSERT_FALSE(late);
   EXPECT_TRUE(late.error().code == errc::timeout || late.error().code == errc::peer_unreachable)
       << late.error().message();
@@ -262,14 +262,14 @@ TEST_F(WireRemoteTest, NodeRestartAndReconnect) {
   auto remote = std::make_unique<node_process>("node-2");
   ASSERT_TRUE(node_->connect("node-2", remote->endpoint()));
   auto c = spawn_counter("node-2", 1);
-  ASSERT_EQ(*c.ask(&counter::add, 1).get(10s), 2);
+  ASSERT_EQ(*c.ask(&counter::add, 1).get(prsgd::test::scaled(10s)), 2);
   remote->kill9();
   remote = std::make_unique<node_process>("node-2");  // a new incarnation on a new port
   ASSERT_FALSE(remote->endpoint().empty());
   ASSERT_TRUE(node_->connect("node-2", remote->endpoint()));
   auto d = spawn_counter("node-2", 10);
   ASSERT_TRUE(d.valid());
-  auto v = d.ask(&counter::add, 5).get(10s);
+  auto v = d.ask(&counter::add, 5).get(prsgd::test::scaled(10s));
   ASSERT_TRUE(v) << v.error().message();
   EXPECT_EQ(*v, 15);
 }
@@ -284,30 +284,30 @@ TEST_F(WireRemoteTest, HeadKeepsDirectoryForwardsAndReportsLostNodes) {
   ASSERT_TRUE(node_);
 
   // The named-actor directory: node-2 registered its counter at start.
-  auto addr = node_->lookup("counter@node-2").get(10s);
+  auto addr = node_->lookup("counter@node-2").get(prsgd::test::scaled(10s));
   ASSERT_TRUE(addr) << addr.error().message();
   EXPECT_EQ(addr->node, "node-2");
-  auto v = node_->ref<counter>(*addr).ask(&counter::get).get(10s);
+  auto v = node_->ref<counter>(*addr).ask(&counter::get).get(prsgd::test::scaled(10s));
   ASSERT_TRUE(v) << v.error().message();
   EXPECT_EQ(*v, 100);
-  auto missing = node_->lookup("nobody").get(10s);
+  auto missing = node_->lookup("nobody").get(prsgd::test::scaled(10s));
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code, errc::not_found);
 
   // node-3 joins after the driver: no direct route, so spawn, ask and monitor go through the head.
   node_process three{"node-3", {"--join", head.endpoint()}};
   ASSERT_FALSE(three.endpoint().empty());
-  auto c = node_->spawn<counter>(on_node{"node-3", {}}, 7).get(10s);
+  auto c = node_->spawn<counter>(on_node{"node-3", {}}, 7).get(prsgd::test::scaled(10s));
   ASSERT_TRUE(c) << c.error().message();
   EXPECT_EQ(c->address().node, "node-3");
-  auto sum = c->ask(&counter::add, 1).get(10s);
+  auto sum = c->ask(&counter::add, 1).get(prsgd::test::scaled(10s));
   ASSERT_TRUE(sum) << sum.error().message();
   EXPECT_EQ(*sum, 8);
   auto log = std::make_shared<down_log>();
   auto w = system_->spawn<watcher>(log);
   ASSERT_TRUE(w);
   ASSERT_TRUE(node_->monitor(w->addr(), c->address()));
-  ASSERT_TRUE(c->ask(&counter::get).get(10s));  // the monitor is installed (same path, in order)
+  ASSERT_TRUE(c->ask(&counter::get).get(prsgd::test::scaled(10s)));  // the monitor is installed (same path, in order)
 
   // The head notices node-3's death and tells the driver, whose watcher hears peer_unreachable.
   three.kill9();
@@ -316,7 +316,7 @@ TEST_F(WireRemoteTest, HeadKeepsDirectoryForwardsAndReportsLostNodes) {
     std::lock_guard lock{log->mu};
     EXPECT_EQ(log->downs[0].reason.code, errc::peer_unreachable) << log->downs[0].reason.message();
   }
-  auto nodes = node_->cluster_nodes().get(10s);
+  auto nodes = node_->cluster_nodes().get(prsgd::test::scaled(10s));
   ASSERT_TRUE(nodes) << nodes.error().message();
   ASSERT_EQ(nodes->size(), 3U);  // head, node-2, driver: node-3 is gone
   for (const auto& n : *nodes) {

@@ -3,9 +3,7 @@
 // two worker processes, twice on the same data directory. The first job writes <dir>/features.cache, the second
 // reads it in every process and leaves it untouched.
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -28,12 +26,6 @@ int count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-// Returns the exit status of a shell command (-1 if it did not exit normally).
-int run(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 struct job_result {
   int status = -1;
   std::string output;                 // the launcher's stdout + stderr (progress lines, child summary)
@@ -47,13 +39,13 @@ constexpr int kRounds = 3;
 job_result run_job(const fs::path& dir, const fs::path& data, const std::string& name) {
   const fs::path logs = dir / name;
   const fs::path out = dir / (name + ".out");
-  const std::string cmd = std::string{"'"} + PRSGD_BINARY + "' local --model kws-cnn --dataset kws --data-dir '" +
-                          data.string() + "' --workers 2 --rounds " + std::to_string(kRounds) +
-                          " --interval 4 --batch 16 --lr 0.1 --progress plain --log-dir '" + logs.string() +
-                          "' --metrics-jsonl '" + (logs / "metrics.jsonl").string() + "' > '" + out.string() +
-                          "' 2>&1";
   job_result r;
-  r.status = run(cmd);
+  r.status = prsgd::test::run({PRSGD_BINARY, "local", "--model", "kws-cnn", "--dataset", "kws", "--data-dir", data,
+                               "--workers", "2", "--rounds", std::to_string(kRounds), "--interval", "4", "--batch",
+                               "16", "--lr", "0.1", "--progress", "plain", "--log-dir", logs,
+                               "--metrics-jsonl", logs / "metrics.jsonl"},
+                              {.out = out})
+                 .status;
   r.output = read_file(out);
   r.metrics = prsgd::test::lines_of(read_file(logs / "metrics.jsonl"));
   r.averager_log = read_file(logs / "averager.log");
@@ -87,7 +79,10 @@ void expect_finished(const job_result& r) {
 TEST(SpeechJobTest, KwsCnnTrainsOnTwoWorkerProcessesAndReusesTheFeatureCache) {
   prsgd::test::scratch_dir dir{"prsgd-speech-job"};
   const fs::path data = dir.path() / "kws-tiny";
-  ASSERT_EQ(run("'" PRSGD_SOURCE_DIR "/ops/make-kws-data' --quiet --preset tiny --out '" + data.string() + "'"), 0);
+  const auto made =
+      prsgd::test::run({PRSGD_SOURCE_DIR "/ops/make-kws-data", "--quiet", "--preset", "tiny", "--out", data},
+                       {.out = dir / "make-kws-data.txt"});
+  ASSERT_EQ(made.status, 0) << made.out;
   const fs::path cache = data / "features.cache";
   ASSERT_FALSE(fs::exists(cache));
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -25,10 +24,11 @@ namespace {
 namespace fs = std::filesystem;
 using prsgd::test::read_file;
 
-// Runs the generator; returns its exit status.
-int generate(const fs::path& out, const std::string& args) {
-  const std::string cmd = "'" PRSGD_SOURCE_DIR "/ops/make-kws-data' --quiet --out '" + out.string() + "' " + args;
-  return std::system(cmd.c_str());
+// Runs the generator with `args`; returns its exit status. Its output goes to the test's log when it
+// succeeds and is dropped when `expect_failure` (the refusals below print on purpose).
+int generate(const fs::path& out, std::vector<std::string> args, bool expect_failure = false) {
+  args.insert(args.begin(), {PRSGD_SOURCE_DIR "/ops/make-kws-data", "--quiet", "--out", out.string()});
+  return expect_failure ? prsgd::test::run_quiet(args) : prsgd::test::run(args, {}).status;
 }
 
 // Returns the manifest rows as column name -> value maps (no quoted commas in path/split/family).
@@ -57,9 +57,9 @@ std::vector<std::map<std::string, std::string>> read_manifest(const fs::path& p)
 TEST(SpeechDataTest, GeneratorIsDeterministicForAFixedSeed) {
   prsgd::test::scratch_dir dir{"prsgd-speech"};
   // Same seed with different process counts must give identical bytes; a different seed must not.
-  ASSERT_EQ(generate(dir.path() / "a", "--preset tiny --sessions 6 --seed 42 --jobs 2"), 0);
-  ASSERT_EQ(generate(dir.path() / "b", "--preset tiny --sessions 6 --seed 42 --jobs 1"), 0);
-  ASSERT_EQ(generate(dir.path() / "c", "--preset tiny --sessions 6 --seed 43 --jobs 2"), 0);
+  ASSERT_EQ(generate(dir.path() / "a", {"--preset", "tiny", "--sessions", "6", "--seed", "42", "--jobs", "2"}), 0);
+  ASSERT_EQ(generate(dir.path() / "b", {"--preset", "tiny", "--sessions", "6", "--seed", "42", "--jobs", "1"}), 0);
+  ASSERT_EQ(generate(dir.path() / "c", {"--preset", "tiny", "--sessions", "6", "--seed", "43", "--jobs", "2"}), 0);
   const std::string manifest_a = read_file(dir.path() / "a" / "manifest.csv");
   EXPECT_EQ(manifest_a, read_file(dir.path() / "b" / "manifest.csv"));
   EXPECT_NE(manifest_a, read_file(dir.path() / "c" / "manifest.csv"));
@@ -74,19 +74,19 @@ TEST(SpeechDataTest, GeneratorIsDeterministicForAFixedSeed) {
 
 TEST(SpeechDataTest, GeneratorRejectsBadArguments) {
   prsgd::test::scratch_dir dir{"prsgd-speech"};
-  EXPECT_NE(generate(dir.path() / "x", "--preset huge 2>/dev/null"), 0);
-  EXPECT_NE(generate(dir.path() / "x", "--accents en-xx 2>/dev/null"), 0);
+  EXPECT_NE(generate(dir.path() / "x", {"--preset", "huge"}, true), 0);
+  EXPECT_NE(generate(dir.path() / "x", {"--accents", "en-xx"}, true), 0);
   fs::create_directories(dir.path() / "busy");
   std::ofstream(dir.path() / "busy" / "keep.txt") << "not a data set";
-  EXPECT_NE(generate(dir.path() / "busy", "--sessions 1 2>/dev/null"), 0);
-  EXPECT_NE(generate(dir.path() / "busy", "--sessions 1 --force 2>/dev/null"), 0);  // refuses to delete it
+  EXPECT_NE(generate(dir.path() / "busy", {"--sessions", "1"}, true), 0);
+  EXPECT_NE(generate(dir.path() / "busy", {"--sessions", "1", "--force"}, true), 0);  // refuses to delete it
   EXPECT_TRUE(fs::exists(dir.path() / "busy" / "keep.txt"));
 }
 
 TEST(SpeechDataTest, LoaderReadsGeneratedTinySet) {
   prsgd::test::scratch_dir dir{"prsgd-speech"};
   const fs::path root = dir.path() / "kws-tiny";
-  ASSERT_EQ(generate(root, "--preset tiny --seed 1"), 0);
+  ASSERT_EQ(generate(root, {"--preset", "tiny", "--seed", "1"}), 0);
 
   // The generator's contract: 12 words, 1 s 16 kHz mono 16-bit clips, test voice families unseen in training.
   const auto rows = read_manifest(root / "manifest.csv");
@@ -129,16 +129,16 @@ TEST(SpeechDataTest, LoaderReadsGeneratedTinySet) {
   EXPECT_EQ(cached->test.labels, data->test.labels);
 
   // The C++ log-mel agrees with the independent numpy reference on real synthesised speech.
-  std::string files;
+  std::vector<std::string> reference{"/usr/bin/python3",
+                                     PRSGD_SOURCE_DIR "/tests/integration/algorithms/log_mel_reference.py"};
   std::vector<fs::path> picked;
+  const fs::path ref = dir.path() / "reference.txt";
+  reference.push_back(ref.string());
   for (std::size_t i = 0; i < rows.size(); i += rows.size() / 3) {
     picked.push_back(root / rows[i].at("path"));
-    files += " '" + picked.back().string() + "'";
+    reference.push_back(picked.back().string());
   }
-  const fs::path ref = dir.path() / "reference.txt";
-  const std::string cmd = "/usr/bin/python3 '" PRSGD_SOURCE_DIR
-                          "/tests/unit/algorithms/audio/log_mel_reference.py' '" + ref.string() + "'" + files;
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_EQ(prsgd::test::run(reference, {}).status, 0) << "needs python3-numpy (ops/install-deps.sh)";
   auto mel = log_mel::make();
   ASSERT_TRUE(mel.has_value());
   std::ifstream in(ref);

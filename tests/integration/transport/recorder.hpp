@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "prsgd/transport/transport.hpp"
+#include "time_scale.hpp"
 
 namespace prsgd::test {
 
@@ -36,10 +37,10 @@ class recorder {
         }};
   }
 
-  /// Waits until `pred` (called under the lock) holds or `deadline` passes; returns the last result.
+  /// Waits until `pred` (called under the lock) holds or scaled(`deadline`) passes; returns the last result.
   bool wait_for(std::chrono::milliseconds deadline, const std::function<bool()>& pred) {
     std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, deadline, pred);
+    return cv_.wait_for(lock, scaled(deadline), pred);
   }
 
   /// Waits until some received message satisfies `pred`.

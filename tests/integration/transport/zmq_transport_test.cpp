@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "child_process.hpp"
+#include "ports.hpp"
 #include "prsgd/transport/zmq_transport.hpp"
 #include "recorder.hpp"
 
@@ -239,8 +240,8 @@ TEST(ZmqTransportTest, ReportsPeerDownWhenPeerProcessIsKilledAndUpAfterRestart) 
   const auto detected = std::chrono::steady_clock::now() - killed_at;
   EXPECT_EQ(down.reason, errc::peer_unreachable);
   EXPECT_EQ(down.node, "helper");
-  // Down within the heartbeat timeout (400 ms) plus check interval and slack for a loaded 2-core CI box.
-  EXPECT_LT(detected, cfg.heartbeat_timeout + 1000ms);
+  // Down within the heartbeat timeout (400 ms) plus check interval and slack for a loaded machine (scaled).
+  EXPECT_LT(detected, cfg.heartbeat_timeout + test::scaled(1000ms));
 
   // A new process on the same port: the same outgoing peer id comes back up and carries messages again.
   rec.clear();
@@ -271,7 +272,7 @@ TEST(ZmqTransportTest, SeesIncomingPeerDownWhenClientProcessIsKilled) {
   ASSERT_TRUE(rec.wait_event(false, incoming, 10s, &down));
   EXPECT_EQ(down.reason, errc::peer_unreachable);
   EXPECT_EQ(down.node, "crashy");
-  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, cfg.heartbeat_timeout + 1000ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, cfg.heartbeat_timeout + test::scaled(1000ms));
 }
 
 TEST(ZmqTransportTest, SeesIncomingPeerDownAtOnceOnDisconnect) {
@@ -349,16 +350,10 @@ TEST(ZmqTransportTest, RefusesSendsWhenPeerQueueIsFull) {
   cfg.max_queued_bytes_per_peer = 8 << 20;
   cfg.send_hwm = 2;
   auto client = make_or_die(cfg, rec);
-  // Nobody listens here (we bind and immediately close a transport to get a free port).
-  std::string ep;
-  {
-    recorder r2;
-    auto tmp = make_or_die(fast_config("tmp"), r2);
-    auto bound = tmp->bind("tcp://127.0.0.1:*");
-    ASSERT_TRUE(bound);
-    ep = *bound;
-  }
-  auto peer = client->connect(ep, {});
+  // Nobody listens here: the port is bound (so no one else gets it) but never listens.
+  const test::held_tcp_port nobody{/*listen=*/false};
+  ASSERT_GT(nobody.port(), 0);
+  auto peer = client->connect("tcp://127.0.0.1:" + std::to_string(nobody.port()), {});
   ASSERT_TRUE(peer);
   auto block = std::make_shared<const std::vector<char>>(std::size_t{1} << 20, 'z');
   int accepted = 0;
@@ -438,64 +433,89 @@ TEST(ZmqTransportTest, HandlerPingPongNeverWaitsForThePollTimeout) {
   std::unique_lock lock(mu);
   ASSERT_TRUE(cv.wait_for(lock, 60s, [&] { return pongs >= rounds; }));
   const auto elapsed = std::chrono::steady_clock::now() - t0;
-  EXPECT_LT(elapsed, 5s) << "round trips waited for the poll timeout";
+  EXPECT_LT(elapsed, test::scaled(5s)) << "round trips waited for the poll timeout";
 }
 
-// A handler that sends on another socket than the one it reads (the server relays each message through
-// its own DEALER to a third node and the answer back through its ROUTER), with the first hop sent from
-// a test thread (the command queue + eventfd path), and a burst larger than one receive batch.
-TEST(ZmqTransportTest, RelayAcrossSocketsAndBurstsNeverWaitForThePollTimeout) {
-  // Echo node.
+// A client, a relay and an echo node: the relay sends what its client sends through its DEALER to the echo
+// node, after `delay` in the handler, and the echo's answer back through its ROUTER. The handlers send on
+// another socket than the one they read.
+struct relay_chain {
   transport* echo_ptr = nullptr;
-  auto echo = zmq_transport::make(slow_tick_config("echo"),
-                                  {[&](peer_id peer, multipart msg) { (void)echo_ptr->send(peer, std::move(msg)); }, {}});
-  ASSERT_TRUE(echo);
-  echo_ptr = echo->get();
-  auto echo_ep = (*echo)->bind("tcp://127.0.0.1:*");
-  ASSERT_TRUE(echo_ep);
-  // Relay: messages from its client go to the echo node through its DEALER; answers go back through the ROUTER.
   transport* relay_ptr = nullptr;
   std::atomic<peer_id> relay_to_echo{0};
   std::atomic<peer_id> relay_client{0};
-  auto relay = zmq_transport::make(slow_tick_config("relay"),
-                                   {[&](peer_id peer, multipart msg) {
-                                      if (peer == relay_to_echo.load()) {
-                                        (void)relay_ptr->send(relay_client.load(), std::move(msg));
-                                      } else {
-                                        relay_client = peer;
-                                        (void)relay_ptr->send(relay_to_echo.load(), std::move(msg));
-                                      }
-                                    },
-                                    {}});
-  ASSERT_TRUE(relay);
-  relay_ptr = relay->get();
-  auto relay_ep = (*relay)->bind("tcp://127.0.0.1:*");
-  ASSERT_TRUE(relay_ep);
-  auto to_echo = (*relay)->connect(*echo_ep, {});
-  ASSERT_TRUE(to_echo);
-  relay_to_echo = *to_echo;
+  std::unique_ptr<transport> echo;
+  std::unique_ptr<transport> relay;
   recorder crec;
-  auto client = make_or_die(slow_tick_config("client"), crec);
-  auto peer = client->connect(*relay_ep, {});
-  ASSERT_TRUE(peer);
+  std::unique_ptr<zmq_transport> client;
+  peer_id peer = 0;
+
+  // Builds the chain; a failure is recorded in the test and leaves `client` empty.
+  explicit relay_chain(std::chrono::microseconds delay) { build(delay); }
+
+  void build(std::chrono::microseconds delay) {
+    auto e = zmq_transport::make(slow_tick_config("echo"),
+                                 {[this](peer_id p, multipart msg) { (void)echo_ptr->send(p, std::move(msg)); }, {}});
+    ASSERT_TRUE(e);
+    echo = std::move(*e);
+    echo_ptr = echo.get();
+    auto echo_ep = echo->bind("tcp://127.0.0.1:*");
+    ASSERT_TRUE(echo_ep);
+    auto forward = [this, delay](peer_id p, multipart msg) {
+      if (p == relay_to_echo.load()) {
+        (void)relay_ptr->send(relay_client.load(), std::move(msg));
+        return;
+      }
+      relay_client = p;
+      if (delay.count() > 0) {
+        std::this_thread::sleep_for(delay);  // stands for a handler that computes for a while
+      }
+      (void)relay_ptr->send(relay_to_echo.load(), std::move(msg));
+    };
+    auto r = zmq_transport::make(slow_tick_config("relay"), {forward, {}});
+    ASSERT_TRUE(r);
+    relay = std::move(*r);
+    relay_ptr = relay.get();
+    auto relay_ep = relay->bind("tcp://127.0.0.1:*");
+    ASSERT_TRUE(relay_ep);
+    auto to_echo = relay->connect(*echo_ep, {});
+    ASSERT_TRUE(to_echo);
+    relay_to_echo = *to_echo;
+    client = make_or_die(slow_tick_config("client"), crec);
+    ASSERT_TRUE(client);
+    auto p = client->connect(*relay_ep, {});
+    ASSERT_TRUE(p);
+    peer = *p;
+  }
+};
+
+// The relay's first hop is sent from a test thread (the command queue + eventfd path), and a burst is larger
+// than one receive batch.
+TEST(ZmqTransportTest, RelayAcrossSocketsAndBurstsNeverWaitForThePollTimeout) {
+  relay_chain chain{std::chrono::microseconds{0}};
+  ASSERT_TRUE(chain.client);
+  auto& client = chain.client;
+  auto& crec = chain.crec;
+  const peer_id peer = chain.peer;
 
   constexpr int rounds = 200;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < rounds; ++i) {
-    ASSERT_TRUE(client->send(*peer, text_message({std::to_string(i)})));
+    ASSERT_TRUE(client->send(peer, text_message({std::to_string(i)})));
     ASSERT_TRUE(crec.wait_messages(static_cast<std::size_t>(i) + 1, 30s)) << "round " << i;
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s) << "relayed round trips waited for the poll timeout";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, test::scaled(5s))
+      << "relayed round trips waited for the poll timeout";
 
   // A burst of 3000 (more than one receive batch of 256 per socket) arrives whole and in order.
   crec.clear();
   constexpr int burst = 3000;
   const auto t1 = std::chrono::steady_clock::now();
   for (int i = 0; i < burst; ++i) {
-    ASSERT_TRUE(client->send(*peer, text_message({std::to_string(i)})));
+    ASSERT_TRUE(client->send(peer, text_message({std::to_string(i)})));
   }
   ASSERT_TRUE(crec.wait_messages(burst, 60s));
-  EXPECT_LT(std::chrono::steady_clock::now() - t1, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, test::scaled(10s));
   auto got = crec.messages();
   for (int i = 0; i < burst; ++i) {
     ASSERT_EQ(got.at(static_cast<std::size_t>(i)).msg.at(0).view(), std::to_string(i));
@@ -508,41 +528,11 @@ TEST(ZmqTransportTest, RelayAcrossSocketsAndBurstsNeverWaitForThePollTimeout) {
 // message is arriving on that same DEALER: the loop must re-check a socket it sent on before it blocks,
 // or that answer stays unread.
 TEST(ZmqTransportTest, AnswerArrivingDuringASendOnTheSameSocketIsNotMissed) {
-  transport* echo_ptr = nullptr;
-  auto echo = zmq_transport::make(slow_tick_config("echo"),
-                                  {[&](peer_id peer, multipart msg) { (void)echo_ptr->send(peer, std::move(msg)); }, {}});
-  ASSERT_TRUE(echo);
-  echo_ptr = echo->get();
-  auto echo_ep = (*echo)->bind("tcp://127.0.0.1:*");
-  ASSERT_TRUE(echo_ep);
-  transport* relay_ptr = nullptr;
-  std::atomic<peer_id> relay_to_echo{0};
-  std::atomic<peer_id> relay_client{0};
-  auto relay = zmq_transport::make(slow_tick_config("relay"),
-                                   {[&](peer_id peer, multipart msg) {
-                                      if (peer == relay_to_echo.load()) {
-                                        (void)relay_ptr->send(relay_client.load(), std::move(msg));
-                                      } else {
-                                        relay_client = peer;
-                                        std::this_thread::sleep_for(std::chrono::microseconds(1200));
-                                        (void)relay_ptr->send(relay_to_echo.load(), std::move(msg));
-                                      }
-                                    },
-                                    {}});
-  ASSERT_TRUE(relay);
-  relay_ptr = relay->get();
-  auto relay_ep = (*relay)->bind("tcp://127.0.0.1:*");
-  ASSERT_TRUE(relay_ep);
-  auto to_echo = (*relay)->connect(*echo_ep, {});
-  ASSERT_TRUE(to_echo);
-  relay_to_echo = *to_echo;
-  recorder crec;
-  auto client = make_or_die(slow_tick_config("client"), crec);
-  auto peer = client->connect(*relay_ep, {});
-  ASSERT_TRUE(peer);
+  relay_chain chain{std::chrono::microseconds{1200}};
+  ASSERT_TRUE(chain.client);
   constexpr int count = 400;
   constexpr int in_flight = 3;
-  ASSERT_NO_FATAL_FAILURE(send_pipelined(*client, *peer, crec, count, in_flight));
+  ASSERT_NO_FATAL_FAILURE(send_pipelined(*chain.client, chain.peer, chain.crec, count, in_flight));
 }
 
 // Direct sends (a thread other than the I/O thread sends on the sockets itself while the I/O thread
@@ -600,7 +590,7 @@ TEST(ZmqTransportTest, DirectSendsFromOtherThreadsNeverMissAnArrivalAndKeepOrder
   }
   cv.notify_one();
   actor.join();
-  EXPECT_LT(elapsed, 20s) << "round trips waited for the poll timeout";
+  EXPECT_LT(elapsed, test::scaled(20s)) << "round trips waited for the poll timeout";
   // Not vacuous: both sides took the direct path (the I/O threads are idle between round trips).
   EXPECT_GT(client->stats().direct_sends, 0U);
   EXPECT_GT((*server)->stats().direct_sends, 0U);

@@ -15,6 +15,7 @@
 #include "prsgd/algorithms/layers.hpp"
 #include "prsgd/algorithms/model.hpp"
 #include "prsgd/transport/inproc_transport.hpp"
+#include "time_scale.hpp"
 
 namespace prsgd::actors {
 namespace {
@@ -60,7 +61,7 @@ struct job_waiter {
 
   bool wait(std::chrono::seconds timeout) {
     std::unique_lock lock(mu);
-    return cv.wait_for(lock, timeout, [&] { return summary.has_value(); });
+    return cv.wait_for(lock, prsgd::test::scaled(timeout), [&] { return summary.has_value(); });
   }
 };
 
@@ -161,7 +162,7 @@ TEST_F(PrSgdActorsTest, ThreeWorkersTrainToConvergenceAndCountEachModelOnce) {
   auto ref = avg->first;
   for (round_t r = 0; r < 20; ++r) {
     for (member_id m = 1; m <= 3; ++m) {
-      auto n = ref.ask([r, m](averager_actor& a) { return a.times_counted(r, m); }).get(5s);
+      auto n = ref.ask([r, m](averager_actor& a) { return a.times_counted(r, m); }).get(prsgd::test::scaled(5s));
       ASSERT_TRUE(n);
       EXPECT_LE(*n, 1) << "round " << r << " worker " << m;
     }

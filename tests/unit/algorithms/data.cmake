@@ -3,7 +3,7 @@
 if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_fashion_mnist_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/fashion_mnist_test.cpp
-    DEPS prsgd::algorithms ZLIB::ZLIB)
+    DEPS prsgd::algorithms ZLIB::ZLIB prsgd_test_support)
   prsgd_add_test(prsgd_averaging_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/averaging_test.cpp
     DEPS prsgd::algorithms)

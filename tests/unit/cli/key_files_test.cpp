@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "files.hpp"
+
 namespace {
 
 using namespace prsgd::cli;
@@ -19,14 +21,8 @@ const std::string sec = "D:)Q[IlAW!ahhC2ac:9*A}h:p?([4%wOTJ%JR%cs";
 
 class KeyFilesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("prsgd-keys-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
+  prsgd::test::scratch_dir scratch_{"prsgd-keys"};
+  std::filesystem::path dir_ = scratch_.path() / "keys";  // not there yet: the tests create it
 };
 
 TEST_F(KeyFilesTest, RecognisesZ85Keys) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,8 @@ TEST(LocalClusterTest, BuildsAveragerThenWorkersWithDerivedArguments) {
   EXPECT_EQ(arg(avg.argv, "--metrics-jsonl"), "/tmp/m.jsonl");
   EXPECT_EQ(arg(avg.argv, "--log-level"), "debug");
   EXPECT_FALSE(has(avg.argv, "--head"));
+  EXPECT_EQ(arg(avg.argv, "--endpoint-file"), avg.endpoint_file);
+  EXPECT_EQ(avg.endpoint_file, (std::filesystem::absolute("prsgd-logs") / "averager.endpoint").string());
 
   for (int i = 0; i < 3; ++i) {
     const auto& w = kids[static_cast<std::size_t>(i) + 1];
@@ -59,6 +62,7 @@ TEST(LocalClusterTest, BuildsAveragerThenWorkersWithDerivedArguments) {
     EXPECT_EQ(arg(w.argv, "--model"), "fmnist-cnn");
     EXPECT_FALSE(has(w.argv, "--interval")) << "workers get their interval from the averager";
     EXPECT_FALSE(has(w.argv, "--metrics-jsonl"));
+    EXPECT_TRUE(w.endpoint_file.empty());
   }
 }
 
@@ -70,6 +74,7 @@ TEST(LocalClusterTest, EveryDerivedCommandLineParsesBack) {
   o.schedule.interval_policy = "per-worker";
   o.schedule.intervals = {4, 8};
   o.slowdown_ms = {5};
+  o.with_head = true;
   const auto kids = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556"}, "");
   ASSERT_EQ(kids.size(), 4u);
   EXPECT_EQ(kids[0].name, "head");

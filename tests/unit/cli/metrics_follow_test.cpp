@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "files.hpp"
+
 namespace {
 
 using namespace prsgd::cli;
@@ -71,8 +73,8 @@ TEST(MetricsFollowTest, ApplyBuildsSnapshotAndRate) {
 }
 
 TEST(MetricsFollowTest, FollowerReturnsOnlyCompleteNewLines) {
-  const auto path = std::filesystem::temp_directory_path() / ("prsgd-follow-" + std::to_string(::getpid()));
-  std::filesystem::remove(path);
+  const prsgd::test::scratch_dir dir{"prsgd-follow"};
+  const auto path = dir.path() / "metrics.jsonl";
   metrics_follower f{path.string()};
   EXPECT_TRUE(f.poll().empty());  // not there yet
   {
@@ -90,7 +92,6 @@ TEST(MetricsFollowTest, FollowerReturnsOnlyCompleteNewLines) {
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0], "{\"round\":1}");
   EXPECT_TRUE(f.poll().empty());
-  std::filesystem::remove(path);
 }
 
 }  // namespace

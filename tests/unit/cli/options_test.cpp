@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "files.hpp"
+
 namespace {
 
 using namespace prsgd::cli;
@@ -17,21 +19,14 @@ using prsgd::errc;
 // A YAML file in a fresh temporary directory, removed with the fixture.
 class OptionsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("prsgd-options-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string write(const std::string& name, const std::string& text) {
     const auto p = (dir_ / name).string();
     std::ofstream{p} << text;
     return p;
   }
 
-  std::filesystem::path dir_;
+  prsgd::test::scratch_dir scratch_{"prsgd-options"};
+  std::filesystem::path dir_ = scratch_.path();
 };
 
 prsgd::expected<command> parse(std::vector<std::string> args) {

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // future::get()'s bounded poll before it sleeps (config::wait_spin): the hand-over from a completing
 // thread to a waiter that is polling, about to sleep, or asleep must never lose the wake-up.
+//
+// Real threads on the wall clock (label integration). Where a completer sleeps before it completes, the
+// sleep only makes the scene the test names likely (the waiter already polling or asleep); the assertions
+// hold in whatever order the threads run. Upper bounds on waits are scaled by test::time_scale().
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 
 #include "prsgd/runtime/detail/promise_state.hpp"
 #include "prsgd/runtime/runtime.hpp"
+#include "time_scale.hpp"
 
 namespace prsgd {
 namespace {
@@ -77,7 +82,7 @@ TEST_F(WaitSpinTest, SleepingWaiterIsWokenByCompletion) {
   completer.join();
   ASSERT_TRUE(v.has_value()) << v.error().message();
   EXPECT_EQ(*v, 7);
-  EXPECT_LT(waited, 2s) << "the waiter was not woken by the completion";
+  EXPECT_LT(waited, test::scaled(2s)) << "the waiter was not woken by the completion";
 }
 
 // The result arrives long after the poll budget: the waiter has gone to sleep and must be notified.
@@ -94,7 +99,7 @@ TEST_F(WaitSpinTest, WaiterPastItsPollBudgetIsWokenByCompletion) {
   completer.join();
   ASSERT_TRUE(v.has_value()) << v.error().message();
   EXPECT_EQ(*v, 8);
-  EXPECT_LT(waited, 2s) << "the waiter was not woken by the completion";
+  EXPECT_LT(waited, test::scaled(2s)) << "the waiter was not woken by the completion";
 }
 
 // The result arrives while the waiter polls (budget 5 s): the poll must see it, not run out its budget.
@@ -111,7 +116,7 @@ TEST_F(WaitSpinTest, PollingWaiterSeesTheResultWithoutSleeping) {
   completer.join();
   ASSERT_TRUE(v.has_value()) << v.error().message();
   EXPECT_EQ(*v, 9);
-  EXPECT_LT(waited, 2s) << "the poll did not see the stored result";
+  EXPECT_LT(waited, test::scaled(2s)) << "the poll did not see the stored result";
 }
 
 TEST_F(WaitSpinTest, PollEndsAtItsBudgetWhenNothingArrives) {
@@ -190,7 +195,7 @@ void run_handoff_race(clock::duration spin, int pairs, int iterations) {
     t.join();
   }
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_LT(slowest_ns.load(), std::chrono::nanoseconds(5s).count()) << "a take waited for its timeout";
+  EXPECT_LT(slowest_ns.load(), std::chrono::nanoseconds(test::scaled(5s)).count()) << "a take waited for its timeout";
 }
 
 TEST_F(WaitSpinTest, HandOffRaceWithPollingNeverLosesAWakeUp) { run_handoff_race(20us, 3, 4000); }

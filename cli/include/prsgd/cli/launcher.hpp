@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,8 @@ struct child_spec {
   /// argv[0] is the program (searched in PATH if it has no '/'), the rest its arguments.
   std::vector<std::string> argv;
   child_role role = child_role::normal;
+  /// File the child writes its endpoint to once it listens ("" = none); see child_launcher::wait_for_endpoint.
+  std::string endpoint_file{};
 };
 
 /// Describes how one child ended.
@@ -75,29 +79,83 @@ struct launch_options {
   std::function<void()> on_tick;
 };
 
-/// Starts every child (fork/exec, own process group, stdin from /dev/null, SIGTERM if the launcher dies),
-/// forwards SIGINT/SIGTERM/SIGHUP to them (a second signal sends SIGKILL), waits for all, and reports.
-/// Returns io_error if a log file cannot be created or a child cannot be started (the ones already started are
-/// stopped first), invalid_argument for an empty spec list, empty argv or duplicate names.
-/// @pre Called from the main thread while no other thread runs with SIGINT/SIGTERM/SIGCHLD unblocked: the
-/// launcher blocks these signals while it runs and restores the mask afterwards.
+/// Starts child processes one at a time, forwards SIGINT/SIGTERM/SIGHUP to them (a second signal sends
+/// SIGKILL), waits for all and reports: launch_local_cluster in steps, for a caller that starts some children
+/// only once others are ready (`prsgd local` starts the workers after the averager has written its endpoint
+/// file).
+///
+/// Not thread-safe: used by the main thread only, while no other thread runs with SIGINT/SIGTERM/SIGCHLD
+/// unblocked. From construction until finish() (or destruction) these signals and SIGHUP are blocked in the
+/// calling thread; the old mask is restored afterwards. Children still running when it is destroyed without
+/// finish() are killed (SIGKILL) and reaped.
+class child_launcher {
+ public:
+  explicit child_launcher(launch_options options);
+  ~child_launcher();
+  child_launcher(const child_launcher&) = delete;
+  child_launcher& operator=(const child_launcher&) = delete;
+
+  /// Starts `spec` (fork/exec, own process group, stdin from /dev/null, SIGTERM if the launcher dies).
+  /// Returns invalid_argument for an empty argv or a name that is empty, has a '/' or was used before;
+  /// io_error when the log directory or file cannot be created or the child cannot be started. On io_error
+  /// every child already started is killed and reaped first.
+  /// @pre finish() has not been called.
+  [[nodiscard]] expected<pid_t> start(const child_spec& spec);
+
+  /// Waits until the started child `name` has written `file` (see write_endpoint_file) and returns the
+  /// endpoint in it. Fails with io_error when the child exits first (context: how it ended and, with a
+  /// log directory, the last lines of its log), and with shutting_down when a stop signal arrives (it is
+  /// forwarded to the children; finish() then waits for them).
+  /// @pre `name` was started; finish() has not been called.
+  [[nodiscard]] expected<std::string> wait_for_endpoint(const std::string& name, const std::string& file);
+
+  /// Calls options.on_started with the pids of every child started so far, in start order.
+  void started_all();
+
+  /// Waits for every child (critical exit: grace, then SIGTERM, then SIGKILL; services stopped when the
+  /// others are done), restores the signal mask and reports.
+  [[nodiscard]] cluster_report finish();
+
+ private:
+  struct state;
+  std::unique_ptr<state> state_;
+};
+
+/// Starts every child with a child_launcher, calls options.on_started, then waits for all and reports.
+/// Returns invalid_argument for an empty spec list, empty argv or duplicate names (before starting
+/// anything), io_error as child_launcher::start does.
+/// @pre Called from the main thread while no other thread runs with SIGINT/SIGTERM/SIGCHLD unblocked.
 [[nodiscard]] expected<cluster_report> launch_local_cluster(const launch_options& options,
                                                             const std::vector<child_spec>& children);
 
-/// Returns a TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it back, close).
-[[nodiscard]] expected<int> pick_free_tcp_port();
+/// Writes `endpoint` and a newline to `path` atomically (to `path`.tmp, then renamed), so a reader sees the
+/// whole line or no file. Returns io_error naming the file.
+[[nodiscard]] expected<void> write_endpoint_file(const std::string& path, const std::string& endpoint);
+
+/// Returns the endpoint in a file written by write_endpoint_file, or an empty optional while there is none.
+[[nodiscard]] std::optional<std::string> read_endpoint_file(const std::string& path);
 
 /// Holds the endpoints a local cluster uses.
 struct local_endpoints {
-  /// Averager's endpoint, e.g. tcp://127.0.0.1:43121.
+  /// Averager's endpoint the workers join, e.g. tcp://127.0.0.1:43121.
   std::string averager;
   /// Head's endpoint ("" without --with-head).
   std::string head;
+  /// What the averager binds ("" = `averager`), e.g. tcp://127.0.0.1:* for a port the system chooses.
+  std::string averager_listen;
+  /// What the head binds ("" = `head`).
+  std::string head_listen;
 };
 
-/// Returns the children `prsgd local` starts: [head,] averager, worker-0 .. worker-N-1, each running `exe` with
-/// arguments derived from `o` (log level, plugins, model, schedule, heartbeats; per-worker id, shard, slowdown).
+/// Returns the children `prsgd local` starts: head (with o.with_head), averager, worker-0 .. worker-N-1, each
+/// running `exe` with arguments derived from `o` (log level, plugins, model, schedule, heartbeats; per-worker
+/// id, shard, slowdown).
 /// The averager writes metrics to `metrics_jsonl` ("" = none). Pure: starts nothing.
+///
+/// The head and the averager listen on `endpoints.head_listen` / `endpoints.averager_listen` and write the
+/// endpoint they bound to `<o.log_dir>/head.endpoint` / `<o.log_dir>/averager.endpoint` (their
+/// child_spec::endpoint_file); the averager and the workers are given `endpoints.head` and
+/// `endpoints.averager`, so a caller that learns those from the files builds the list again once it knows them.
 [[nodiscard]] std::vector<child_spec> build_local_cluster(const local_options& o, const std::string& exe,
                                                           const local_endpoints& endpoints,
                                                           const std::string& metrics_jsonl);

@@ -160,6 +160,8 @@ struct head_options {
   security_options security;
   /// Endpoint to bind, e.g. tcp://0.0.0.0:7400.
   std::string listen;
+  /// Once bound, write the bound endpoint (one line) to this file, atomically ("" = none).
+  std::string endpoint_file;
 };
 
 /// Holds `prsgd averager`: the restart barrier, averaging and checkpoints.
@@ -171,6 +173,8 @@ struct averager_options {
   schedule_options schedule;
   /// Endpoint to bind for workers, e.g. tcp://0.0.0.0:7500.
   std::string listen;
+  /// Once bound, write the bound endpoint (one line) to this file, atomically ("" = none).
+  std::string endpoint_file;
   /// Head endpoint to register with ("" = standalone).
   std::string head;
   /// --save-model / --save-best.
@@ -211,7 +215,7 @@ struct local_options {
   bool with_head = false;
   /// Directory for the children's log files (created).
   std::string log_dir = "prsgd-logs";
-  /// Averager port on 127.0.0.1 (0 = pick a free one).
+  /// Averager port on 127.0.0.1 (0 = one the system chooses when the averager binds).
   int port = 0;
   /// Seconds the workers get to exit after the averager has exited, before SIGTERM.
   int grace_s = 10;

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "prsgd/algorithms/wav.hpp"
-#include "temp_dir.hpp"
+#include "files.hpp"
 
 namespace prsgd::algorithms {
 namespace {
@@ -51,7 +51,7 @@ class KwsDataTest : public ::testing::Test {
     o.root = root();
     return o;
   }
-  test::temp_dir dir_;
+  prsgd::test::scratch_dir dir_{"prsgd-audio"};
 };
 
 TEST_F(KwsDataTest, ReadsSpeechCommandsLayoutWithTestingList) {

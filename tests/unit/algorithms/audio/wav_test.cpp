@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "temp_dir.hpp"
+#include "files.hpp"
 
 namespace prsgd::algorithms {
 namespace {
@@ -85,7 +85,7 @@ class WavTest : public ::testing::Test {
     EXPECT_NE(r.error().context.find(p.string()), std::string::npos) << r.error().message();
     EXPECT_NE(r.error().context.find(what), std::string::npos) << r.error().message();
   }
-  test::temp_dir dir_;
+  prsgd::test::scratch_dir dir_{"prsgd-audio"};
 };
 
 TEST_F(WavTest, RoundTripsSixteenBitMono) {

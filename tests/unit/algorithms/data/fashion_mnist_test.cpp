@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "files.hpp"
+
 namespace {
 
 using prsgd::errc;
@@ -54,16 +56,6 @@ std::vector<std::uint8_t> idx_labels(std::uint32_t count, std::uint32_t magic = 
 
 class FashionMnistFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("prsgd_fmnist_" + std::string{info->name()} + "_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
   void write_gz(const std::string& name, const std::vector<std::uint8_t>& bytes) {
     gzFile f = gzopen((dir_ / name).c_str(), "wb");
     ASSERT_NE(f, nullptr);
@@ -82,7 +74,8 @@ class FashionMnistFiles : public ::testing::Test {
   }
   [[nodiscard]] std::string dir() const { return dir_.string(); }
 
-  fs::path dir_;
+  prsgd::test::scratch_dir scratch_{"prsgd-fmnist"};
+  fs::path dir_ = scratch_.path();
 };
 
 TEST_F(FashionMnistFiles, LoadsValidFilesAndNormalises) {

@@ -1,65 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the integration tests share for the processes they start (library prsgd_test_support, test-only):
-// a time scale for every wait, a scratch directory per test, starting a program with its output in files,
-// waiting for it with a deadline, killing and reaping what a test left running, and a child with piped
-// stdin/stdout that announces its endpoint on its first line.
-//
-// Time scale: every timeout given to these helpers is multiplied by time_scale(): the environment variable
-// PRSGD_TEST_TIME_SCALE if set, else the build's default (CMake cache variable PRSGD_TEST_TIME_SCALE, 1 in
-// normal builds, larger under ThreadSanitizer, where each `prsgd` process needs ~25 s to load Fashion-MNIST).
-// Only deadlines are scaled: a timeout reached is a failure in every build, and no bound that a test
-// asserts on a duration it measured is scaled by these helpers.
+// Child processes for tests (library prsgd_test_support, test-only): starting a program with its output in
+// files, waiting for it with a deadline scaled by time_scale(), killing and reaping what a test left running,
+// and a child with piped stdin/stdout that announces its endpoint on its first line. Every test that starts a
+// process goes through these; fork and exec are written here only.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "files.hpp"
+#include "time_scale.hpp"
+
 namespace prsgd::test {
-
-// ---- time ------------------------------------------------------------------------------------------------
-
-/// The factor applied to every deadline (>= 1).
-[[nodiscard]] double time_scale();
-
-/// `d` times time_scale().
-[[nodiscard]] std::chrono::milliseconds scaled(std::chrono::milliseconds d);
-
-/// Polls `done` every `poll` until it returns true (true) or scaled(`timeout`) has passed (false; `done` is
-/// asked one last time at the deadline).
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
-                std::chrono::milliseconds poll = std::chrono::milliseconds{20});
-
-// ---- files -----------------------------------------------------------------------------------------------
-
-/// The whole file ("" when it cannot be read).
-[[nodiscard]] std::string read_file(const std::filesystem::path& path);
-
-/// The non-empty lines of `text`.
-[[nodiscard]] std::vector<std::string> lines_of(const std::string& text);
-
-/// A fresh directory <tmp>/<prefix>-<pid>-<current test name>, removed on destruction; with
-/// `keep_on_failure`, a failed test's directory is kept and named on stderr.
-class scratch_dir {
- public:
-  explicit scratch_dir(const std::string& prefix, bool keep_on_failure = false);
-  ~scratch_dir();
-  scratch_dir(const scratch_dir&) = delete;
-  scratch_dir& operator=(const scratch_dir&) = delete;
-
-  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
-  /// The path of `name` inside, as a string.
-  [[nodiscard]] std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-  bool keep_on_failure_;
-};
 
 // ---- processes -------------------------------------------------------------------------------------------
 
@@ -72,8 +29,11 @@ struct spawn_options {
   std::vector<std::string> env{};  // NAME=VALUE added to (or replacing in) the test's environment
 };
 
-/// `exe` followed by `args`.
+/// Returns `exe` followed by `args`.
 [[nodiscard]] std::vector<std::string> command(const std::string& exe, const std::vector<std::string>& args);
+
+/// Returns the argv that runs `script` with /bin/sh -c.
+[[nodiscard]] std::vector<std::string> shell(const std::string& script);
 
 /// Starts argv[0] (a path) with `argv`; returns its pid, or -1 when fork fails. In the child, a failed chdir
 /// exits 126 and a failed exec 127.
@@ -97,6 +57,9 @@ struct run_result {
 
 /// Runs `argv` to its end (no deadline but ctest's); out and err are read back from options.out/.err.
 run_result run(const std::vector<std::string>& argv, const spawn_options& options);
+
+/// Runs `argv` to its end with its output discarded; returns its exit status (exit_code_of).
+int run_quiet(const std::vector<std::string>& argv);
 
 /// The processes a test started: the ones still running are killed (SIGKILL) and reaped on destruction.
 class process_group {

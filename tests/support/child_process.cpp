@@ -2,108 +2,17 @@
 #include "child_process.hpp"
 
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
-#include <thread>
-
-#ifndef PRSGD_TEST_TIME_SCALE_DEFAULT
-#define PRSGD_TEST_TIME_SCALE_DEFAULT 1
-#endif
 
 extern char** environ;  // NOLINT: POSIX
 
 namespace prsgd::test {
-
-namespace {
-
-double read_time_scale() {
-  double scale = PRSGD_TEST_TIME_SCALE_DEFAULT;
-  if (const char* s = std::getenv("PRSGD_TEST_TIME_SCALE"); s != nullptr && *s != '\0') {
-    char* end = nullptr;
-    const double v = std::strtod(s, &end);
-    if (end != s && *end == '\0' && std::isfinite(v)) {
-      scale = v;
-    } else {
-      std::fprintf(stderr, "PRSGD_TEST_TIME_SCALE=%s is not a number: using %g\n", s, scale);
-    }
-  }
-  // A factor below 1 would shorten the deadlines the tests were written with.
-  scale = std::max(scale, 1.0);
-  if (scale != 1.0) {
-    std::fprintf(stderr, "prsgd tests: every deadline is scaled by %g (PRSGD_TEST_TIME_SCALE)\n", scale);
-  }
-  return scale;
-}
-
-}  // namespace
-
-double time_scale() {
-  static const double scale = read_time_scale();
-  return scale;
-}
-
-std::chrono::milliseconds scaled(std::chrono::milliseconds d) {
-  return std::chrono::milliseconds{static_cast<std::chrono::milliseconds::rep>(std::ceil(
-      static_cast<double>(d.count()) * time_scale()))};
-}
-
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
-                std::chrono::milliseconds poll) {
-  const auto until = std::chrono::steady_clock::now() + scaled(timeout);
-  while (std::chrono::steady_clock::now() < until) {
-    if (done()) {
-      return true;
-    }
-    std::this_thread::sleep_for(poll);  // polling a condition with a deadline, not synchronising by sleep
-  }
-  return done();
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in{path, std::ios::binary};
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in{text};
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) {
-      out.push_back(line);
-    }
-  }
-  return out;
-}
-
-scratch_dir::scratch_dir(const std::string& prefix, bool keep_on_failure) : keep_on_failure_(keep_on_failure) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  path_ = std::filesystem::temp_directory_path() /
-          (prefix + "-" + std::to_string(::getpid()) + "-" + (info != nullptr ? info->name() : "no-test"));
-  std::filesystem::remove_all(path_);
-  std::filesystem::create_directories(path_);
-}
-
-scratch_dir::~scratch_dir() {
-  if (keep_on_failure_ && ::testing::Test::HasFailure()) {
-    std::fprintf(stderr, "logs kept in %s\n", path_.c_str());
-    return;
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
 
 std::vector<std::string> command(const std::string& exe, const std::vector<std::string>& args) {
   std::vector<std::string> out{exe};
@@ -111,8 +20,12 @@ std::vector<std::string> command(const std::string& exe, const std::vector<std::
   return out;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, const spawn_options& options) {
-  // Everything the child needs is made before fork: after it, only system calls.
+namespace {
+
+// Starts argv[0]; in the child, `in_fd`/`out_fd` (when >= 0; opened with O_CLOEXEC) become stdin/stdout
+// before the files of `options` are opened. Everything the child needs is made before fork: after it, only
+// system calls.
+pid_t start_process(const std::vector<std::string>& argv, const spawn_options& options, int in_fd, int out_fd) {
   std::vector<char*> args;
   for (const auto& a : argv) {
     args.push_back(const_cast<char*>(a.c_str()));  // NOLINT: execv's signature
@@ -141,6 +54,12 @@ pid_t spawn(const std::vector<std::string>& argv, const spawn_options& options) 
   if (pid != 0) {
     return pid;
   }
+  if (in_fd >= 0) {
+    ::dup2(in_fd, 0);
+  }
+  if (out_fd >= 0) {
+    ::dup2(out_fd, 1);
+  }
   if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
     ::_exit(126);
   }
@@ -160,6 +79,14 @@ pid_t spawn(const std::vector<std::string>& argv, const spawn_options& options) 
     ::execve(args[0], args.data(), envp.data());
   }
   ::_exit(127);
+}
+
+}  // namespace
+
+std::vector<std::string> shell(const std::string& script) { return {"/bin/sh", "-c", script}; }
+
+pid_t spawn(const std::vector<std::string>& argv, const spawn_options& options) {
+  return start_process(argv, options, -1, -1);
 }
 
 int exit_code_of(int wait_status) {
@@ -192,6 +119,10 @@ run_result run(const std::vector<std::string>& argv, const spawn_options& option
   r.out = read_file(options.out);
   r.err = read_file(options.err);
   return r;
+}
+
+int run_quiet(const std::vector<std::string>& argv) {
+  return wait_status(spawn(argv, {.out = "/dev/null"}));
 }
 
 pid_t process_group::start(const std::vector<std::string>& argv, const spawn_options& options) {
@@ -230,35 +161,22 @@ void process_group::kill_all() {
 std::optional<child_process> child_process::start(const std::vector<std::string>& argv) {
   int in[2];
   int out[2];
-  if (::pipe(in) != 0) {
+  if (::pipe2(in, O_CLOEXEC) != 0) {
     return std::nullopt;
   }
-  if (::pipe(out) != 0) {
+  if (::pipe2(out, O_CLOEXEC) != 0) {
     ::close(in[0]);
     ::close(in[1]);
     return std::nullopt;
   }
-  std::vector<char*> args;
-  for (const auto& a : argv) {
-    args.push_back(const_cast<char*>(a.c_str()));  // NOLINT: execv's signature
-  }
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    return std::nullopt;
-  }
-  if (pid == 0) {
-    ::dup2(in[0], 0);
-    ::dup2(out[1], 1);
-    ::close(in[0]);
-    ::close(in[1]);
-    ::close(out[0]);
-    ::close(out[1]);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
+  const pid_t pid = start_process(argv, {}, in[0], out[1]);
   ::close(in[0]);
   ::close(out[1]);
+  if (pid < 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    return std::nullopt;
+  }
   child_process c;
   c.pid_ = pid;
   c.stdin_ = in[1];
