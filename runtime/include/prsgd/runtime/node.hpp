@@ -196,7 +196,7 @@ class node {
   /// the reply's `args`, the error, timeout, peer_unreachable or shutting_down.
   void send_request(const std::string& target_node, envelope env, reply_fn done);
 
-  /// Implementation (node.cpp).
+  /// Implementation (declared in src/wire/node_impl.hpp).
   class impl;
 
  private:

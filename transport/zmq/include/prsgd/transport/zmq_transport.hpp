@@ -37,7 +37,7 @@ class zmq_transport final : public transport {
   void stop() override;
   [[nodiscard]] transport_stats stats() const override;
 
-  /// Implementation; defined in zmq_transport.cpp.
+  /// Implementation; declared in src/zmq_transport_impl.hpp.
   class impl;
 
  private:
