@@ -19,7 +19,7 @@ namespace prsgd::test {
 /// A process that listens: its pid and the endpoint it bound.
 struct listening {
   pid_t pid = -1;
-  std::string endpoint;
+  std::string endpoint{};
 };
 
 /// Runs `prsgd` processes for one test. Logs are <dir>/<name>.log (stdout and stderr, appended, so a

@@ -142,9 +142,9 @@ struct local_endpoints {
   /// Head's endpoint ("" without --with-head).
   std::string head;
   /// What the averager binds ("" = `averager`), e.g. tcp://127.0.0.1:* for a port the system chooses.
-  std::string averager_listen;
+  std::string averager_listen{};
   /// What the head binds ("" = `head`).
-  std::string head_listen;
+  std::string head_listen{};
 };
 
 /// Returns the children `prsgd local` starts: head (with o.with_head), averager, worker-0 .. worker-N-1, each
