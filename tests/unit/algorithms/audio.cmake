@@ -21,5 +21,5 @@ endif()
 if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_wav_folder_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/audio/wav_folder_test.cpp
-    DEPS prsgd::algorithms)
+    DEPS prsgd::algorithms prsgd_test_support)
 endif()

@@ -40,8 +40,8 @@ if(TARGET prsgd::algorithms)
     DEPS prsgd::algorithms)
   prsgd_add_test(prsgd_npy_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/npy_test.cpp
-    DEPS prsgd::algorithms)
+    DEPS prsgd::algorithms prsgd_test_support)
   prsgd_add_test(prsgd_csv_data_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/csv_data_test.cpp
-    DEPS prsgd::algorithms)
+    DEPS prsgd::algorithms prsgd_test_support)
 endif()

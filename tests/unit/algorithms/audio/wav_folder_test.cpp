@@ -10,7 +10,7 @@
 
 #include "prsgd/algorithms/datasets.hpp"
 #include "prsgd/algorithms/wav.hpp"
-#include "temp_dir.hpp"
+#include "files.hpp"
 
 namespace prsgd::algorithms {
 namespace {
@@ -43,7 +43,7 @@ class WavFolderTest : public ::testing::Test {
     auto d = load();
     return d ? std::string{"(loaded)"} : d.error().context;
   }
-  test::temp_dir dir_;
+  prsgd::test::scratch_dir dir_{"prsgd-data"};
   std::map<std::string, std::string, std::less<>> options_;
 };
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "../audio/temp_dir.hpp"
+#include "files.hpp"
 #include "prsgd/algorithms/datasets.hpp"
 
 namespace prsgd::algorithms {
@@ -37,7 +37,7 @@ class CsvDataTest : public ::testing::Test {
     return d.error().context;
   }
 
-  test::temp_dir dir_;
+  prsgd::test::scratch_dir dir_{"prsgd-data"};
   std::map<std::string, std::string, std::less<>> options_;
 };
 

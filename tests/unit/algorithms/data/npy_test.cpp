@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "../audio/temp_dir.hpp"
+#include "files.hpp"
 #include "prsgd/algorithms/datasets.hpp"
 
 namespace prsgd::algorithms {
@@ -87,7 +87,7 @@ class NpyTest : public ::testing::Test {
     return load_npy_dataset(r);
   }
 
-  test::temp_dir dir_;
+  prsgd::test::scratch_dir dir_{"prsgd-data"};
   std::map<std::string, std::string, std::less<>> options_;
 };
 
