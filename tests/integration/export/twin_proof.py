@@ -3,7 +3,7 @@
 """Proof that prsgd's exported weights are the PyTorch twins' weights (python/prsgd_twins.py).
 
   twin_proof.py --prsgd BIN --model fmnist-mlp --workdir DIR train --epochs 1
-  twin_proof.py --prsgd BIN --model fmnist-cnn --workdir DIR train --rounds 24 --checkpoint
+  twin_proof.py --prsgd BIN --model fmnist-cnn --workdir DIR train --rounds 12 --checkpoint
   twin_proof.py --prsgd BIN --model fmnist-resnet8 --workdir DIR random
   twin_proof.py --prsgd BIN --model kws-cnn --workdir DIR random
 
