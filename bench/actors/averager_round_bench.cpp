@@ -50,7 +50,7 @@ void BM_AveragerRound(benchmark::State& state) {
       m.loss_count = 256;
       m.params = params[id - 1];
       auto out = core.on_model(m);
-      sends += out.size();
+      sends += out.sends.size();
     }
     benchmark::DoNotOptimize(sends);
   }

@@ -84,7 +84,7 @@ class PrSgdActorsTest : public ::testing::Test {
     c.model.input = {8, 1, 1};
     c.model.num_classes = 2;
     c.test_set = test_;
-    c.eval_every = 5;
+    c.core.eval_every = 5;
     c.on_round = [this](const round_metrics& m) {
       std::lock_guard lock(waiter_.mu);
       waiter_.rounds.push_back(m);
