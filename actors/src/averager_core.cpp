@@ -1033,8 +1033,6 @@ void averager_core::maybe_done(actions& out) {
   }
   done_ = true;
   out.done = summary(!suspended_);
-  PRSGD_LOG(info, log_component) << (suspended_ ? "incarnation suspended" : "done") << " after " << round_
-                                 << " rounds";
 }
 
 job_summary averager_core::summary(bool job_over) const {

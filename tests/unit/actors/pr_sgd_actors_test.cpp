@@ -7,50 +7,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
-#include "prsgd/algorithms/layers.hpp"
-#include "prsgd/algorithms/model.hpp"
 #include "prsgd/transport/inproc_transport.hpp"
+#include "toy_problem.hpp"
 
 namespace prsgd::actors {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Two Gaussian blobs in 8 dimensions: linearly separable, so a linear model must reach > 95%.
-std::shared_ptr<const algorithms::dataset> blobs(std::size_t n, std::uint64_t seed) {
-  auto d = std::make_shared<algorithms::dataset>();
-  d->shape = {8, 1, 1};
-  d->num_classes = 2;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> noise(0.0f, 1.0f);
-  for (std::size_t i = 0; i < n; ++i) {
-    const int label = static_cast<int>(i % 2);
-    for (int k = 0; k < 8; ++k) {
-      d->features.push_back(noise(rng) + (label == 0 ? -1.5f : 1.5f));
-    }
-    d->labels.push_back(label);
-  }
-  return d;
-}
-
-void register_test_model() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto ok = algorithms::model_registry::instance().add(
-        "test-linear", "8 -> 2 linear classifier for actor tests",
-        [](const algorithms::model_config& c) -> expected<std::unique_ptr<algorithms::model>> {
-          algorithms::network_builder b{c.input};
-          b.linear(c.num_classes);
-          return algorithms::model::make("test-linear", c.input, c.num_classes, b.take(), c.seed);
-        });
-    ASSERT_TRUE(ok) << ok.error().message();
-  });
-}
 
 struct job_waiter {
   std::mutex mu;
@@ -67,9 +34,9 @@ struct job_waiter {
 class PrSgdActorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    register_test_model();
-    train_ = blobs(1024, 1);
-    test_ = blobs(512, 2);
+    test::register_test_linear_model();
+    train_ = test::blobs(1024, 1);
+    test_ = test::blobs(512, 2);
   }
 
   averager_actor_config averager_cfg(std::uint64_t rounds) {
