@@ -55,6 +55,14 @@ expected<file_checkpoint_store> file_checkpoint_store::make(std::filesystem::pat
   return file_checkpoint_store{std::move(dir)};
 }
 
+expected<file_checkpoint_store> file_checkpoint_store::open(std::filesystem::path dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return fail(errc::not_found, "no checkpoint directory " + dir.string());
+  }
+  return file_checkpoint_store{std::move(dir)};
+}
+
 std::filesystem::path file_checkpoint_store::path_of(round_t round) const { return dir_ / file_name(round); }
 
 std::vector<std::filesystem::path> file_checkpoint_store::files() const {

@@ -27,15 +27,22 @@ std::shared_ptr<const algorithms::dataset> blobs(std::size_t n, std::uint64_t se
   return d;
 }
 
+algorithms::model_config test_linear_config() {
+  algorithms::model_config c;
+  c.input = {8, 1, 1};
+  c.num_classes = 2;
+  return c;
+}
+
 void register_test_linear_model() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto ok = algorithms::model_registry::instance().add(
-        "test-linear", "8 -> 2 linear classifier for actor tests",
+        test_linear_model, "8 -> 2 linear classifier for actor tests",
         [](const algorithms::model_config& c) -> expected<std::unique_ptr<algorithms::model>> {
           algorithms::network_builder b{c.input};
           b.linear(c.num_classes);
-          return algorithms::model::make("test-linear", c.input, c.num_classes, b.take(), c.seed);
+          return algorithms::model::make(test_linear_model, c.input, c.num_classes, b.take(), c.seed);
         });
     PRSGD_CHECK(ok.has_value()) << "cannot register test-linear: " << ok.error().message();
   });

@@ -133,6 +133,17 @@ TEST_F(FileCheckpointStoreTest, IncarnationSurvivesTheLossOfItsFile) {
   EXPECT_EQ(again.next_incarnation().value(), 6U) << "recorded on disk for the next process";
 }
 
+TEST_F(FileCheckpointStoreTest, OpenReadsAnExistingDirectoryAndCreatesNone) {
+  auto missing = file_checkpoint_store::open(dir);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code, errc::not_found);
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  ASSERT_TRUE(file_checkpoint_store::make(dir).value().write(state_of(3)).has_value());
+  auto reader = file_checkpoint_store::open(dir);
+  ASSERT_TRUE(reader.has_value());
+  EXPECT_EQ(reader->read_newest()->round, 3U);
+}
+
 TEST_F(FileCheckpointStoreTest, UnusableDirectoryIsAnIoError) {
   { std::ofstream{dir.string() + "_file"} << "x"; }
   auto made = file_checkpoint_store::make(std::filesystem::path(dir.string() + "_file") / "sub");

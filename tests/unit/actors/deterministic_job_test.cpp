@@ -78,9 +78,8 @@ class DeterministicJobTest : public ::testing::Test {
     c.core.eval_every = 10;
     c.core.rounds_per_epoch = 8;
     c.core.checkpoint_every = 5;
-    c.model_name = "test-linear";
-    c.model.input = {8, 1, 1};
-    c.model.num_classes = 2;
+    c.model_name = test::test_linear_model;
+    c.model = test::test_linear_config();
     c.test_set = test_;
     c.checkpoints = std::move(store);
     c.on_round = [&rec](const round_metrics& m) {
@@ -98,9 +97,8 @@ class DeterministicJobTest : public ::testing::Test {
     c.core.heartbeat_interval = 100ms;
     c.core.join_retry = 200ms;
     c.core.averager_timeout = 3s;
-    c.model_name = "test-linear";
-    c.model.input = {8, 1, 1};
-    c.model.num_classes = 2;
+    c.model_name = test::test_linear_model;
+    c.model = test::test_linear_config();
     c.train_set = train_;
     c.shard_index = static_cast<int>(id - 1);
     c.num_shards = 3;

@@ -47,9 +47,8 @@ class PrSgdActorsTest : public ::testing::Test {
     c.core.min_workers = 3;  // round 0 waits for all three: toy rounds are too fast for late joiners
     c.core.heartbeat_interval = 50ms;
     c.core.heartbeat_timeout = 600ms;
-    c.model_name = "test-linear";
-    c.model.input = {8, 1, 1};
-    c.model.num_classes = 2;
+    c.model_name = test::test_linear_model;
+    c.model = test::test_linear_config();
     c.test_set = test_;
     c.core.eval_every = 5;
     c.on_round = [this](const round_metrics& m) {
@@ -71,9 +70,8 @@ class PrSgdActorsTest : public ::testing::Test {
     c.core.heartbeat_interval = 50ms;
     c.core.join_retry = 100ms;
     c.core.averager_timeout = 2s;
-    c.model_name = "test-linear";
-    c.model.input = {8, 1, 1};
-    c.model.num_classes = 2;
+    c.model_name = test::test_linear_model;
+    c.model = test::test_linear_config();
     c.train_set = train_;
     c.shard_index = index;
     c.num_shards = shards;

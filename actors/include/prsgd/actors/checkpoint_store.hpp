@@ -45,8 +45,12 @@ class checkpoint_store {
 /// incarnation in the file `incarnation`. Blocking file I/O. Not thread-safe.
 class file_checkpoint_store final : public checkpoint_store {
  public:
-  /// Uses `dir`, creating it if missing. Returns io_error when it cannot be created.
+  /// Uses `dir`, creating it if missing (what an averager does). Returns io_error when it cannot be
+  /// created.
   [[nodiscard]] static expected<file_checkpoint_store> make(std::filesystem::path dir);
+  /// Uses `dir`, which must exist (for programs that only read checkpoints). Returns not_found when it
+  /// is not a directory.
+  [[nodiscard]] static expected<file_checkpoint_store> open(std::filesystem::path dir);
 
   file_checkpoint_store(file_checkpoint_store&& other) noexcept : dir_(std::move(other.dir_)) {}
 
