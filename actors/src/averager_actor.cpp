@@ -2,6 +2,7 @@
 #include "prsgd/actors/averager_actor.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 #include "prsgd/algorithms/model.hpp"
@@ -24,9 +25,32 @@ void averager_actor::on_start() {
   std::vector<float> params((*initial)->params().begin(), (*initial)->params().end());
   config_.core.trainable_params = (*initial)->num_trainable();
   if (config_.test_set) {
-    eval_model_ = std::move(*initial);
+    idle_evaluators_.push_back(std::move(*initial));
   }
-  auto core = averager_core::make(config_.core, system().core()->time(), std::move(params));
+
+  averager_setup setup;
+  setup.incarnation = config_.incarnation;
+  store_ = config_.checkpoints;
+  if (!store_ && !config_.checkpoint_dir.empty()) {
+    auto files = file_checkpoint_store::make(config_.checkpoint_dir);
+    if (!files) {
+      PRSGD_LOG(error, "averager") << "cannot start: " << files.error().message();
+      quit(files.error());
+      return;
+    }
+    store_ = std::make_shared<file_checkpoint_store>(std::move(*files));
+  }
+  if (store_) {
+    auto from_store = setup_from(*store_);
+    if (!from_store) {
+      PRSGD_LOG(error, "averager") << "cannot start: " << from_store.error().message();
+      quit(from_store.error());
+      return;
+    }
+    setup = std::move(*from_store);
+  }
+  setup.evaluations = config_.test_set != nullptr;
+  auto core = averager_core::make(config_.core, system().core()->time(), std::move(params), std::move(setup));
   if (!core) {
     PRSGD_LOG(error, "averager") << "cannot start: " << core.error().message();
     quit(core.error());
@@ -53,8 +77,7 @@ void averager_actor::on_start() {
   } else {
     PRSGD_LOG(info, "averager") << "incarnation " << core_->incarnation() << " starts at round " << core_->round();
   }
-  started_ = now();
-  rearm();
+  rearm(core_->next_wakeup());
 }
 
 void averager_actor::on_stop(const error& reason) {
@@ -76,25 +99,7 @@ void averager_actor::on_wire(peer_id peer, multipart msg) {
                                 << decoded.error().message();
     return;
   }
-  std::vector<outbound> out = std::visit(
-      [&](auto& m) -> std::vector<outbound> {
-        using M = std::decay_t<decltype(m)>;
-        peers_[m.member] = peer;
-        if constexpr (std::is_same_v<M, join_msg>) {
-          PRSGD_LOG(info, "averager") << "JOIN worker " << m.member << " (incarnation " << m.incarnation << ")";
-          return core_->on_join(m);
-        } else if constexpr (std::is_same_v<M, leave_msg>) {
-          PRSGD_LOG(info, "averager") << "LEAVE worker " << m.member;
-          return core_->on_leave(m);
-        } else if constexpr (std::is_same_v<M, heartbeat_msg>) {
-          return core_->on_heartbeat(m);
-        } else {
-          return core_->on_model(m);
-        }
-      },
-      *decoded);
-  send_all(std::move(out));
-  after_event();
+  apply(core_->on_message(*decoded, peer));
 }
 
 void averager_actor::on_peer(const peer_event& event) {
@@ -106,43 +111,27 @@ void averager_actor::finish() {
   if (!core_ || done_) {
     return;
   }
-  send_all(core_->stop());
-  after_event();
+  apply(core_->stop());
 }
 
 void averager_actor::suspend() {
   if (!core_ || done_) {
     return;
   }
-  if (auto ok = core_->checkpoint_now(); !ok) {
-    PRSGD_LOG(error, "averager") << "cannot checkpoint before exiting (" << ok.error().message()
+  expected<void> saved = fail(errc::unsupported, "no checkpoint store configured");
+  if (store_) {
+    saved = store_->write(core_->snapshot());
+  }
+  if (!saved) {
+    PRSGD_LOG(error, "averager") << "cannot checkpoint before exiting (" << saved.error().message()
                                  << "); stopping the job instead";
     finish();
     return;
   }
+  (void)store_->prune(config_.checkpoints_kept);  // a failure is logged by the store; the checkpoint is safe
   PRSGD_LOG(info, "averager") << "checkpointed round " << core_->round()
                               << "; exiting without stopping the workers (a restarted averager resumes)";
-  // Every closed round gets its line now; an evaluation still running is not waited for (test_acc null).
-  for (auto& l : lines_) {
-    l.awaiting_eval = false;
-  }
-  flush_lines();
-  end_incarnation();
-  if (config_.on_done) {
-    config_.on_done(summary_);
-  }
-}
-
-void averager_actor::end_incarnation() {
-  done_ = true;
-  if (timer_) {
-    cancel_timer(*timer_);
-    timer_.reset();
-  }
-  summary_.rounds = std::max(summary_.rounds, core_->round());
-  summary_.test_acc = last_acc_;
-  summary_.counters = core_->counters();
-  summary_.wall_s = std::chrono::duration<double>(now() - started_).count();
+  apply(core_->suspend());
 }
 
 round_t averager_actor::round() const { return core_ ? core_->round() : 0; }
@@ -153,176 +142,150 @@ int averager_actor::times_counted(round_t r, member_id m) const { return core_ ?
 
 std::vector<member_id> averager_actor::members() const { return core_ ? core_->members() : std::vector<member_id>{}; }
 
-void averager_actor::send_all(std::vector<outbound> out) {
+// ---- carrying out the core's actions ------------------------------------------------------------------
+
+void averager_actor::apply(actions a) {
+  for (const auto& r : a.routes) {
+    peers_[r.member] = r.via;
+  }
+  for (const auto& c : a.checkpoints) {
+    write_checkpoint(c);
+  }
+  for (const auto& o : a.sends) {
+    send(o);
+  }
+  for (auto& e : a.evaluations) {
+    evaluate(std::move(e));
+  }
+  for (const auto& m : a.lines) {
+    write_line(m);
+  }
+  if (a.done) {
+    report_done(*a.done);
+  }
+  rearm(a.wakeup);
+}
+
+void averager_actor::write_checkpoint(const checkpoint_state& s) {
+  if (!store_) {
+    return;
+  }
+  if (auto ok = store_->write(s); !ok) {
+    PRSGD_LOG(error, "averager") << "checkpoint at round " << s.round << " failed: " << ok.error().message();
+    return;
+  }
+  (void)store_->prune(config_.checkpoints_kept);  // a failure is logged by the store; the new checkpoint is safe
+}
+
+void averager_actor::send(const outbound& o) {
   if (!link_) {
     return;
   }
-  for (auto& o : out) {
-    auto it = peers_.find(o.to);
-    if (it == peers_.end()) {
-      continue;  // never heard from this worker in this incarnation: nowhere to send
-    }
-    auto sent = link_->send(it->second, encode(o.msg));
-    if (!sent) {
-      PRSGD_LOG(debug, "averager") << "send to worker " << o.to << " failed: " << sent.error().message();
-    }
+  peer_id to = 0;
+  if (o.via) {
+    to = *o.via;
+  } else if (auto it = peers_.find(o.member); it != peers_.end()) {
+    to = it->second;
+  } else {
+    return;  // no accepted message from this worker in this incarnation: nowhere to send
+  }
+  auto sent = link_->send(to, encode(o.msg));
+  if (!sent) {
+    PRSGD_LOG(debug, "averager") << "send to worker " << o.member << " failed: " << sent.error().message();
   }
 }
 
-void averager_actor::after_event() {
-  collect_metrics();
-  maybe_done();
-  rearm();
+void averager_actor::evaluate(evaluation_request request) {
+  std::shared_ptr<algorithms::model> model;
+  if (!idle_evaluators_.empty()) {
+    model = std::move(idle_evaluators_.back());
+    idle_evaluators_.pop_back();
+  } else if (auto made = algorithms::model_registry::instance().make(config_.model_name, config_.model)) {
+    // The core runs more than one evaluation at a time (averager_config::max_evaluations): one model each.
+    model = std::move(*made);
+  } else {
+    // Reported like any failed evaluation, through the compute pool: never from inside apply().
+    run_compute([e = made.error()]() -> double { throw std::runtime_error(e.message()); },
+                [this, request = std::move(request)](expected<double> acc) mutable {
+                  on_evaluated(std::move(request), std::move(acc));
+                });
+    return;
+  }
+  // The model is handed to the compute pool and back; the strand does not touch it meanwhile.
+  auto test = config_.test_set;
+  auto params = request.model;
+  run_compute(
+      [model, test, params]() -> double {
+        auto ok = model->set_params(*params);
+        if (!ok) {
+          throw std::runtime_error(ok.error().message());
+        }
+        return model->evaluate(*test).accuracy;
+      },
+      [this, model, request = std::move(request)](expected<double> acc) mutable {
+        idle_evaluators_.push_back(std::move(model));
+        on_evaluated(std::move(request), std::move(acc));
+      });
 }
 
-void averager_actor::rearm() {
+// Here the shell holds an evaluated x̄ (request.model, after request.rounds rounds) with its accuracy.
+void averager_actor::on_evaluated(evaluation_request request, expected<double> accuracy) {
+  if (!core_) {
+    return;
+  }
+  if (!accuracy) {
+    PRSGD_LOG(error, "averager") << "evaluation of x̄ after round " << request.rounds
+                                 << " failed: " << accuracy.error().message();
+  }
+  if (accuracy && config_.on_model) {
+    config_.on_model({request.rounds, request.model, *accuracy, false});
+  }
+  apply(core_->on_evaluated(request.id, accuracy ? std::optional<double>{*accuracy} : std::nullopt));
+}
+
+void averager_actor::write_line(const round_metrics& m) {
+  if (writer_) {
+    if (auto ok = writer_->write(m); !ok) {
+      PRSGD_LOG(error, "averager") << "metrics write failed: " << ok.error().message();
+    }
+  }
+  if (config_.on_round) {
+    config_.on_round(m);
+  }
+}
+
+// Here the shell holds the final x̄ (s.model) and, when the job is over, writes the done line.
+void averager_actor::report_done(const job_summary& s) {
+  done_ = true;
+  if (s.job_over && writer_) {
+    if (auto ok = writer_->write_done(s.test_acc, s.rounds, s.wall_s); !ok) {
+      PRSGD_LOG(error, "averager") << "metrics write failed: " << ok.error().message();
+    }
+  }
+  PRSGD_LOG(info, "averager") << (s.job_over ? "done" : "incarnation over") << " after " << s.rounds << " rounds";
+  if (s.job_over && config_.on_model) {
+    config_.on_model({s.rounds, s.model, s.test_acc, true});
+  }
+  if (config_.on_done) {
+    config_.on_done(s);
+  }
+}
+
+void averager_actor::rearm(std::optional<clock::time_point> wakeup) {
   if (timer_) {
     cancel_timer(*timer_);
     timer_.reset();
   }
-  if (!core_ || done_) {
+  if (!core_ || done_ || !wakeup) {
     return;
   }
-  auto wake = core_->next_wakeup();
-  if (!wake) {
-    return;
-  }
-  auto delay = std::max(clock::duration::zero(), *wake - now());
+  auto delay = std::max(clock::duration::zero(), *wakeup - now());
   timer_ = schedule_once(delay, [this] {
     timer_.reset();
-    if (!core_ || done_) {
-      return;
+    if (core_ && !done_) {
+      apply(core_->tick());
     }
-    send_all(core_->tick());
-    after_event();
   });
-}
-
-void averager_actor::collect_metrics() {
-  for (auto& m : core_->drain_metrics()) {
-    summary_.rounds = m.round + 1;
-    summary_.bytes_in += m.bytes_in;
-    summary_.bytes_out += m.bytes_out;
-    const round_t closed = m.round + 1;
-    const bool last = core_->state() == averager_state::stopped;
-    const bool epoch_end = config_.rounds_per_epoch > 0 && closed % config_.rounds_per_epoch == 0;
-    m.rounds_total = config_.core.max_rounds;
-    if (config_.rounds_per_epoch > 0) {
-      m.epoch = static_cast<double>(closed) / static_cast<double>(config_.rounds_per_epoch);
-    }
-    const bool every = config_.eval_every > 0 && closed % config_.eval_every == 0;
-    pending_line line{std::move(m), false};
-    if (config_.test_set && (epoch_end || every || last)) {
-      line.awaiting_eval = true;
-      request_eval(line.metrics.round, core_->model());
-      if (last) {
-        final_eval_requested_ = true;
-      }
-    }
-    lines_.push_back(std::move(line));
-  }
-  flush_lines();
-}
-
-void averager_actor::request_eval(round_t round, flat_buffer model) {
-  eval_queue_.emplace_back(round, std::move(model));
-  pump_eval();
-}
-
-void averager_actor::pump_eval() {
-  if (evaluating_ || !eval_model_ || eval_queue_.empty()) {
-    return;
-  }
-  evaluating_ = true;
-  auto [r, params] = std::move(eval_queue_.front());
-  eval_queue_.pop_front();
-  evaluating_model_ = {r == final_round_marker ? core_->round() : r + 1, params, std::nullopt, false};
-  // The evaluation model is handed to the compute pool and back; the strand does not touch it meanwhile.
-  auto* model_ptr = eval_model_.get();
-  auto test = config_.test_set;
-  run_compute(
-      [model_ptr, test, params = std::move(params)]() -> double {
-        auto ok = model_ptr->set_params(*params);
-        if (!ok) {
-          throw std::runtime_error(ok.error().message());
-        }
-        return model_ptr->evaluate(*test).accuracy;
-      },
-      [this, round = r](expected<double> acc) { on_evaluated(round, std::move(acc)); });
-}
-
-void averager_actor::on_evaluated(round_t round, expected<double> acc) {
-  evaluating_ = false;
-  if (!acc) {
-    PRSGD_LOG(error, "averager") << "evaluation of round " << round << " failed: " << acc.error().message();
-  } else {
-    last_acc_ = *acc;
-  }
-  if (round == final_round_marker) {
-    final_eval_done_ = true;
-  }
-  if (acc && config_.on_model) {
-    evaluating_model_.test_acc = *acc;
-    config_.on_model(evaluating_model_);
-  }
-  evaluating_model_ = {};
-  for (auto& line : lines_) {
-    if (line.awaiting_eval && line.metrics.round == round) {
-      line.awaiting_eval = false;
-      if (acc) {
-        line.metrics.test_acc = *acc;
-      }
-      break;
-    }
-  }
-  pump_eval();
-  flush_lines();
-  maybe_done();
-}
-
-void averager_actor::flush_lines() {
-  while (!lines_.empty() && !lines_.front().awaiting_eval) {
-    auto& m = lines_.front().metrics;
-    if (writer_) {
-      auto ok = writer_->write(m);
-      if (!ok) {
-        PRSGD_LOG(error, "averager") << "metrics write failed: " << ok.error().message();
-      }
-    }
-    if (config_.on_round) {
-      config_.on_round(m);
-    }
-    lines_.pop_front();
-  }
-}
-
-void averager_actor::maybe_done() {
-  if (done_ || !core_ || core_->state() != averager_state::stopped) {
-    return;
-  }
-  if (config_.test_set && eval_model_ && !final_eval_requested_) {
-    // Stopped without closing a final round (finish() or a signal): score the current x̄ once more.
-    final_eval_requested_ = true;
-    request_eval(final_round_marker, core_->model());
-    return;
-  }
-  if (!lines_.empty() || evaluating_ || !eval_queue_.empty()) {
-    return;
-  }
-  end_incarnation();
-  if (writer_) {
-    auto ok = writer_->write_done(summary_.test_acc, summary_.rounds, summary_.wall_s);
-    if (!ok) {
-      PRSGD_LOG(error, "averager") << "metrics write failed: " << ok.error().message();
-    }
-  }
-  PRSGD_LOG(info, "averager") << "done after " << summary_.rounds << " rounds";
-  if (config_.on_model) {
-    config_.on_model({summary_.rounds, core_->model(), summary_.test_acc, true});
-  }
-  if (config_.on_done) {
-    config_.on_done(summary_);
-  }
 }
 
 expected<std::pair<actor_ref<averager_actor>, std::string>> start_averager(actor_system& system,

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <utility>
 
 namespace prsgd::actors {
@@ -18,6 +19,14 @@ namespace prsgd::actors {
 namespace {
 
 constexpr std::string_view log_component = "averager";
+
+// Queues `m` for `member`, over the member's route.
+void send_to(actions& out, member_id member, any_msg m) { out.sends.push_back({member, std::move(m), std::nullopt}); }
+
+// Queues `m` as a reply over the connection the message came in on (no route is recorded for it).
+void reply(actions& out, member_id member, any_msg m, origin_t via) {
+  out.sends.push_back({member, std::move(m), via});
+}
 
 double to_seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -113,8 +122,20 @@ std::string_view to_string(deadline_policy policy) noexcept {
   return "unknown";
 }
 
+expected<averager_setup> setup_from(checkpoint_store& store) {
+  auto inc = store.next_incarnation();
+  if (!inc) {
+    return std::move(inc).error();
+  }
+  averager_setup setup;
+  setup.incarnation = *inc;
+  setup.resume = store.read_newest();
+  setup.checkpoints = true;
+  return setup;
+}
+
 expected<averager_core> averager_core::make(averager_config config, const clock& clk,
-                                            std::vector<float> initial_model) {
+                                            std::vector<float> initial_model, averager_setup setup) {
   if (initial_model.empty()) {
     return fail(errc::invalid_argument, "averager: the initial model is empty");
   }
@@ -130,8 +151,8 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
   if (config.step_sizes != algorithms::lr_kind::constant && config.step_sizes != algorithms::lr_kind::paper) {
     return fail(errc::invalid_argument, "averager: the step size is constant or paper");
   }
-  if (config.total_steps == 0 || !(config.step_size > 0) || config.checkpoints_kept == 0) {
-    return fail(errc::invalid_argument, "averager: total_steps, step_size and checkpoints_kept must be positive");
+  if (config.total_steps == 0 || !(config.step_size > 0)) {
+    return fail(errc::invalid_argument, "averager: total_steps and step_size must be positive");
   }
   if (config.deadline == deadline_policy::fixed && config.fixed_deadline <= clock::duration::zero()) {
     return fail(errc::invalid_argument, "averager: a fixed deadline must be positive");
@@ -152,6 +173,7 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
   config.min_workers = std::max<std::size_t>(config.min_workers, 1);
   config.adaptive_min_samples = std::max<std::size_t>(config.adaptive_min_samples, 1);
   config.adaptive_window = std::max(config.adaptive_window, config.adaptive_min_samples);
+  config.max_evaluations = std::max<std::size_t>(config.max_evaluations, 1);
 
   averager_core core{std::move(config), clk};
   const auto now = clk.now();
@@ -159,32 +181,17 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
   core.next_heartbeat_ = now + core.config_.heartbeat_interval;
   core.model_size_ = initial_model.size();
 
-  std::optional<checkpoint_state> resumed;
-  if (!core.config_.checkpoint_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(core.config_.checkpoint_dir, ec);
-    if (ec) {
-      return fail(errc::io_error, "averager: cannot create " + core.config_.checkpoint_dir + ": " + ec.message());
-    }
-    core.store_ = std::make_unique<checkpoint_store>(core.config_.checkpoint_dir, core.config_.checkpoints_kept);
-    auto inc = core.store_->next_incarnation();
-    if (!inc) {
-      return inc.error();
-    }
-    core.incarnation_ = *inc;
-    resumed = core.store_->load_newest();
-  } else {
-    core.incarnation_ = std::max<incarnation_t>(core.config_.incarnation, 1);
-  }
-
+  core.incarnation_ = std::max<incarnation_t>(setup.incarnation, 1);
+  core.checkpoints_ = setup.checkpoints;
+  core.evaluations_ = setup.evaluations;
+  auto& resumed = setup.resume;
   if (resumed) {
     if (resumed->identity && core.config_.model_identity) {
       const auto& was = *resumed->identity;
       const auto& now_id = *core.config_.model_identity;
       if (was.name != now_id.name || was.channels != now_id.channels || was.height != now_id.height ||
           was.width != now_id.width || was.classes != now_id.classes) {
-        return fail(errc::invalid_argument, "averager: the checkpoint in " + core.config_.checkpoint_dir +
-                                                " is for model " + was.name + ", not " + now_id.name +
+        return fail(errc::invalid_argument, "averager: the checkpoint to resume is for model " + was.name + ", not " + now_id.name +
                                                 " (or another input shape or class count)");
       }
     }
@@ -241,35 +248,53 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
 
 // ---- events ----------------------------------------------------------------------------------------
 
-std::vector<outbound> averager_core::on_join(const join_msg& m) {
-  std::vector<outbound> out;
+actions averager_core::on_message(const to_averager& m, origin_t from) {
+  return std::visit(
+      [&](const auto& msg) -> actions {
+        using M = std::decay_t<decltype(msg)>;
+        if constexpr (std::is_same_v<M, join_msg>) {
+          return on_join(msg, from);
+        } else if constexpr (std::is_same_v<M, leave_msg>) {
+          return on_leave(msg, from);
+        } else if constexpr (std::is_same_v<M, heartbeat_msg>) {
+          return on_heartbeat(msg, from);
+        } else {
+          return on_model(msg, from);
+        }
+      },
+      m);
+}
+
+actions averager_core::on_join(const join_msg& m, origin_t from) {
+  actions out;
   const auto now = clock_->now();
   if (state_ == averager_state::stopped) {
-    out.push_back({m.member, stop_msg{m.member, m.incarnation, incarnation_, round_}});
-    return out;
+    reply(out, m.member, stop_msg{m.member, m.incarnation, incarnation_, round_}, from);
+    return with_wakeup(std::move(out));
   }
   bool replaced = false;
   if (auto it = members_.find(m.member); it != members_.end()) {
     if (m.incarnation < it->second.incarnation) {
       PRSGD_LOG(info, log_component) << "ignoring JOIN of worker " << m.member << " from stale incarnation "
                                      << m.incarnation << " (current " << it->second.incarnation << ")";
-      return out;
+      return with_wakeup(std::move(out));
     }
     if (m.incarnation == it->second.incarnation) {
       // A repeated JOIN from a member: the worker may have lost our WELCOME or RESTART; answer again.
       it->second.last_seen = now;
-      out.push_back({m.member, make_welcome(m.member, m.incarnation, round_)});
+      out.routes.push_back({m.member, from});
+      send_to(out, m.member, make_welcome(m.member, m.incarnation, round_));
       if (state_ == averager_state::collecting && !submissions_.contains(m.member)) {
-        out.push_back({m.member, make_restart(m.member)});
+        send_to(out, m.member, make_restart(m.member));
       }
-      return out;
+      return with_wakeup(std::move(out));
     }
-    remove_worker(m.member, "rejoined with a new incarnation", out);
+    remove_worker(m.member, "rejoined with a new incarnation");
     replaced = true;
   }
   if (auto it = pending_.find(m.member); it != pending_.end()) {
     if (m.incarnation < it->second.incarnation) {
-      return out;
+      return with_wakeup(std::move(out));
     }
     it->second.incarnation = m.incarnation;
     it->second.last_seen = now;
@@ -290,64 +315,65 @@ std::vector<outbound> averager_core::on_join(const join_msg& m) {
                                    << ") joins; admitted at the next barrier";
   }
   restored_.erase(m.member);
+  out.routes.push_back({m.member, from});
   // (3) waits for min_workers joiners only before the first round of a fresh job.
   const bool enough = round_ > 0 || resumed_from_.has_value() || pending_.size() >= config_.min_workers;
   const bool starts_now = (state_ == averager_state::idle && enough) ||
                           (state_ == averager_state::rejoin_wait && restored_.empty());
   const round_t admitted = state_ == averager_state::collecting ? round_ + 1 : round_;
-  out.push_back({m.member, make_welcome(m.member, m.incarnation, admitted)});
+  send_to(out, m.member, make_welcome(m.member, m.incarnation, admitted));
   if (starts_now) {
     start_round(out);  // (1)/(3) idle -> collecting, (4) rejoin_wait -> collecting
   } else if (replaced) {
     maybe_close(out);  // the old incarnation may have been the last one the barrier waited for
   }
-  return out;
+  return with_wakeup(std::move(out));
 }
 
-std::vector<outbound> averager_core::on_leave(const leave_msg& m) {
-  std::vector<outbound> out;
+actions averager_core::on_leave(const leave_msg& m, origin_t /*from*/) {
+  actions out;
   if (state_ == averager_state::stopped) {
-    return out;
+    return with_wakeup(std::move(out));
   }
   auto matches = [&](const std::map<member_id, member_entry>& set) {
     auto it = set.find(m.member);
     return it != set.end() && it->second.incarnation == m.incarnation;
   };
   if (matches(members_) || matches(pending_)) {
-    remove_worker(m.member, "left", out);
+    remove_worker(m.member, "left");
     maybe_close(out);
   } else if (restored_.erase(m.member) > 0 && state_ == averager_state::rejoin_wait && restored_.empty() &&
              !pending_.empty()) {
     start_round(out);
   }
-  return out;
+  return with_wakeup(std::move(out));
 }
 
-std::vector<outbound> averager_core::on_heartbeat(const heartbeat_msg& m) {
-  std::vector<outbound> out;
+actions averager_core::on_heartbeat(const heartbeat_msg& m, origin_t from) {
+  actions out;
   if (m.from_averager || state_ == averager_state::stopped) {
-    return out;
+    return with_wakeup(std::move(out));
   }
   for (auto* set : {&members_, &pending_}) {
     if (auto it = set->find(m.member); it != set->end()) {
       if (it->second.incarnation == m.incarnation) {
         it->second.last_seen = clock_->now();
-        return out;
+        return with_wakeup(std::move(out));
       }
       if (m.incarnation < it->second.incarnation) {
-        return out;  // a stale heartbeat from before the worker's restart
+        return with_wakeup(std::move(out));  // a stale heartbeat from before the worker's restart
       }
     }
   }
   // Unknown worker (e.g. it still follows a previous averager incarnation): tell it to rejoin.
-  out.push_back({m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}});
-  return out;
+  reply(out, m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}, from);
+  return with_wakeup(std::move(out));
 }
 
-std::vector<outbound> averager_core::on_model(const model_msg& m) {
-  std::vector<outbound> out;
+actions averager_core::on_model(const model_msg& m, origin_t from) {
+  actions out;
   if (state_ == averager_state::stopped) {
-    return out;
+    return with_wakeup(std::move(out));
   }
   if (m.params) {
     round_bytes_in_ += m.params->size() * sizeof(float);
@@ -357,39 +383,39 @@ std::vector<outbound> averager_core::on_model(const model_msg& m) {
       record(m, submission_status::late,
              "sent to averager incarnation " + std::to_string(m.averager_incarnation));
       if (!members_.contains(m.member) && !pending_.contains(m.member)) {
-        out.push_back({m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}});
+        reply(out, m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}, from);
       }
     } else {
       record(m, submission_status::rejected,
              "names a future averager incarnation " + std::to_string(m.averager_incarnation));
     }
-    return out;
+    return with_wakeup(std::move(out));
   }
   if (m.round < round_) {
     record(m, submission_status::late, "round " + std::to_string(m.round) + " is closed (now " +
                                            std::to_string(round_) + ")");
-    return out;
+    return with_wakeup(std::move(out));
   }
   if (m.round > round_ || state_ != averager_state::collecting) {
     record(m, submission_status::rejected, "round " + std::to_string(m.round) + " is not open");
-    return out;
+    return with_wakeup(std::move(out));
   }
   if (auto s = submissions_.find(m.member); s != submissions_.end() && s->second.msg.incarnation == m.incarnation) {
     record(m, submission_status::duplicate, "");
-    return out;
+    return with_wakeup(std::move(out));
   }
   auto it = members_.find(m.member);
   if (it == members_.end()) {
     record(m, submission_status::rejected, "worker is not a member of round " + std::to_string(round_));
     if (!pending_.contains(m.member)) {
-      out.push_back({m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}});
+      reply(out, m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}, from);
     }
-    return out;
+    return with_wakeup(std::move(out));
   }
   if (it->second.incarnation != m.incarnation) {
     record(m, submission_status::rejected, "stale worker incarnation " + std::to_string(m.incarnation) +
                                                " (member has " + std::to_string(it->second.incarnation) + ")");
-    return out;
+    return with_wakeup(std::move(out));
   }
   it->second.last_seen = clock_->now();
   const bool want_gradient = config_.mode == training_mode::minibatch_sgd;
@@ -409,18 +435,19 @@ std::vector<outbound> averager_core::on_model(const model_msg& m) {
   }
   if (!reason.empty()) {
     record(m, submission_status::rejected, reason);
-    return out;
+    return with_wakeup(std::move(out));
   }
   submissions_[m.member] = submission{m, clock_->now()};
   record(m, submission_status::accepted, "");
+  out.routes.push_back({m.member, from});
   maybe_close(out);
-  return out;
+  return with_wakeup(std::move(out));
 }
 
-std::vector<outbound> averager_core::tick() {
-  std::vector<outbound> out;
+actions averager_core::tick() {
+  actions out;
   if (state_ == averager_state::stopped) {
-    return out;
+    return with_wakeup(std::move(out));
   }
   const auto now = clock_->now();
   std::vector<member_id> silent;
@@ -433,8 +460,8 @@ std::vector<outbound> averager_core::tick() {
   }
   for (member_id id : silent) {
     const auto inc = members_.contains(id) ? members_[id].incarnation : pending_[id].incarnation;
-    remove_worker(id, "heartbeat timeout", out);
-    out.push_back({id, removed_msg{id, inc, incarnation_, round_}});
+    remove_worker(id, "heartbeat timeout");
+    send_to(out, id, removed_msg{id, inc, incarnation_, round_});
   }
   if (state_ == averager_state::rejoin_wait && now >= rejoin_until_) {
     PRSGD_LOG(info, log_component) << "rejoin grace over; " << restored_.size() << " checkpointed members did not return";
@@ -449,27 +476,66 @@ std::vector<outbound> averager_core::tick() {
   if (state_ != averager_state::stopped && now >= next_heartbeat_) {
     for (const auto* set : {&members_, &pending_}) {
       for (const auto& [id, e] : *set) {
-        out.push_back({id, heartbeat_msg{id, e.incarnation, incarnation_, round_, true}});
+        send_to(out, id, heartbeat_msg{id, e.incarnation, incarnation_, round_, true});
       }
     }
     next_heartbeat_ = now + config_.heartbeat_interval;
   }
-  return out;
+  return with_wakeup(std::move(out));
 }
 
-std::vector<outbound> averager_core::stop() {
-  std::vector<outbound> out;
-  if (state_ == averager_state::stopped) {
-    return out;
+actions averager_core::stop() {
+  actions out;
+  if (state_ != averager_state::stopped) {
+    end_job(out);
   }
-  for (const auto* set : {&members_, &pending_}) {
-    for (const auto& [id, e] : *set) {
-      out.push_back({id, stop_msg{id, e.incarnation, incarnation_, round_}});
+  return with_wakeup(std::move(out));
+}
+
+actions averager_core::suspend() {
+  actions out;
+  if (state_ == averager_state::stopped) {
+    return with_wakeup(std::move(out));
+  }
+  PRSGD_LOG(info, log_component) << "incarnation " << incarnation_ << " suspended at round " << round_;
+  state_ = averager_state::stopped;  // (8), nothing sent: the workers wait for the next incarnation
+  suspended_ = true;
+  deadline_.reset();
+  out.stopped = true;
+  // Every closed round gets its line now; an evaluation still running is not waited for (test_acc null).
+  for (auto& l : lines_) {
+    l.awaiting.reset();
+  }
+  eval_queue_.clear();
+  evaluating_.clear();
+  flush_lines(out);
+  maybe_done(out);
+  return with_wakeup(std::move(out));
+}
+
+actions averager_core::on_evaluated(std::uint64_t id, std::optional<double> accuracy) {
+  actions out;
+  auto it = evaluating_.find(id);
+  if (it == evaluating_.end()) {
+    return with_wakeup(std::move(out));
+  }
+  const round_t rounds = it->second;
+  evaluating_.erase(it);
+  if (accuracy && (!last_acc_ || rounds >= last_acc_rounds_)) {
+    last_acc_ = accuracy;
+    last_acc_rounds_ = rounds;
+  }
+  for (auto& l : lines_) {
+    if (l.awaiting == id) {
+      l.awaiting.reset();
+      l.metrics.test_acc = accuracy;
+      break;
     }
   }
-  state_ = averager_state::stopped;  // (8)
-  deadline_.reset();
-  return out;
+  pump_evaluations(out);
+  flush_lines(out);
+  maybe_done(out);
+  return with_wakeup(std::move(out));
 }
 
 std::optional<clock::time_point> averager_core::next_wakeup() const {
@@ -492,9 +558,14 @@ std::optional<clock::time_point> averager_core::next_wakeup() const {
   return t;
 }
 
-// ---- barrier -----------------------------------------------------------------------------------------
+actions averager_core::with_wakeup(actions out) const {
+  out.wakeup = next_wakeup();
+  return out;
+}
 
-void averager_core::remove_worker(member_id id, const char* why, std::vector<outbound>& /*out*/) {
+// ---- membership --------------------------------------------------------------------------------------
+
+void averager_core::remove_worker(member_id id, const char* why) {
   if (members_.erase(id) > 0) {
     if (state_ == averager_state::collecting && !submissions_.contains(id)) {
       ++round_removed_;
@@ -505,23 +576,14 @@ void averager_core::remove_worker(member_id id, const char* why, std::vector<out
   }
 }
 
-void averager_core::maybe_close(std::vector<outbound>& out) {
-  if (state_ != averager_state::collecting) {
-    return;
+void averager_core::admit_pending() {
+  for (auto& [id, e] : pending_) {
+    members_[id] = e;
   }
-  const bool everyone = std::all_of(members_.begin(), members_.end(),
-                                    [&](const auto& kv) { return submissions_.contains(kv.first); });
-  if (everyone) {
-    close_barrier(out, false);  // (6)
-    return;
-  }
-  if (deadline_ && clock_->now() >= *deadline_ && submissions_.size() >= config_.quorum) {
-    close_barrier(out, true);  // (6) by deadline
-  }
+  pending_.clear();
 }
 
-void averager_core::start_round(std::vector<outbound>& out) {
-  round_admitted_ += pending_.size();
+void averager_core::start_round(actions& out) {
   admit_pending();
   if (members_.empty()) {
     state_ = averager_state::idle;  // (7)
@@ -537,136 +599,61 @@ void averager_core::start_round(std::vector<outbound>& out) {
   round_step_size_ = current_step_size();
   compute_deadline();
   for (const auto& [id, e] : members_) {
-    out.push_back({id, make_restart(id)});
+    send_to(out, id, make_restart(id));
     round_bytes_out_ += model_size_ * sizeof(float);
   }
   PRSGD_LOG(debug, log_component) << "round " << round_ << " starts with " << members_.size() << " members";
 }
 
-void averager_core::admit_pending() {
-  for (auto& [id, e] : pending_) {
-    members_[id] = e;
+void averager_core::end_job(actions& out) {
+  for (const auto* set : {&members_, &pending_}) {
+    for (const auto& [id, e] : *set) {
+      send_to(out, id, stop_msg{id, e.incarnation, incarnation_, round_});
+    }
   }
-  pending_.clear();
+  state_ = averager_state::stopped;  // (8)
+  deadline_.reset();
+  out.stopped = true;
+  maybe_done(out);
 }
 
-void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) {
-  const auto now = clock_->now();
-  round_metrics rm;
-  rm.round = round_;
-  rm.members = round_members_;
-  rm.submissions = submissions_.size();
-  rm.round_s = to_seconds(now - round_start_);
-  rm.closed_by_deadline = by_deadline;
-  rm.removed = round_removed_;
-  rm.step_size = round_step_size_;
-  rm.interval_min = std::numeric_limits<std::uint64_t>::max();
-  for (const auto& [id, s] : submissions_) {
-    rm.interval_min = std::min(rm.interval_min, s.msg.steps);
-    rm.interval_max = std::max(rm.interval_max, s.msg.steps);
-  }
-  if (submissions_.empty()) {
-    rm.interval_min = 0;
-  }
+// ---- barrier -----------------------------------------------------------------------------------------
 
+void averager_core::maybe_close(actions& out) {
+  if (state_ != averager_state::collecting) {
+    return;
+  }
+  const bool everyone = std::all_of(members_.begin(), members_.end(),
+                                    [&](const auto& kv) { return submissions_.contains(kv.first); });
+  if (everyone) {
+    close_barrier(out, false);  // (6)
+    return;
+  }
+  if (deadline_ && clock_->now() >= *deadline_ && submissions_.size() >= config_.quorum) {
+    close_barrier(out, true);  // (6) by deadline
+  }
+}
+
+// (6): the round's accepted submissions become x̄_{r+1}; then the next round starts (or the job ends).
+void averager_core::close_barrier(actions& out, bool by_deadline) {
+  round_metrics rm = open_record(by_deadline);
   std::vector<float> next;  // x̄_{r+1}; a new buffer, since workers may still hold x̄_r
   if (!submissions_.empty()) {
-    std::vector<algorithms::contribution> inputs;
-    inputs.reserve(submissions_.size());
-    bool steps_differ = false;
-    double loss_sum = 0;
-    std::uint64_t loss_count = 0;
-    clock::time_point first = now;
-    for (const auto& [id, s] : submissions_) {
-      inputs.push_back({std::span<const float>(*s.msg.params), static_cast<double>(s.msg.samples),
-                        static_cast<double>(s.msg.steps)});
-      steps_differ = steps_differ || s.msg.steps != submissions_.begin()->second.msg.steps;
-      rm.samples += s.msg.samples;
-      if (s.msg.loss_count > 0) {
-        loss_sum += s.msg.loss_sum;
-        loss_count += s.msg.loss_count;
-      }
-      first = std::min(first, s.at);
-      const double offset = to_seconds(s.at - round_start_);
-      rm.arrival_offsets_s.emplace_back(id, offset);
-      arrival_history_.push_back(offset);
-    }
-    if (arrival_history_.size() > config_.adaptive_window) {
-      arrival_history_.erase(arrival_history_.begin(),
-                             arrival_history_.end() - static_cast<std::ptrdiff_t>(config_.adaptive_window));
-    }
-    rm.barrier_wait_s = to_seconds(now - first);
-    if (loss_count > 0) {
-      rm.train_loss = loss_sum / static_cast<double>(loss_count);
-    }
-
-    algorithms::averaging_rule rule{};
-    if (config_.mode == training_mode::minibatch_sgd) {
-      rule = config_.rule == algorithms::averaging_rule::uniform ? algorithms::averaging_rule::uniform
-                                                                 : algorithms::averaging_rule::by_samples;
-    } else if (config_.rule) {
-      rule = *config_.rule;
-    } else {
-      rule = steps_differ ? algorithms::averaging_rule::step_normalised : algorithms::averaging_rule::by_samples;
-    }
+    const round_inputs inputs = collect(rm);
+    const auto rule = weigh(inputs);
     last_rule_ = rule;
     rm.rule = std::string(rule_name(rule));
-
-    std::vector<float> avg(model_size_);
-    auto ok = algorithms::average(inputs, *model_, rule, avg);
-    if (!ok) {
-      // Every input was validated, so this is not peer behaviour; keep x̄ rather than corrupt it.
-      PRSGD_LOG(error, log_component) << "round " << round_ << ": averaging failed (" << ok.error().message()
-                                      << "); x̄ left unchanged";
-      avg = *model_;
-    }
+    bool averaged = false;
+    std::vector<float> avg = average(inputs, rule, averaged);
     if (config_.consensus_every > 0 && round_ % config_.consensus_every == 0) {
-      rm.consensus_distance = consensus_distance(inputs, avg);
+      rm.consensus_distance = consensus_distance(inputs.contributions, avg);
     }
-
-    if (config_.mode == training_mode::minibatch_sgd) {
-      // One SGD step on the averaged gradient of the trainable prefix, with the γ announced for this round
-      // (and momentum, PyTorch's rule); the buffers after it are averaged values, taken as they are.
-      next = *model_;
-      const auto g = static_cast<float>(round_step_size_);
-      const std::size_t trainable = trainable_size();
-      if (config_.minibatch_momentum > 0) {
-        const auto mu = static_cast<float>(config_.minibatch_momentum);
-        minibatch_momentum_.resize(trainable, 0.0F);
-        for (std::size_t k = 0; k < trainable; ++k) {
-          minibatch_momentum_[k] = mu * minibatch_momentum_[k] + avg[k];
-          next[k] -= g * minibatch_momentum_[k];
-        }
-      } else {
-        for (std::size_t k = 0; k < trainable; ++k) {
-          next[k] -= g * avg[k];
-        }
-      }
-      for (std::size_t k = trainable; k < model_size_; ++k) {
-        next[k] = avg[k];
-      }
-    } else if (ok && outer_) {
-      next.resize(model_size_);
-      if (auto applied = outer_->apply(*model_, avg, next); !applied) {
-        PRSGD_LOG(error, log_component) << "round " << round_ << ": outer optimiser failed ("
-                                        << applied.error().message() << "); using the plain average";
-        next = std::move(avg);
-      }
-    } else {
-      next = std::move(avg);
-    }
-    for (const auto& [id, s] : submissions_) {
-      const int times = ++counted_[std::make_pair(round_, id)];
-      PRSGD_CHECK(times == 1) << "worker " << id << " counted twice in round " << round_;
-    }
-    update_speeds();
-    ++rounds_completed_;
-  }
-
-  if (next.empty()) {
+    next = outer_step(std::move(avg), averaged);
+    account();
+  } else {
     next = *model_;  // an empty round leaves x̄ unchanged
   }
-  rm.wall_s = to_seconds(now - started_at_);
+  rm.wall_s = to_seconds(clock_->now() - started_at_);
   rm.bytes_in = round_bytes_in_;
   rm.bytes_out = round_bytes_out_;
   rm.late = round_counters_.late;
@@ -679,8 +666,154 @@ void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) 
   PRSGD_LOG(info, log_component) << "round " << round_ << " closed" << (by_deadline ? " by deadline" : "") << ": "
                                  << rm.submissions << "/" << rm.members << " submissions, " << rm.removed
                                  << " removed, " << rm.admitted << " joining";
-  metrics_.push_back(std::move(rm));
+  advance_round(std::move(next));
+  request_checkpoint(out);
+  const bool last = config_.max_rounds > 0 && round_ >= config_.max_rounds;
+  record_line(out, std::move(rm), last);
+  if (last) {
+    end_job(out);  // (8)
+  } else {
+    start_round(out);
+  }
+}
 
+// Starts the round's record with what is known before averaging.
+round_metrics averager_core::open_record(bool by_deadline) const {
+  round_metrics rm;
+  rm.round = round_;
+  rm.rounds_total = config_.max_rounds;
+  if (config_.rounds_per_epoch > 0) {
+    rm.epoch = static_cast<double>(round_ + 1) / static_cast<double>(config_.rounds_per_epoch);
+  }
+  rm.members = round_members_;
+  rm.submissions = submissions_.size();
+  rm.round_s = to_seconds(clock_->now() - round_start_);
+  rm.closed_by_deadline = by_deadline;
+  rm.removed = round_removed_;
+  rm.step_size = round_step_size_;
+  rm.interval_min = submissions_.empty() ? 0 : std::numeric_limits<std::uint64_t>::max();
+  for (const auto& [id, s] : submissions_) {
+    rm.interval_min = std::min(rm.interval_min, s.msg.steps);
+    rm.interval_max = std::max(rm.interval_max, s.msg.steps);
+  }
+  return rm;
+}
+
+// Collects the submissions as averaging inputs (no copy of the parameters) and records their samples,
+// losses and arrival times; the arrivals also feed the adaptive deadline.
+averager_core::round_inputs averager_core::collect(round_metrics& rm) {
+  round_inputs in;
+  in.contributions.reserve(submissions_.size());
+  double loss_sum = 0;
+  std::uint64_t loss_count = 0;
+  const auto now = clock_->now();
+  clock::time_point first = now;
+  const auto first_steps = submissions_.begin()->second.msg.steps;
+  for (const auto& [id, s] : submissions_) {
+    in.contributions.push_back({std::span<const float>(*s.msg.params), static_cast<double>(s.msg.samples),
+                                static_cast<double>(s.msg.steps)});
+    in.steps_differ = in.steps_differ || s.msg.steps != first_steps;
+    rm.samples += s.msg.samples;
+    if (s.msg.loss_count > 0) {
+      loss_sum += s.msg.loss_sum;
+      loss_count += s.msg.loss_count;
+    }
+    first = std::min(first, s.at);
+    const double offset = to_seconds(s.at - round_start_);
+    rm.arrival_offsets_s.emplace_back(id, offset);
+    arrival_history_.push_back(offset);
+  }
+  if (arrival_history_.size() > config_.adaptive_window) {
+    arrival_history_.erase(arrival_history_.begin(),
+                           arrival_history_.end() - static_cast<std::ptrdiff_t>(config_.adaptive_window));
+  }
+  rm.barrier_wait_s = to_seconds(now - first);
+  if (loss_count > 0) {
+    rm.train_loss = loss_sum / static_cast<double>(loss_count);
+  }
+  return in;
+}
+
+// Chooses how the submissions are weighed: the configured rule, else by samples while every worker ran
+// the same number of steps and step-normalised (FedNova) once they differ. Gradients (minibatch_sgd) are
+// never step-normalised.
+algorithms::averaging_rule averager_core::weigh(const round_inputs& in) const {
+  if (config_.mode == training_mode::minibatch_sgd) {
+    return config_.rule == algorithms::averaging_rule::uniform ? algorithms::averaging_rule::uniform
+                                                               : algorithms::averaging_rule::by_samples;
+  }
+  if (config_.rule) {
+    return *config_.rule;
+  }
+  return in.steps_differ ? algorithms::averaging_rule::step_normalised : algorithms::averaging_rule::by_samples;
+}
+
+// Averages the submissions into a new buffer; `ok` says whether averaging succeeded (else x̄ is kept).
+std::vector<float> averager_core::average(const round_inputs& in, algorithms::averaging_rule rule, bool& ok) const {
+  std::vector<float> avg(model_size_);
+  auto done = algorithms::average(in.contributions, *model_, rule, avg);
+  ok = done.has_value();
+  if (!ok) {
+    // Every input was validated, so this is not peer behaviour; keep x̄ rather than corrupt it.
+    PRSGD_LOG(error, log_component) << "round " << round_ << ": averaging failed (" << done.error().message()
+                                    << "); x̄ left unchanged";
+    avg = *model_;
+  }
+  return avg;
+}
+
+// Turns the average into x̄_{r+1}: in minibatch_sgd mode one SGD step on the averaged gradient; otherwise
+// the outer optimiser's step on the averaged delta, or the average itself.
+std::vector<float> averager_core::outer_step(std::vector<float> avg, bool averaged) {
+  if (config_.mode == training_mode::minibatch_sgd) {
+    // One SGD step on the averaged gradient of the trainable prefix, with the γ announced for this round
+    // (and momentum, PyTorch's rule); the buffers after it are averaged values, taken as they are.
+    std::vector<float> next = *model_;
+    const auto g = static_cast<float>(round_step_size_);
+    const std::size_t trainable = trainable_size();
+    if (config_.minibatch_momentum > 0) {
+      const auto mu = static_cast<float>(config_.minibatch_momentum);
+      minibatch_momentum_.resize(trainable, 0.0F);
+      for (std::size_t k = 0; k < trainable; ++k) {
+        minibatch_momentum_[k] = mu * minibatch_momentum_[k] + avg[k];
+        next[k] -= g * minibatch_momentum_[k];
+      }
+    } else {
+      for (std::size_t k = 0; k < trainable; ++k) {
+        next[k] -= g * avg[k];
+      }
+    }
+    for (std::size_t k = trainable; k < model_size_; ++k) {
+      next[k] = avg[k];
+    }
+    return next;
+  }
+  if (averaged && outer_) {
+    std::vector<float> next(model_size_);
+    if (auto applied = outer_->apply(*model_, avg, next); !applied) {
+      PRSGD_LOG(error, log_component) << "round " << round_ << ": outer optimiser failed ("
+                                      << applied.error().message() << "); using the plain average";
+      return avg;
+    }
+    return next;
+  }
+  return avg;
+}
+
+// Marks every averaged (round, worker) as counted — exactly once — and updates the speed estimates.
+void averager_core::account() {
+  for (const auto& [id, s] : submissions_) {
+    const int times = ++counted_[std::make_pair(round_, id)];
+    PRSGD_CHECK(times == 1) << "worker " << id << " counted twice in round " << round_;
+  }
+  update_speeds();
+  ++rounds_completed_;
+}
+
+// r+1 with x̄_{r+1}; the per-round state starts over.
+void averager_core::advance_round(std::vector<float> next) {
+  bytes_in_ += round_bytes_in_;
+  bytes_out_ += round_bytes_out_;
   ++round_;
   model_ = std::make_shared<const std::vector<float>>(std::move(next));
   submissions_.clear();
@@ -688,16 +821,31 @@ void averager_core::close_barrier(std::vector<outbound>& out, bool by_deadline) 
   round_bytes_in_ = 0;
   round_bytes_out_ = 0;
   round_counters_ = {};
-  round_admitted_ = 0;
   prune_accounting();
-  maybe_checkpoint();
+}
 
-  if (config_.max_rounds > 0 && round_ >= config_.max_rounds) {
-    auto stops = stop();  // (8)
-    out.insert(out.end(), stops.begin(), stops.end());
+// Asks the shell to checkpoint round r (x̄_r and the schedule) after every checkpoint_every-th round.
+void averager_core::request_checkpoint(actions& out) {
+  if (!checkpoints_ || config_.checkpoint_every == 0 || rounds_completed_ == 0 ||
+      rounds_completed_ % config_.checkpoint_every != 0) {
     return;
   }
-  start_round(out);
+  out.checkpoints.push_back(snapshot());
+}
+
+// Queues the closed round's metrics line, asking for an evaluation of x̄_{r+1} at epoch ends, every
+// eval_every rounds and at the last round; releases whatever lines are ready.
+void averager_core::record_line(actions& out, round_metrics rm, bool last) {
+  const round_t closed = rm.round + 1;
+  const bool epoch_end = config_.rounds_per_epoch > 0 && closed % config_.rounds_per_epoch == 0;
+  const bool every = config_.eval_every > 0 && closed % config_.eval_every == 0;
+  held_line line{std::move(rm), std::nullopt};
+  if (evaluations_ && (epoch_end || every || last)) {
+    line.awaiting = next_eval_id_;
+    request_evaluation(out, closed, last);
+  }
+  lines_.push_back(std::move(line));
+  flush_lines(out);
 }
 
 // ---- schedules ---------------------------------------------------------------------------------------
@@ -826,23 +974,6 @@ void averager_core::prune_accounting() {
   std::erase_if(counted_, [&](const auto& kv) { return kv.first.first < oldest; });
 }
 
-void averager_core::maybe_checkpoint() {
-  if (!store_ || config_.checkpoint_every == 0 || rounds_completed_ == 0 ||
-      rounds_completed_ % config_.checkpoint_every != 0) {
-    return;
-  }
-  if (auto ok = store_->save(snapshot()); !ok) {
-    PRSGD_LOG(error, log_component) << "checkpoint at round " << round_ << " failed: " << ok.error().message();
-  }
-}
-
-expected<void> averager_core::checkpoint_now() {
-  if (!store_) {
-    return fail(errc::unsupported, "averager: no checkpoint directory configured");
-  }
-  return store_->save(snapshot());
-}
-
 checkpoint_state averager_core::snapshot() const {
   checkpoint_state s;
   s.averager_incarnation = incarnation_;
@@ -876,19 +1007,58 @@ restart_msg averager_core::make_restart(member_id id) const {
   return restart_msg{id, e.incarnation, incarnation_, round_, model_, e.interval, round_step_size_, config_.mode};
 }
 
-// ---- accessors ---------------------------------------------------------------------------------------
+// ---- evaluations and metrics lines ------------------------------------------------------------------
 
-bool averager_core::set_test_accuracy(round_t round, double accuracy) {
-  for (auto& m : metrics_) {
-    if (m.round == round) {
-      m.test_acc = accuracy;
-      return true;
-    }
-  }
-  return false;
+void averager_core::request_evaluation(actions& out, round_t rounds, bool final) {
+  eval_queue_.push_back(evaluation_request{next_eval_id_++, rounds, model_, final});
+  final_eval_requested_ = final_eval_requested_ || final;
+  pump_evaluations(out);
 }
 
-std::vector<round_metrics> averager_core::drain_metrics() { return std::exchange(metrics_, {}); }
+void averager_core::pump_evaluations(actions& out) {
+  while (evaluating_.size() < config_.max_evaluations && !eval_queue_.empty()) {
+    evaluating_.emplace(eval_queue_.front().id, eval_queue_.front().rounds);
+    out.evaluations.push_back(std::move(eval_queue_.front()));
+    eval_queue_.pop_front();
+  }
+}
+
+void averager_core::flush_lines(actions& out) {
+  while (!lines_.empty() && !lines_.front().awaiting) {
+    out.lines.push_back(std::move(lines_.front().metrics));
+    lines_.pop_front();
+  }
+}
+
+void averager_core::maybe_done(actions& out) {
+  if (done_ || state_ != averager_state::stopped) {
+    return;
+  }
+  if (evaluations_ && !suspended_ && !final_eval_requested_) {
+    // Stopped without closing a final round (stop() from the shell): score the current x̄ once more.
+    request_evaluation(out, round_, true);
+  }
+  if (!lines_.empty() || !evaluating_.empty() || !eval_queue_.empty()) {
+    return;
+  }
+  done_ = true;
+  out.done = summary(!suspended_);
+}
+
+job_summary averager_core::summary(bool job_over) const {
+  job_summary s;
+  s.rounds = round_;
+  s.test_acc = last_acc_;
+  s.wall_s = to_seconds(clock_->now() - started_at_);
+  s.bytes_in = bytes_in_;
+  s.bytes_out = bytes_out_;
+  s.counters = counters_;
+  s.model = model_;
+  s.job_over = job_over;
+  return s;
+}
+
+// ---- accessors ---------------------------------------------------------------------------------------
 
 std::vector<member_id> averager_core::members() const {
   std::vector<member_id> ids;

@@ -7,10 +7,6 @@
 #include <array>
 #include <bit>
 #include <cstring>
-#include <fstream>
-#include <iterator>
-
-#include "prsgd/common/log.hpp"
 
 namespace prsgd::actors {
 
@@ -18,7 +14,6 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "checkpoints are written little-endian");
 
-constexpr std::string_view log_component = "checkpoint";
 constexpr std::array<char, 8> magic{'P', 'R', 'S', 'G', 'D', 'C', 'K', 'P'};
 // Version 2 appends the model identity to version 1's payload; version 1 is still read.
 constexpr std::uint32_t format_version = 2;
@@ -101,26 +96,6 @@ std::uint32_t crc32_of(const unsigned char* data, std::size_t size) {
   return static_cast<std::uint32_t>(crc);
 }
 
-// Parses "ckpt-<digits>.bin"; returns false for anything else.
-bool parse_name(const std::string& name, std::uint64_t& round) {
-  constexpr std::string_view prefix = "ckpt-";
-  constexpr std::string_view suffix = ".bin";
-  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) {
-    return false;
-  }
-  const auto digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.empty() || digits.size() > 19 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return false;
-  }
-  round = std::stoull(digits);
-  return true;
-}
-
-std::string file_name(round_t round) {
-  std::string digits = std::to_string(round);
-  return "ckpt-" + std::string(digits.size() < 12 ? 12 - digits.size() : 0, '0') + digits + ".bin";
-}
 
 }  // namespace
 
@@ -222,84 +197,6 @@ expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& b
     return fail(errc::decode_failed, "checkpoint payload is malformed");
   }
   return s;
-}
-
-checkpoint_store::checkpoint_store(std::filesystem::path dir, std::size_t keep)
-    : dir_(std::move(dir)), keep_(std::max<std::size_t>(keep, 1)) {}
-
-std::vector<std::filesystem::path> checkpoint_store::files() const {
-  std::vector<std::pair<std::uint64_t, std::filesystem::path>> found;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it{dir_, ec}, end; !ec && it != end; it.increment(ec)) {
-    std::uint64_t round = 0;
-    if (it->is_regular_file() && parse_name(it->path().filename().string(), round)) {
-      found.emplace_back(round, it->path());
-    }
-  }
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<std::filesystem::path> out;
-  out.reserve(found.size());
-  for (auto& [r, p] : found) {
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
-expected<void> checkpoint_store::save(const checkpoint_state& s) {
-  PRSGD_TRY(write_file_atomically(dir_ / file_name(s.round), encode_checkpoint(s)));
-  const auto all = files();
-  for (std::size_t i = keep_; i < all.size(); ++i) {
-    std::error_code ec;
-    std::filesystem::remove(all[i], ec);
-    if (ec) {
-      PRSGD_LOG(warn, log_component) << "cannot remove old checkpoint " << all[i].string() << ": " << ec.message();
-    }
-  }
-  PRSGD_LOG(info, log_component) << "saved round " << s.round << " to " << (dir_ / file_name(s.round)).string();
-  return {};
-}
-
-std::optional<checkpoint_state> checkpoint_store::load_newest() const {
-  for (const auto& path : files()) {
-    std::ifstream in{path, std::ios::binary};
-    std::vector<unsigned char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (!in.good() && !in.eof()) {
-      PRSGD_LOG(warn, log_component) << "cannot read " << path.string() << "; trying the previous checkpoint";
-      continue;
-    }
-    auto s = decode_checkpoint(bytes);
-    if (!s) {
-      PRSGD_LOG(warn, log_component) << "skipping corrupt checkpoint " << path.string() << ": "
-                                     << s.error().message() << "; trying the previous one";
-      continue;
-    }
-    return std::move(s).value();
-  }
-  return std::nullopt;
-}
-
-expected<incarnation_t> checkpoint_store::next_incarnation() {
-  incarnation_t highest = 0;
-  const auto path = dir_ / "incarnation";
-  {
-    std::ifstream in{path};
-    std::uint64_t v = 0;
-    if (in >> v) {
-      highest = v;
-    }
-  }
-  // The file may be lost while checkpoints survive; never go below what they record.
-  for (const auto& f : files()) {
-    std::ifstream in{f, std::ios::binary};
-    std::vector<unsigned char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (auto s = decode_checkpoint(bytes)) {
-      highest = std::max(highest, s->averager_incarnation);
-    }
-  }
-  const incarnation_t next = highest + 1;
-  const auto text = std::to_string(next) + "\n";
-  PRSGD_TRY(write_file_atomically(path, std::vector<unsigned char>(text.begin(), text.end())));
-  return next;
 }
 
 }  // namespace prsgd::actors

@@ -187,79 +187,83 @@ expected<void> expect_no_payload(const multipart& msg) {
   return {};
 }
 
+// One encoder per message type; the variant overloads below dispatch to them.
+multipart encode_one(const welcome_msg& m) {
+  header_writer w{wire_type::welcome, common_fields + 4};
+  put_common(w, m);
+  w.put("ad", m.admitted_round);
+  w.put("md", static_cast<std::uint8_t>(m.mode));
+  w.put("ms", m.model_size);
+  w.put("hb", static_cast<std::int64_t>(m.heartbeat_interval.count()));
+  return {w.finish()};
+}
+
+multipart encode_one(const restart_msg& m) {
+  header_writer w{wire_type::restart, common_fields + 4};
+  put_common(w, m);
+  w.put("iv", m.interval);
+  w.put("ss", m.step_size);
+  w.put("md", static_cast<std::uint8_t>(m.mode));
+  w.put("n", static_cast<std::uint64_t>(m.model ? m.model->size() : 0));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const heartbeat_msg& m) {
+  header_writer w{wire_type::heartbeat, common_fields + 1};
+  put_common(w, m);
+  w.put("fa", m.from_averager);
+  return {w.finish()};
+}
+
+multipart encode_one(const removed_msg& m) {
+  header_writer w{wire_type::removed, common_fields};
+  put_common(w, m);
+  return {w.finish()};
+}
+
+multipart encode_one(const stop_msg& m) {
+  header_writer w{wire_type::stop, common_fields};
+  put_common(w, m);
+  return {w.finish()};
+}
+
+multipart encode_one(const join_msg& m) {
+  header_writer w{wire_type::join, common_fields + 1};
+  put_common(w, m);
+  w.put("s", m.speed_hint);
+  return {w.finish()};
+}
+
+multipart encode_one(const leave_msg& m) {
+  header_writer w{wire_type::leave, common_fields};
+  put_common(w, m);
+  return {w.finish()};
+}
+
+multipart encode_one(const model_msg& m) {
+  header_writer w{wire_type::model, common_fields + 6};
+  put_common(w, m);
+  w.put("st", m.steps);
+  w.put("sa", m.samples);
+  w.put("ls", m.loss_sum);
+  w.put("lc", m.loss_count);
+  w.put("g", m.is_gradient);
+  w.put("n", static_cast<std::uint64_t>(m.params ? m.params->size() : 0));
+  return {w.finish(), payload_of(m.params)};
+}
+
 }  // namespace
 
 multipart encode(const to_worker& msg) {
-  return std::visit(
-      [](const auto& m) -> multipart {
-        using M = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<M, welcome_msg>) {
-          header_writer w{wire_type::welcome, common_fields + 4};
-          put_common(w, m);
-          w.put("ad", m.admitted_round);
-          w.put("md", static_cast<std::uint8_t>(m.mode));
-          w.put("ms", m.model_size);
-          w.put("hb", static_cast<std::int64_t>(m.heartbeat_interval.count()));
-          return {w.finish()};
-        } else if constexpr (std::is_same_v<M, restart_msg>) {
-          header_writer w{wire_type::restart, common_fields + 4};
-          put_common(w, m);
-          w.put("iv", m.interval);
-          w.put("ss", m.step_size);
-          w.put("md", static_cast<std::uint8_t>(m.mode));
-          w.put("n", static_cast<std::uint64_t>(m.model ? m.model->size() : 0));
-          return {w.finish(), payload_of(m.model)};
-        } else if constexpr (std::is_same_v<M, heartbeat_msg>) {
-          header_writer w{wire_type::heartbeat, common_fields + 1};
-          put_common(w, m);
-          w.put("fa", m.from_averager);
-          return {w.finish()};
-        } else if constexpr (std::is_same_v<M, removed_msg>) {
-          header_writer w{wire_type::removed, common_fields};
-          put_common(w, m);
-          return {w.finish()};
-        } else {
-          static_assert(std::is_same_v<M, stop_msg>);
-          header_writer w{wire_type::stop, common_fields};
-          put_common(w, m);
-          return {w.finish()};
-        }
-      },
-      msg);
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }
 
 multipart encode(const to_averager& msg) {
-  return std::visit(
-      [](const auto& m) -> multipart {
-        using M = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<M, join_msg>) {
-          header_writer w{wire_type::join, common_fields + 1};
-          put_common(w, m);
-          w.put("s", m.speed_hint);
-          return {w.finish()};
-        } else if constexpr (std::is_same_v<M, leave_msg>) {
-          header_writer w{wire_type::leave, common_fields};
-          put_common(w, m);
-          return {w.finish()};
-        } else if constexpr (std::is_same_v<M, heartbeat_msg>) {
-          header_writer w{wire_type::heartbeat, common_fields + 1};
-          put_common(w, m);
-          w.put("fa", m.from_averager);
-          return {w.finish()};
-        } else {
-          static_assert(std::is_same_v<M, model_msg>);
-          header_writer w{wire_type::model, common_fields + 6};
-          put_common(w, m);
-          w.put("st", m.steps);
-          w.put("sa", m.samples);
-          w.put("ls", m.loss_sum);
-          w.put("lc", m.loss_count);
-          w.put("g", m.is_gradient);
-          w.put("n", static_cast<std::uint64_t>(m.params ? m.params->size() : 0));
-          return {w.finish(), payload_of(m.params)};
-        }
-      },
-      msg);
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
+}
+
+multipart encode(const any_msg& msg) {
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }
 
 expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& limits) {

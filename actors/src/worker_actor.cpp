@@ -112,7 +112,7 @@ void worker_actor::on_start() {
 void worker_actor::attach(std::shared_ptr<transport> link, peer_id averager) {
   link_ = std::move(link);
   averager_ = averager;
-  handle(core_->start());
+  apply(core_->start());
 }
 
 void worker_actor::on_wire(peer_id peer, multipart msg) {
@@ -127,24 +127,24 @@ void worker_actor::on_wire(peer_id peer, multipart msg) {
   if (const auto* r = std::get_if<restart_msg>(&*decoded)) {
     PRSGD_LOG(debug, "worker") << "RESTART round " << r->round << " I=" << r->interval;
   }
-  handle(core_->on_message(*decoded));
+  apply(core_->on_message(*decoded));
 }
 
 void worker_actor::leave() {
   if (finished_) {
     return;
   }
-  handle(core_->leave());
+  apply(core_->leave());
 }
 
 std::uint64_t worker_actor::models_sent() const { return core_->models_sent(); }
 
 worker_state worker_actor::state() const { return core_->state(); }
 
-void worker_actor::handle(worker_actions a) {
+void worker_actor::apply(actions a) {
   if (link_) {
-    for (auto& m : a.send) {
-      auto sent = link_->send(averager_, encode(m));
+    for (const auto& o : a.sends) {
+      auto sent = link_->send(averager_, encode(o.msg));
       if (!sent) {
         PRSGD_LOG(debug, "worker") << "send to averager failed: " << sent.error().message();
       }
@@ -171,7 +171,7 @@ void worker_actor::handle(worker_actions a) {
     }
     return;
   }
-  rearm();
+  rearm(a.wakeup);
 }
 
 void worker_actor::start_task(train_task task) {
@@ -200,7 +200,7 @@ void worker_actor::start_task(train_task task) {
                 if (!r) {
                   PRSGD_LOG(error, "worker") << "training failed: " << r.error().message();
                 } else if (!cancel->load()) {
-                  handle(core_->on_trained(*r));
+                  apply(core_->on_trained(*r));
                 }
                 if (queued_ && !busy_) {
                   auto next = std::move(*queued_);
@@ -210,23 +210,19 @@ void worker_actor::start_task(train_task task) {
               });
 }
 
-void worker_actor::rearm() {
+void worker_actor::rearm(std::optional<clock::time_point> wakeup) {
   if (timer_) {
     cancel_timer(*timer_);
     timer_.reset();
   }
-  if (finished_) {
+  if (finished_ || !wakeup) {
     return;
   }
-  auto wake = core_->next_wakeup();
-  if (!wake) {
-    return;
-  }
-  auto delay = std::max(clock::duration::zero(), *wake - now());
+  auto delay = std::max(clock::duration::zero(), *wakeup - now());
   timer_ = schedule_once(delay, [this] {
     timer_.reset();
     if (!finished_) {
-      handle(core_->tick());
+      apply(core_->tick());
     }
   });
 }

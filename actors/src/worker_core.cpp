@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "prsgd/common/check.hpp"
 #include "prsgd/common/log.hpp"
@@ -39,27 +40,34 @@ join_msg worker_core::make_join() const {
   return join_msg{config_.member, config_.incarnation, averager_incarnation_, last_finished_, config_.speed_hint};
 }
 
-worker_actions worker_core::start() {
-  worker_actions out;
-  if (state_ == worker_state::left || state_ == worker_state::stopped) {
-    return out;
-  }
-  state_ = worker_state::joining;  // (1)
-  out.send.emplace_back(make_join());
-  next_join_ = clock_->now() + config_.join_retry;
+void worker_core::send(actions& out, any_msg m) const { out.sends.push_back({config_.member, std::move(m), std::nullopt}); }
+
+actions worker_core::with_wakeup(actions out) const {
+  out.wakeup = next_wakeup();
   return out;
 }
 
-void worker_core::rejoin(worker_actions& out) {
+actions worker_core::start() {
+  actions out;
+  if (state_ == worker_state::left || state_ == worker_state::stopped) {
+    return with_wakeup(std::move(out));
+  }
+  state_ = worker_state::joining;  // (1)
+  send(out, make_join());
+  next_join_ = clock_->now() + config_.join_retry;
+  return with_wakeup(std::move(out));
+}
+
+void worker_core::rejoin(actions& out) {
   if (state_ == worker_state::training) {
     out.cancel_task = true;
   }
   state_ = worker_state::joining;  // (7)
-  out.send.emplace_back(make_join());
+  send(out, make_join());
   next_join_ = clock_->now() + config_.join_retry;
 }
 
-void worker_core::on_welcome(const welcome_msg& m, worker_actions& out) {
+void worker_core::on_welcome(const welcome_msg& m, actions& out) {
   if (m.averager_incarnation < averager_incarnation_) {
     return;  // from a dead averager incarnation
   }
@@ -78,7 +86,7 @@ void worker_core::on_welcome(const welcome_msg& m, worker_actions& out) {
   (void)out;
 }
 
-void worker_core::accept_restart(const restart_msg& m, worker_actions& out) {
+void worker_core::accept_restart(const restart_msg& m, actions& out) {
   if (m.averager_incarnation < averager_incarnation_) {
     return;
   }
@@ -104,10 +112,10 @@ void worker_core::accept_restart(const restart_msg& m, worker_actions& out) {
   out.task = train_task{m.round, m.model, interval_, m.step_size, m.mode};
 }
 
-worker_actions worker_core::on_message(const to_worker& msg) {
-  worker_actions out;
+actions worker_core::on_message(const to_worker& msg) {
+  actions out;
   if (state_ == worker_state::left || state_ == worker_state::stopped) {
-    return out;
+    return with_wakeup(std::move(out));
   }
   std::visit(
       [&](const auto& m) {
@@ -157,13 +165,14 @@ worker_actions worker_core::on_message(const to_worker& msg) {
         }
       },
       msg);
-  return out;
+  return with_wakeup(std::move(out));
 }
 
-worker_actions worker_core::on_trained(const train_result& r) {
-  worker_actions out;
+actions worker_core::on_trained(const train_result& r) {
+  actions out;
   if (state_ != worker_state::training || r.round != round_) {
-    return out;  // obsolete: superseded by a newer RESTART, a rejoin, or the end of the job
+    // Obsolete: superseded by a newer RESTART, a rejoin, or the end of the job.
+    return with_wakeup(std::move(out));
   }
   model_msg m;
   m.member = config_.member;
@@ -177,17 +186,17 @@ worker_actions worker_core::on_trained(const train_result& r) {
   m.params = r.params;
   // The averager tells the mode in RESTART; gradient submissions are marked so it can check the kind.
   m.is_gradient = mode_ == training_mode::minibatch_sgd;
-  out.send.emplace_back(std::move(m));
+  send(out, std::move(m));
   ++models_sent_;
   last_finished_ = r.round;
   state_ = worker_state::submitted;  // (4)
-  return out;
+  return with_wakeup(std::move(out));
 }
 
-worker_actions worker_core::tick() {
-  worker_actions out;
+actions worker_core::tick() {
+  actions out;
   if (state_ == worker_state::left || state_ == worker_state::stopped) {
-    return out;
+    return with_wakeup(std::move(out));
   }
   const auto now = clock_->now();
   if (state_ != worker_state::joining && now - last_heard_ > config_.averager_timeout) {
@@ -195,26 +204,26 @@ worker_actions worker_core::tick() {
     rejoin(out);
     last_heard_ = now;  // one rejoin per silence period; JOIN retries continue below
   } else if (state_ == worker_state::joining && now >= next_join_) {
-    out.send.emplace_back(make_join());
+    send(out, make_join());
     next_join_ = now + config_.join_retry;
   }
   if (now >= next_heartbeat_) {
-    out.send.emplace_back(heartbeat_msg{config_.member, config_.incarnation, averager_incarnation_, round_, false});
+    send(out, heartbeat_msg{config_.member, config_.incarnation, averager_incarnation_, round_, false});
     next_heartbeat_ = now + config_.heartbeat_interval;
   }
-  return out;
+  return with_wakeup(std::move(out));
 }
 
-worker_actions worker_core::leave() {
-  worker_actions out;
+actions worker_core::leave() {
+  actions out;
   if (state_ == worker_state::left || state_ == worker_state::stopped) {
-    return out;
+    return with_wakeup(std::move(out));
   }
   out.cancel_task = state_ == worker_state::training;
-  out.send.emplace_back(leave_msg{config_.member, config_.incarnation, averager_incarnation_, round_});
+  send(out, leave_msg{config_.member, config_.incarnation, averager_incarnation_, round_});
   state_ = worker_state::left;  // (8)
   out.stopped = true;
-  return out;
+  return with_wakeup(std::move(out));
 }
 
 std::optional<clock::time_point> worker_core::next_wakeup() const {

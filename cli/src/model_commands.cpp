@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "prsgd/actors/checkpoint.hpp"
+#include "prsgd/actors/checkpoint_store.hpp"
 #include "prsgd/algorithms/kws_data.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/algorithms/safetensors.hpp"
@@ -281,8 +282,12 @@ int run_export(const export_options& o) {
     std::fprintf(stderr, "prsgd export: %s\n", p.error().message().c_str());
     return exit_usage;
   }
-  const actors::checkpoint_store store{o.checkpoint_dir, 1};
-  auto ckpt = store.load_newest();
+  auto store = actors::file_checkpoint_store::open(o.checkpoint_dir);
+  if (!store) {
+    std::fprintf(stderr, "prsgd export: %s\n", store.error().message().c_str());
+    return exit_failure;
+  }
+  auto ckpt = store->read_newest();
   if (!ckpt) {
     std::fprintf(stderr, "prsgd export: no valid checkpoint in %s\n", o.checkpoint_dir.c_str());
     return exit_failure;

@@ -81,17 +81,17 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
   core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
   core.heartbeat_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
   core.rejoin_grace = std::max<std::chrono::nanoseconds>(2s, 2 * core.heartbeat_timeout);
-  core.checkpoint_dir = s.checkpoint_dir;
   core.checkpoint_every = static_cast<std::uint64_t>(s.checkpoint_every);
-  core.incarnation = incarnation;
   core.max_rounds = plan.rounds;
   core.min_workers = static_cast<std::size_t>(std::max(s.min_workers, 1));
 
   cfg.model_name = o.model.model;
   cfg.model = data.model;
   cfg.test_set = data.test;
-  cfg.eval_every = static_cast<std::uint64_t>(s.eval_every);
-  cfg.rounds_per_epoch = plan.rounds_per_epoch;
+  core.eval_every = static_cast<std::uint64_t>(s.eval_every);
+  core.rounds_per_epoch = plan.rounds_per_epoch;
+  cfg.checkpoint_dir = s.checkpoint_dir;
+  cfg.incarnation = incarnation;
   cfg.metrics_jsonl = o.output.metrics_jsonl;
   return cfg;
 }

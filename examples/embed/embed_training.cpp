@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   a.model.input = {1, 28, 28};
   a.model.num_classes = 10;
   a.test_set = test_set;
-  a.eval_every = rounds / 4 > 0 ? rounds / 4 : 1;
+  a.core.eval_every = rounds / 4 > 0 ? rounds / 4 : 1;
   a.on_round = [](const prsgd::actors::round_metrics& m) {
     if (m.test_acc) {
       std::printf("round %llu: %zu workers, train loss %.4f, test accuracy %.2f%%\n",

@@ -19,6 +19,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -98,6 +99,7 @@ def train_mode(a):
            "--log-dir", os.path.join(a.workdir, "logs"), "--seed", "3"]
     cmd += ["--epochs", str(a.epochs)] if a.epochs else ["--epochs", "0", "--rounds", str(a.rounds)]
     ckpt = os.path.join(a.workdir, "ckpt")
+    shutil.rmtree(ckpt, ignore_errors=True)  # a checkpoint left by an earlier run would be resumed
     if a.checkpoint:
         cmd += ["--checkpoint-dir", ckpt, "--checkpoint-every", str(a.rounds)]
     run(cmd)

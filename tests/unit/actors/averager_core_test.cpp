@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/averager_core.hpp"
 
+#include "memory_checkpoint_store.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
 #include <random>
 #include <set>
+#include <utility>
 
 namespace prsgd::actors {
 namespace {
@@ -33,14 +34,40 @@ class AveragerCoreTest : public ::testing::Test {
   }
 
   averager_core& make(std::vector<float> init = filled(0)) {
-    auto c = averager_core::make(cfg, clk, std::move(init));
+    auto c = averager_core::make(cfg, clk, std::move(init), setup);
     EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message());
     core.emplace(std::move(c).value());
     return *core;
   }
 
-  std::vector<outbound> join(member_id id, incarnation_t inc = 1, double speed = 0) {
-    return core->on_join(join_msg{id, inc, 0, 0, speed});
+  // Plays the shell: carries out what the core asked for (checkpoints into `store`, lines, evaluations,
+  // routes and the end are recorded) and returns the actions for the test to inspect.
+  actions run(actions a) {
+    for (const auto& r : a.routes) {
+      routes[r.member] = r.via;
+    }
+    for (const auto& c : a.checkpoints) {
+      EXPECT_TRUE(store.write(c).has_value());
+      EXPECT_TRUE(store.prune(kept).has_value());
+    }
+    for (const auto& e : a.evaluations) {
+      evaluations.push_back(e);
+    }
+    for (const auto& m : a.lines) {
+      lines.push_back(m);
+    }
+    if (a.done) {
+      EXPECT_FALSE(done.has_value()) << "done is reported once";
+      done = a.done;
+    }
+    EXPECT_EQ(a.wakeup, core->next_wakeup()) << "every result carries the next wakeup";
+    return a;
+  }
+
+  std::vector<round_metrics> take_lines() { return std::exchange(lines, {}); }
+
+  actions join(member_id id, incarnation_t inc = 1, double speed = 0) {
+    return run(core->on_join(join_msg{id, inc, 0, 0, speed}));
   }
 
   model_msg model(member_id id, round_t r, std::vector<float> x, std::uint64_t steps = 4, std::uint64_t samples = 10,
@@ -58,27 +85,27 @@ class AveragerCoreTest : public ::testing::Test {
     return m;
   }
 
-  std::vector<outbound> submit(member_id id, round_t r, float v, std::uint64_t steps = 4) {
-    return core->on_model(model(id, r, filled(v), steps));
+  actions submit(member_id id, round_t r, float v, std::uint64_t steps = 4) {
+    return run(core->on_model(model(id, r, filled(v), steps)));
   }
 
-  std::vector<outbound> heartbeat(member_id id, incarnation_t inc = 1) {
-    return core->on_heartbeat(heartbeat_msg{id, inc, core->incarnation(), core->round(), false});
+  actions heartbeat(member_id id, incarnation_t inc = 1) {
+    return run(core->on_heartbeat(heartbeat_msg{id, inc, core->incarnation(), core->round(), false}));
   }
 
   template <class T>
-  static std::vector<T> of(const std::vector<outbound>& out) {
+  static std::vector<T> of(const actions& out) {
     std::vector<T> found;
-    for (const auto& o : out) {
+    for (const auto& o : out.sends) {
       if (const auto* m = std::get_if<T>(&o.msg)) {
-        EXPECT_EQ(m->member, o.to);
+        EXPECT_EQ(m->member, o.member);
         found.push_back(*m);
       }
     }
     return found;
   }
 
-  static std::set<member_id> restart_targets(const std::vector<outbound>& out, round_t r) {
+  static std::set<member_id> restart_targets(const actions& out, round_t r) {
     std::set<member_id> ids;
     for (const auto& m : of<restart_msg>(out)) {
       EXPECT_EQ(m.round, r);
@@ -89,19 +116,26 @@ class AveragerCoreTest : public ::testing::Test {
 
   fake_clock clk;
   averager_config cfg;
+  averager_setup setup;
   std::optional<averager_core> core;
+  memory_checkpoint_store store;
+  std::size_t kept = 3;
+  std::map<member_id, origin_t> routes;
+  std::vector<evaluation_request> evaluations;
+  std::vector<round_metrics> lines;
+  std::optional<job_summary> done;
 };
 
 TEST_F(AveragerCoreTest, FirstJoinerGetsWelcomeThenStartsRoundAtOnce) {
   make(filled(1.5F));
   EXPECT_EQ(core->state(), averager_state::idle);
   auto out = join(7);
-  ASSERT_EQ(out.size(), 2U);
-  auto w = std::get<welcome_msg>(out[0].msg);
+  ASSERT_EQ(out.sends.size(), 2U);
+  auto w = std::get<welcome_msg>(out.sends[0].msg);
   EXPECT_EQ(w.member, 7U);
   EXPECT_EQ(w.admitted_round, 0U);
   EXPECT_EQ(w.model_size, dim);
-  auto r = std::get<restart_msg>(out[1].msg);
+  auto r = std::get<restart_msg>(out.sends[1].msg);
   EXPECT_EQ(r.round, 0U);
   EXPECT_EQ(r.interval, 4U);
   EXPECT_EQ(*r.model, filled(1.5F));
@@ -113,8 +147,8 @@ TEST_F(AveragerCoreTest, FirstRoundWaitsForMinWorkersThenStartsWithAllOfThem) {
   cfg.min_workers = 3;
   make(filled(1.0F));
   auto out = join(1);
-  ASSERT_EQ(out.size(), 1U) << "WELCOME only: round 0 waits for 3 workers";
-  EXPECT_EQ(std::get<welcome_msg>(out[0].msg).admitted_round, 0U);
+  ASSERT_EQ(out.sends.size(), 1U) << "WELCOME only: round 0 waits for 3 workers";
+  EXPECT_EQ(std::get<welcome_msg>(out.sends[0].msg).admitted_round, 0U);
   EXPECT_EQ(core->state(), averager_state::idle);
   out = join(2);
   EXPECT_TRUE(of<restart_msg>(out).empty());
@@ -132,8 +166,8 @@ TEST_F(AveragerCoreTest, MinWorkersAppliesOnlyToTheFirstRound) {
   (void)submit(1, 0, 1.0F);
   (void)submit(2, 0, 1.0F);
   EXPECT_EQ(core->round(), 1U);
-  (void)core->on_leave(leave_msg{1, 1});
-  (void)core->on_leave(leave_msg{2, 1});
+  (void)run(core->on_leave(leave_msg{1, 1}));
+  (void)run(core->on_leave(leave_msg{2, 1}));
   EXPECT_EQ(core->state(), averager_state::idle);
   auto out = join(3);
   EXPECT_EQ(restart_targets(out, core->round()), (std::set<member_id>{3})) << "a lone joiner resumes the job";
@@ -143,7 +177,7 @@ TEST_F(AveragerCoreTest, MinWorkersWaitingJoinerThatLeavesIsForgotten) {
   cfg.min_workers = 2;
   make();
   (void)join(1);
-  (void)core->on_leave(leave_msg{1, 1});
+  (void)run(core->on_leave(leave_msg{1, 1}));
   auto out = join(2);
   EXPECT_TRUE(of<restart_msg>(out).empty()) << "worker 1 left, so only one worker is waiting";
   out = join(3);
@@ -157,8 +191,8 @@ TEST_F(AveragerCoreTest, JoinMidRoundIsWelcomedAtOnceAndAdmittedAtTheNextBarrier
   EXPECT_EQ(core->members(), std::vector<member_id>{1});
   EXPECT_EQ(core->pending(), std::vector<member_id>{2});
   auto out = join(3);
-  ASSERT_EQ(out.size(), 1U);
-  EXPECT_EQ(std::get<welcome_msg>(out[0].msg).admitted_round, 1U);
+  ASSERT_EQ(out.sends.size(), 1U);
+  EXPECT_EQ(std::get<welcome_msg>(out.sends[0].msg).admitted_round, 1U);
 
   out = submit(1, 0, 2.0F);  // the barrier does not wait for joiners
   EXPECT_EQ(core->round(), 1U);
@@ -166,7 +200,7 @@ TEST_F(AveragerCoreTest, JoinMidRoundIsWelcomedAtOnceAndAdmittedAtTheNextBarrier
   for (const auto& r : of<restart_msg>(out)) {
     EXPECT_EQ(*r.model, filled(2.0F)) << "joiners receive x̄_{r+1} with everybody else";
   }
-  auto m = core->drain_metrics();
+  auto m = take_lines();
   ASSERT_EQ(m.size(), 1U);
   EXPECT_EQ(m[0].members, 1U);
   EXPECT_EQ(m[0].admitted, 2U);
@@ -181,12 +215,12 @@ TEST_F(AveragerCoreTest, LeaveMidRoundStopsTheBarrierWaitingAtOnce) {
   ASSERT_EQ(core->round(), 1U);
   (void)submit(1, 1, 3.0F);
   EXPECT_EQ(core->round(), 1U) << "still waiting for 2";
-  auto out = core->on_leave(leave_msg{2, 1, core->incarnation(), 1});
+  auto out = run(core->on_leave(leave_msg{2, 1, core->incarnation(), 1}));
   EXPECT_EQ(core->round(), 2U);
   EXPECT_EQ(restart_targets(out, 2), std::set<member_id>{1});
   EXPECT_EQ(*core->model(), filled(3.0F));
   EXPECT_EQ(core->members(), std::vector<member_id>{1});
-  EXPECT_EQ(core->drain_metrics().back().removed, 1U);
+  EXPECT_EQ(take_lines().back().removed, 1U);
 }
 
 TEST_F(AveragerCoreTest, LeaveWithStaleIncarnationIsIgnored) {
@@ -194,9 +228,9 @@ TEST_F(AveragerCoreTest, LeaveWithStaleIncarnationIsIgnored) {
   (void)join(1, 5);
   (void)join(2);
   (void)submit(2, 0, 1.0F);  // wait, 2 is pending: rejected
-  auto out = core->on_leave(leave_msg{1, 4, core->incarnation(), 0});
+  auto out = run(core->on_leave(leave_msg{1, 4, core->incarnation(), 0}));
   EXPECT_EQ(core->members(), std::vector<member_id>{1});
-  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(out.sends.empty());
 }
 
 TEST_F(AveragerCoreTest, CrashedWorkerIsRemovedAfterHeartbeatTimeout) {
@@ -209,14 +243,14 @@ TEST_F(AveragerCoreTest, CrashedWorkerIsRemovedAfterHeartbeatTimeout) {
   (void)submit(1, 1, 5.0F);
   clk.advance(3s);
   (void)heartbeat(1);
-  EXPECT_TRUE(restart_targets(core->tick(), 2).empty());
+  EXPECT_TRUE(restart_targets(run(core->tick()), 2).empty());
   clk.advance(2s);  // worker 2 silent exactly 5 s: not yet past the timeout
-  (void)core->tick();
+  (void)run(core->tick());
   EXPECT_EQ(core->round(), 1U);
   ASSERT_TRUE(core->next_wakeup().has_value());
   EXPECT_LE(*core->next_wakeup(), clk.now() + 1ns);
   clk.advance(1ms);
-  auto out = core->tick();
+  auto out = run(core->tick());
   EXPECT_EQ(core->round(), 2U) << "the barrier closes without the dead worker";
   EXPECT_EQ(restart_targets(out, 2), std::set<member_id>{1});
   auto removed = of<removed_msg>(out);
@@ -230,10 +264,10 @@ TEST_F(AveragerCoreTest, AveragerSendsHeartbeatsToMembersAndJoiners) {
   (void)join(1);
   (void)join(2);
   clk.advance(1s);
-  auto hbs = of<heartbeat_msg>(core->tick());
+  auto hbs = of<heartbeat_msg>(run(core->tick()));
   ASSERT_EQ(hbs.size(), 2U);
   EXPECT_TRUE(hbs[0].from_averager);
-  EXPECT_TRUE(of<heartbeat_msg>(core->tick()).empty()) << "not again before the interval";
+  EXPECT_TRUE(of<heartbeat_msg>(run(core->tick())).empty()) << "not again before the interval";
 }
 
 TEST_F(AveragerCoreTest, DuplicateModelIsCountedOnce) {
@@ -250,7 +284,7 @@ TEST_F(AveragerCoreTest, DuplicateModelIsCountedOnce) {
   EXPECT_EQ(*core->model(), filled(3.0F)) << "a double-counted model would pull the mean towards 2";
   EXPECT_EQ(core->times_counted(1, 1), 1);
   EXPECT_EQ(core->times_counted(1, 2), 1);
-  EXPECT_EQ(core->drain_metrics().back().duplicate, 2U);
+  EXPECT_EQ(take_lines().back().duplicate, 2U);
 }
 
 TEST_F(AveragerCoreTest, LateModelForAClosedRoundIsDroppedAndCounted) {
@@ -259,7 +293,7 @@ TEST_F(AveragerCoreTest, LateModelForAClosedRoundIsDroppedAndCounted) {
   (void)submit(1, 0, 1.0F);
   ASSERT_EQ(core->round(), 1U);
   auto out = submit(1, 0, 9.0F);
-  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE(out.sends.empty());
   EXPECT_EQ(core->counters().late, 1U);
   EXPECT_EQ(core->accounting().back().status, submission_status::late);
   EXPECT_EQ(core->times_counted(0, 1), 1);
@@ -285,7 +319,7 @@ TEST_F(AveragerCoreTest, ReorderedLeaveBeforeModelNeverCountsTheModel) {
   (void)join(2);
   (void)submit(1, 0, 1.0F);
   (void)submit(2, 0, 1.0F);
-  (void)core->on_leave(leave_msg{2, 1, core->incarnation(), 1});
+  (void)run(core->on_leave(leave_msg{2, 1, core->incarnation(), 1}));
   (void)submit(2, 1, 100.0F);  // overtaken by its LEAVE
   EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
   (void)submit(1, 1, 3.0F);
@@ -297,13 +331,13 @@ TEST_F(AveragerCoreTest, RepeatedJoinFromMemberResendsWelcomeAndRestart) {
   make();
   (void)join(1);
   auto out = join(1);  // e.g. the worker lost the RESTART
-  ASSERT_EQ(out.size(), 2U);
-  EXPECT_EQ(std::get<welcome_msg>(out[0].msg).admitted_round, 0U);
-  EXPECT_EQ(std::get<restart_msg>(out[1].msg).round, 0U);
+  ASSERT_EQ(out.sends.size(), 2U);
+  EXPECT_EQ(std::get<welcome_msg>(out.sends[0].msg).admitted_round, 0U);
+  EXPECT_EQ(std::get<restart_msg>(out.sends[1].msg).round, 0U);
   (void)submit(1, 0, 1.0F);
   (void)join(2);
   out = join(2);
-  ASSERT_EQ(out.size(), 1U) << "a pending joiner only gets WELCOME again";
+  ASSERT_EQ(out.sends.size(), 1U) << "a pending joiner only gets WELCOME again";
   EXPECT_EQ(core->pending(), std::vector<member_id>{2});
 }
 
@@ -323,10 +357,10 @@ TEST_F(AveragerCoreTest, StaleIncarnationModelIsRejectedAndRestartedWorkerReplac
       EXPECT_EQ(r.incarnation, 2U);
     }
   }
-  (void)core->on_model(model(2, 2, filled(1.0F), 4, 10, /*inc=*/1));
+  (void)run(core->on_model(model(2, 2, filled(1.0F), 4, 10, /*inc=*/1)));
   EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
   EXPECT_NE(core->accounting().back().reason.find("stale"), std::string::npos);
-  (void)core->on_join(join_msg{2, 1, 0, 0, 0});  // a reordered JOIN of the dead incarnation
+  (void)run(core->on_join(join_msg{2, 1, 0, 0, 0}));  // a reordered JOIN of the dead incarnation
   EXPECT_EQ(core->members(), (std::vector<member_id>{1, 2}));
 }
 
@@ -338,19 +372,19 @@ TEST_F(AveragerCoreTest, NanOrWrongSizeModelIsRejectedAndNeverAveraged) {
   (void)submit(2, 0, 0.0F);
   auto bad = filled(1.0F);
   bad[2] = std::numeric_limits<float>::quiet_NaN();
-  (void)core->on_model(model(1, 1, bad));
+  (void)run(core->on_model(model(1, 1, bad)));
   EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
   EXPECT_NE(core->accounting().back().reason.find("NaN"), std::string::npos);
   bad[2] = std::numeric_limits<float>::infinity();
-  (void)core->on_model(model(1, 1, bad));
-  (void)core->on_model(model(1, 1, std::vector<float>(dim + 1, 1.0F)));
+  (void)run(core->on_model(model(1, 1, bad)));
+  (void)run(core->on_model(model(1, 1, std::vector<float>(dim + 1, 1.0F))));
   EXPECT_NE(core->accounting().back().reason.find("size"), std::string::npos);
   EXPECT_EQ(core->counters().rejected, 3U);
   EXPECT_TRUE(core->submitted().empty());
   (void)submit(1, 1, 2.0F);  // a good model afterwards still counts
   (void)submit(2, 1, 4.0F);
   EXPECT_EQ(*core->model(), filled(3.0F));
-  EXPECT_EQ(core->drain_metrics().back().rejected, 3U);
+  EXPECT_EQ(take_lines().back().rejected, 3U);
 }
 
 TEST_F(AveragerCoreTest, FixedDeadlineClosesOnlyWithQuorum) {
@@ -370,14 +404,14 @@ TEST_F(AveragerCoreTest, FixedDeadlineClosesOnlyWithQuorum) {
   EXPECT_EQ(*core->deadline(), clk.now() + 10s);
   (void)submit(1, 1, 1.0F);
   clk.advance(11s);
-  (void)core->tick();
+  (void)run(core->tick());
   EXPECT_EQ(core->round(), 1U) << "deadline passed but only 1 of quorum 2";
   EXPECT_GT(*core->next_wakeup(), clk.now()) << "no busy timer for a deadline already passed";
   auto out = submit(2, 1, 3.0F);
   EXPECT_EQ(core->round(), 2U) << "quorum reached after the deadline closes at once";
   EXPECT_EQ(restart_targets(out, 2), (std::set<member_id>{1, 2, 3})) << "the slow worker stays a member";
   EXPECT_EQ(*core->model(), filled(2.0F));
-  auto m = core->drain_metrics().back();
+  auto m = take_lines().back();
   EXPECT_TRUE(m.closed_by_deadline);
   EXPECT_EQ(m.submissions, 2U);
   EXPECT_EQ(m.members, 3U);
@@ -401,10 +435,10 @@ TEST_F(AveragerCoreTest, FixedDeadlineFiresFromTick) {
   ASSERT_TRUE(core->deadline().has_value());
   EXPECT_LE(*core->next_wakeup(), *core->deadline());
   clk.advance(5s - 1ns);
-  (void)core->tick();
+  (void)run(core->tick());
   EXPECT_EQ(core->round(), 1U);
   clk.advance(1ns);
-  (void)core->tick();
+  (void)run(core->tick());
   EXPECT_EQ(core->round(), 2U);
 }
 
@@ -433,12 +467,12 @@ TEST_F(AveragerCoreTest, AdaptiveDeadlineIsMedianPlusKMadOfPastArrivals) {
   clk.advance(500ms);
   (void)submit(1, 3, 1.0F);
   clk.advance(1000ms);  // 1.5 s: before the deadline
-  (void)core->tick();
+  (void)run(core->tick());
   EXPECT_EQ(core->round(), 3U);
   clk.advance(100ms);  // 1.6 s: worker 2 is slow this time
-  (void)core->tick();
+  (void)run(core->tick());
   EXPECT_EQ(core->round(), 4U);
-  EXPECT_TRUE(core->drain_metrics().back().closed_by_deadline);
+  EXPECT_TRUE(take_lines().back().closed_by_deadline);
 }
 
 TEST_F(AveragerCoreTest, AllWorkersGoneThenANewOneJoinsAndStartsAtOnce) {
@@ -446,7 +480,7 @@ TEST_F(AveragerCoreTest, AllWorkersGoneThenANewOneJoinsAndStartsAtOnce) {
   (void)join(1);
   (void)submit(1, 0, 2.0F);
   ASSERT_EQ(core->round(), 1U);
-  auto out = core->on_leave(leave_msg{1, 1, core->incarnation(), 1});
+  auto out = run(core->on_leave(leave_msg{1, 1, core->incarnation(), 1}));
   EXPECT_TRUE(restart_targets(out, 2).empty());
   EXPECT_EQ(core->state(), averager_state::idle);
   EXPECT_EQ(core->round(), 2U) << "the empty round closes so nothing sent for it counts later";
@@ -465,7 +499,7 @@ TEST_F(AveragerCoreTest, HeterogeneousIntervalsUseStepNormalisedAveragingByDefau
   (void)join(1);
   (void)join(2);
   (void)submit(1, 0, 0.0F, 2);
-  auto out = core->on_model(model(2, 0, filled(0.0F), 8));  // now both are members: intervals 2 and 8
+  auto out = run(core->on_model(model(2, 0, filled(0.0F), 8)));  // now both are members: intervals 2 and 8
   ASSERT_EQ(core->round(), 1U);
   EXPECT_EQ(core->interval_of(1), 2U);
   EXPECT_EQ(core->interval_of(2), 8U);
@@ -473,8 +507,8 @@ TEST_F(AveragerCoreTest, HeterogeneousIntervalsUseStepNormalisedAveragingByDefau
     EXPECT_EQ(r.interval, r.member == 1 ? 2U : 8U);
   }
   // Samples = steps x batch 10, as real workers send them.
-  (void)core->on_model(model(1, 1, filled(1.0F), 2, 20));
-  (void)core->on_model(model(2, 1, filled(8.0F), 8, 80));
+  (void)run(core->on_model(model(1, 1, filled(1.0F), 2, 20)));
+  (void)run(core->on_model(model(2, 1, filled(8.0F), 8, 80)));
   ASSERT_EQ(core->round(), 2U);
   EXPECT_EQ(core->last_rule(), algorithms::averaging_rule::step_normalised);
   // Equal batches: p = (0.5, 0.5), τ_eff = 5, x̄ + τ_eff Σ p_i Δ_i/τ_i = 0 + 5·(0.5·1/2 + 0.5·8/8) = 3.75;
@@ -482,7 +516,7 @@ TEST_F(AveragerCoreTest, HeterogeneousIntervalsUseStepNormalisedAveragingByDefau
   for (float v : *core->model()) {
     EXPECT_NEAR(v, 3.75F, 1e-5F);
   }
-  EXPECT_EQ(core->drain_metrics().back().rule, "step-normalised");
+  EXPECT_EQ(take_lines().back().rule, "step-normalised");
 }
 
 TEST_F(AveragerCoreTest, EqualIntervalsAverageBySamples) {
@@ -491,8 +525,8 @@ TEST_F(AveragerCoreTest, EqualIntervalsAverageBySamples) {
   (void)join(2);
   (void)submit(1, 0, 0.0F);
   (void)submit(2, 0, 0.0F);
-  (void)core->on_model(model(1, 1, filled(1.0F), 4, 30));
-  (void)core->on_model(model(2, 1, filled(5.0F), 4, 10));
+  (void)run(core->on_model(model(1, 1, filled(1.0F), 4, 30)));
+  (void)run(core->on_model(model(2, 1, filled(5.0F), 4, 10)));
   EXPECT_EQ(core->last_rule(), algorithms::averaging_rule::by_samples);
   for (float v : *core->model()) {
     EXPECT_NEAR(v, 2.0F, 1e-6F);
@@ -506,8 +540,8 @@ TEST_F(AveragerCoreTest, ExplicitUniformRuleOverridesTheDefault) {
   (void)join(2);
   (void)submit(1, 0, 0.0F);
   (void)submit(2, 0, 0.0F);
-  (void)core->on_model(model(1, 1, filled(1.0F), 2, 30));
-  (void)core->on_model(model(2, 1, filled(5.0F), 8, 10));
+  (void)run(core->on_model(model(1, 1, filled(1.0F), 2, 30)));
+  (void)run(core->on_model(model(2, 1, filled(5.0F), 8, 10)));
   EXPECT_EQ(core->last_rule(), algorithms::averaging_rule::uniform);
   EXPECT_EQ(*core->model(), filled(3.0F));
 }
@@ -564,16 +598,16 @@ TEST_F(AveragerCoreTest, MinibatchModeAppliesOneSgdStepWithTheAveragedGradient) 
   (void)join(2);
   auto g = model(1, 0, filled(2.0F), 1);
   g.is_gradient = true;
-  (void)core->on_model(g);
+  (void)run(core->on_model(g));
   ASSERT_EQ(core->round(), 1U);
   EXPECT_EQ(*core->model(), filled(0.0F));  // 1 − 0.5·2
-  (void)core->on_model(model(1, 1, filled(2.0F), 1));  // a model, not a gradient
+  (void)run(core->on_model(model(1, 1, filled(2.0F), 1)));  // a model, not a gradient
   EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
   auto g1 = model(1, 1, filled(2.0F), 1, 10);
   auto g2 = model(2, 1, filled(6.0F), 1, 30);
   g1.is_gradient = g2.is_gradient = true;
-  (void)core->on_model(g1);
-  (void)core->on_model(g2);
+  (void)run(core->on_model(g1));
+  (void)run(core->on_model(g2));
   EXPECT_EQ(*core->model(), filled(-2.5F));  // 0 − 0.5·(0.25·2 + 0.75·6)
 }
 
@@ -587,7 +621,7 @@ TEST_F(AveragerCoreTest, MinibatchModeAveragesBufferValuesInsteadOfSteppingThem)
   (void)join(1);
   auto g = model(1, 0, {2.0F, 2.0F, 7.0F, 9.0F}, 1);
   g.is_gradient = true;
-  (void)core->on_model(g);
+  (void)run(core->on_model(g));
   ASSERT_EQ(core->round(), 1U);
   EXPECT_EQ(*core->model(), (std::vector<float>{0.0F, 0.0F, 7.0F, 9.0F}));
 }
@@ -601,7 +635,7 @@ TEST_F(AveragerCoreTest, MinibatchModeKeepsAGlobalMomentumBuffer) {
   for (round_t r = 0; r < 2; ++r) {
     auto g = model(1, r, filled(2.0F), 1);
     g.is_gradient = true;
-    (void)core->on_model(g);
+    (void)run(core->on_model(g));
   }
   // PyTorch's SGD: b1 = g = 2, x1 = 1 − 0.5·2 = 0; b2 = 0.9·2 + 2 = 3.8, x2 = 0 − 0.5·3.8 = −1.9.
   ASSERT_EQ(core->model()->size(), dim);
@@ -640,7 +674,7 @@ TEST_F(AveragerCoreTest, MetricsRecordLossConsensusBytesAndArrivals) {
   (void)join(2);
   (void)submit(1, 0, 0.0F);
   ASSERT_EQ(core->round(), 1U);
-  (void)core->drain_metrics();
+  (void)take_lines();
   clk.advance(2s);
   auto a = model(1, 1, filled(1.0F), 4, 10);
   a.loss_sum = 10;
@@ -648,10 +682,10 @@ TEST_F(AveragerCoreTest, MetricsRecordLossConsensusBytesAndArrivals) {
   auto b = model(2, 1, filled(3.0F), 4, 10);
   b.loss_sum = 90;
   b.loss_count = 30;
-  (void)core->on_model(a);
+  (void)run(core->on_model(a));
   clk.advance(1s);
-  (void)core->on_model(b);
-  auto ms = core->drain_metrics();
+  (void)run(core->on_model(b));
+  auto ms = take_lines();
   ASSERT_EQ(ms.size(), 1U);
   const auto& m = ms[0];
   EXPECT_EQ(m.round, 1U);
@@ -676,7 +710,7 @@ TEST_F(AveragerCoreTest, MaxRoundsStopsEverybody) {
   (void)join(2);
   (void)submit(1, 0, 0.0F);
   auto out = submit(1, 1, 0.0F);
-  EXPECT_EQ(out.size(), 0U) << "still waiting for 2";
+  EXPECT_EQ(out.sends.size(), 0U) << "still waiting for 2";
   out = submit(2, 1, 0.0F);
   EXPECT_EQ(core->state(), averager_state::stopped);
   EXPECT_EQ(of<stop_msg>(out).size(), 2U);
@@ -704,12 +738,12 @@ TEST_F(AveragerCoreTest, ExactlyOnceAccountingUnderRandomDuplicatesAndReordering
       const member_id id = members[std::uniform_int_distribution<std::size_t>(0, members.size() - 1)(rng)];
       auto m = model(id, r, filled(static_cast<float>(id)));
       sent.push_back(m);
-      (void)core->on_model(m);
+      (void)run(core->on_model(m));
     } else if (pick < 8 && !sent.empty()) {
-      (void)core->on_model(sent[std::uniform_int_distribution<std::size_t>(0, sent.size() - 1)(rng)]);
+      (void)run(core->on_model(sent[std::uniform_int_distribution<std::size_t>(0, sent.size() - 1)(rng)]));
     } else if (pick == 8) {
       const member_id id = std::uniform_int_distribution<member_id>(1, 5)(rng);
-      (void)core->on_leave(leave_msg{id, 1, core->incarnation(), r});
+      (void)run(core->on_leave(leave_msg{id, 1, core->incarnation(), r}));
     } else {
       (void)join(std::uniform_int_distribution<member_id>(1, 5)(rng));
     }
@@ -721,7 +755,7 @@ TEST_F(AveragerCoreTest, ExactlyOnceAccountingUnderRandomDuplicatesAndReordering
     }
   }
   std::size_t averaged = 0;
-  for (const auto& m : core->drain_metrics()) {
+  for (const auto& m : take_lines()) {
     averaged += m.submissions;
     for (const auto& [id, t] : m.arrival_offsets_s) {
       EXPECT_EQ(core->times_counted(m.round, id), 1);
@@ -740,14 +774,17 @@ class AveragerRestartTest : public AveragerCoreTest {
  protected:
   void SetUp() override {
     AveragerCoreTest::SetUp();
-    dir = std::filesystem::path(::testing::TempDir()) /
-          ("prsgd_averager_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::remove_all(dir);
-    cfg.checkpoint_dir = dir.string();
     cfg.checkpoint_every = 1;
-    cfg.checkpoints_kept = 3;
   }
-  void TearDown() override { std::filesystem::remove_all(dir); }
+
+  // Starts a new incarnation as the shell does: numbered by the store, resuming its newest checkpoint.
+  averager_core& restart(std::vector<float> init = filled(0)) {
+    core.reset();
+    auto from_store = setup_from(store);
+    EXPECT_TRUE(from_store.has_value());
+    setup = *from_store;
+    return make(std::move(init));
+  }
 
   // Runs rounds 0..n-1 with workers 1 and 2 (2 joins round 1); x̄_{r+1} = r + 1.
   void run_rounds(round_t n) {
@@ -761,34 +798,30 @@ class AveragerRestartTest : public AveragerCoreTest {
     }
     ASSERT_EQ(core->round(), n);
   }
-
-  std::filesystem::path dir;
 };
 
 TEST_F(AveragerRestartTest, NewIncarnationResumesFromTheNewestCheckpointAndWorkersRejoin) {
-  make();
+  restart();
   EXPECT_EQ(core->incarnation(), 1U);
   run_rounds(3);
   const auto old_model = *core->model();
   const auto old_inc = core->incarnation();
   auto stale = model(1, 3, filled(7.0F));  // in flight when the averager dies
   auto older = model(2, 2, filled(7.0F));
-  core.reset();  // crash
-
-  make(filled(0.0F));
+  restart(filled(0.0F));  // the old incarnation crashed
   EXPECT_EQ(core->incarnation(), old_inc + 1);
   ASSERT_EQ(core->resumed_from(), 3U);
   EXPECT_EQ(core->round(), 3U);
   EXPECT_EQ(*core->model(), old_model);
   EXPECT_EQ(core->state(), averager_state::rejoin_wait);
 
-  (void)core->on_model(stale);
-  (void)core->on_model(older);
+  (void)run(core->on_model(stale));
+  (void)run(core->on_model(older));
   EXPECT_EQ(core->counters().late, 2U) << "messages to the dead incarnation are late, never counted";
   EXPECT_TRUE(core->submitted().empty());
 
   auto out = join(1);
-  EXPECT_EQ(std::get<welcome_msg>(out.at(0).msg).averager_incarnation, old_inc + 1);
+  EXPECT_EQ(std::get<welcome_msg>(out.sends.at(0).msg).averager_incarnation, old_inc + 1);
   EXPECT_TRUE(of<restart_msg>(out).empty()) << "waits for the other checkpointed member";
   out = join(2);
   EXPECT_EQ(restart_targets(out, 3), (std::set<member_id>{1, 2}));
@@ -803,89 +836,96 @@ TEST_F(AveragerRestartTest, NewIncarnationResumesFromTheNewestCheckpointAndWorke
 }
 
 TEST_F(AveragerRestartTest, RejoinGraceExpiresAndTheRoundStartsWithWhoeverCameBack) {
-  make();
+  restart();
   run_rounds(2);
-  core.reset();
-  make();
+  restart();
   (void)join(2);
   EXPECT_EQ(core->state(), averager_state::rejoin_wait);
   ASSERT_TRUE(core->next_wakeup().has_value());
   clk.advance(2s);
-  auto out = core->tick();
+  auto out = run(core->tick());
   EXPECT_EQ(restart_targets(out, 2), std::set<member_id>{2});
   EXPECT_EQ(core->state(), averager_state::collecting);
 }
 
 TEST_F(AveragerRestartTest, RejoinGraceExpiresWithNobodyBackGoesIdle) {
-  make();
+  restart();
   run_rounds(2);
-  core.reset();
-  make();
+  restart();
   clk.advance(3s);
-  (void)core->tick();
+  (void)run(core->tick());
   EXPECT_EQ(core->state(), averager_state::idle);
   auto out = join(4);
   EXPECT_EQ(restart_targets(out, 2), std::set<member_id>{4});
 }
 
 TEST_F(AveragerRestartTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
-  make();
+  restart();
   run_rounds(4);
-  core.reset();
-  checkpoint_store store{dir, 3};
-  auto files = store.files();
-  ASSERT_EQ(files.size(), 3U) << "only the newest 3 are kept";
-  {
-    std::fstream f{files[0], std::ios::in | std::ios::out | std::ios::binary};
-    f.seekp(40);
-    f.put('\x5a');
-  }
-  make();
+  ASSERT_EQ(store.list(), (std::vector<round_t>{4, 3, 2})) << "only the newest 3 are kept";
+  store.corrupt(4);
+  restart();
   ASSERT_EQ(core->resumed_from(), 3U) << "round 4's checkpoint has a bad checksum";
   EXPECT_EQ(*core->model(), filled(3.0F));
-  core.reset();
-  std::filesystem::resize_file(store.files()[1], 30);  // truncate round 3's too
-  make();
+  store.truncate(3, 30);
+  restart();
   EXPECT_EQ(core->resumed_from(), 2U);
   EXPECT_EQ(*core->model(), filled(2.0F));
 }
 
 TEST_F(AveragerRestartTest, IncarnationGrowsEvenWithoutCheckpoints) {
   cfg.checkpoint_every = 0;
-  make();
+  restart();
   EXPECT_EQ(core->incarnation(), 1U);
-  core.reset();
-  make();
+  restart();
   EXPECT_EQ(core->incarnation(), 2U);
   EXPECT_FALSE(core->resumed_from().has_value());
+  EXPECT_EQ(store.writes(), 0U);
 }
 
 TEST_F(AveragerRestartTest, CheckpointOfAnotherModelSizeIsRefused) {
-  make();
+  restart();
   run_rounds(1);
-  core.reset();
-  auto c = averager_core::make(cfg, clk, std::vector<float>(dim + 3, 0.0F));
+  auto c = averager_core::make(cfg, clk, std::vector<float>(dim + 3, 0.0F), *setup_from(store));
   ASSERT_FALSE(c.has_value());
   EXPECT_EQ(c.error().code, errc::invalid_argument);
 }
 
 TEST_F(AveragerRestartTest, CheckpointsRecordTheModelAndRefuseAnotherOnResume) {
   cfg.model_identity = checkpoint_model{"fmnist-mlp", 1, 28, 28, 10, "fashion-mnist", "abc"};
-  make();
+  restart();
   run_rounds(2);
-  checkpoint_store store{dir, 3};
-  auto newest = store.load_newest();
+  auto newest = store.read(2);
   ASSERT_TRUE(newest.has_value());
   ASSERT_TRUE(newest->identity.has_value());
   EXPECT_EQ(*newest->identity, *cfg.model_identity);
   core.reset();
   cfg.model_identity->name = "fmnist-cnn";
-  auto c = averager_core::make(cfg, clk, std::vector<float>(dim, 0.0F));
+  auto c = averager_core::make(cfg, clk, std::vector<float>(dim, 0.0F), *setup_from(store));
   ASSERT_FALSE(c.has_value());
   EXPECT_NE(c.error().context.find("is for model fmnist-mlp, not fmnist-cnn"), std::string::npos) << c.error().context;
   cfg.model_identity->name = "fmnist-mlp";
   cfg.model_identity->fingerprint = "other seed";  // only the model's own identity must agree
-  EXPECT_TRUE(averager_core::make(cfg, clk, std::vector<float>(dim, 0.0F)).has_value());
+  EXPECT_TRUE(averager_core::make(cfg, clk, std::vector<float>(dim, 0.0F), *setup_from(store)).has_value());
+}
+
+TEST_F(AveragerRestartTest, CheckpointRequestGoesToTheStore) {
+  restart();
+  (void)join(1);
+  const auto before = store.writes();
+  auto out = submit(1, 0, 2.0F);
+  ASSERT_EQ(out.checkpoints.size(), 1U) << "checkpoint_every = 1";
+  EXPECT_EQ(out.checkpoints[0].round, 1U) << "the state at the start of the next round";
+  EXPECT_EQ(out.checkpoints[0].model, filled(2.0F));
+  EXPECT_EQ(store.writes(), before + 1);
+  ASSERT_TRUE(store.read(1).has_value());
+  EXPECT_EQ(store.read(1)->members.size(), 1U);
+  EXPECT_EQ(out.lines.size(), 1U);
+  EXPECT_EQ(restart_targets(out, 1), std::set<member_id>{1});
+  setup = averager_setup{};  // a shell without a store is never asked
+  make();
+  (void)join(1);
+  EXPECT_TRUE(submit(1, 0, 2.0F).checkpoints.empty());
 }
 
 TEST_F(AveragerRestartTest, CheckpointsEveryKRoundsCarryScheduleAndOuterState) {
@@ -893,14 +933,10 @@ TEST_F(AveragerRestartTest, CheckpointsEveryKRoundsCarryScheduleAndOuterState) {
   cfg.outer = algorithms::outer_config{algorithms::outer_kind::momentum, 1.0F, 0.5F};
   cfg.intervals = algorithms::interval_kind::per_worker;
   cfg.per_worker_intervals = {{1, 3}, {2, 6}};
-  make();
+  restart();
   run_rounds(5);
-  checkpoint_store store{dir, 3};
-  auto files = store.files();
-  ASSERT_EQ(files.size(), 2U);
-  EXPECT_EQ(files[0].filename(), "ckpt-000000000004.bin");
-  EXPECT_EQ(files[1].filename(), "ckpt-000000000002.bin");
-  auto saved = store.load_newest();
+  ASSERT_EQ(store.list(), (std::vector<round_t>{4, 2}));
+  auto saved = store.read_newest();
   ASSERT_TRUE(saved.has_value());
   EXPECT_EQ(saved->round, 4U);
   EXPECT_EQ(saved->rounds_completed, 4U);
@@ -914,8 +950,7 @@ TEST_F(AveragerRestartTest, CheckpointsEveryKRoundsCarryScheduleAndOuterState) {
   // The resumed incarnation continues with the same momentum: replaying round 4's submissions gives
   // the x̄_5 the uncrashed averager computed (zero momentum would give a different one).
   const auto uncrashed = *core->model();
-  core.reset();
-  make();
+  restart();
   ASSERT_EQ(core->resumed_from(), 4U);
   EXPECT_EQ(*core->model(), saved->model);
   (void)join(1);
@@ -936,17 +971,199 @@ TEST_F(AveragerCoreTest, HeartbeatFromUnknownWorkerAsksItToRejoin) {
   EXPECT_EQ(removed[0].member, 9U);
   EXPECT_EQ(removed[0].averager_incarnation, core->incarnation());
   (void)join(9);
-  EXPECT_TRUE(heartbeat(9).empty());
+  EXPECT_TRUE(heartbeat(9).sends.empty());
 }
 
 TEST_F(AveragerCoreTest, StoppedAveragerAnswersJoinWithStopAndIgnoresModels) {
   make();
   (void)join(1);
-  auto out = core->stop();
+  auto out = run(core->stop());
   EXPECT_EQ(of<stop_msg>(out).size(), 1U);
   EXPECT_EQ(of<stop_msg>(join(2)).size(), 1U);
-  EXPECT_TRUE(submit(1, 0, 1.0F).empty());
+  EXPECT_TRUE(submit(1, 0, 1.0F).sends.empty());
   EXPECT_EQ(core->counters().accepted, 0U);
+}
+
+// ---- actions: routes, evaluations and metrics lines -----------------------------------------------
+
+TEST_F(AveragerCoreTest, RoutesMoveOnlyOnAcceptedMessages) {
+  make();
+  auto out = run(core->on_join(join_msg{1, 1, 0, 0, 0}, 10));
+  ASSERT_EQ(out.routes.size(), 1U);
+  EXPECT_EQ(out.routes[0].member, 1U);
+  EXPECT_EQ(out.routes[0].via, 10U);
+  (void)run(core->on_join(join_msg{2, 1, 0, 0, 0}, 20));  // pending: round 0 runs with {1}
+
+  // Forged or broken MODELs naming worker 1 from another connection are rejected and move nothing.
+  auto stale = model(1, 0, filled(1.0F), 4, 10, /*inc=*/0);
+  out = run(core->on_model(stale, 99));
+  EXPECT_TRUE(out.routes.empty());
+  EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
+  out = run(core->on_model(model(1, 0, std::vector<float>(dim + 1, 1.0F)), 99));
+  EXPECT_TRUE(out.routes.empty());
+  EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
+  out = run(core->on_model(model(1, 7, filled(1.0F)), 99));
+  EXPECT_TRUE(out.routes.empty()) << "a round that is not open";
+  EXPECT_EQ(routes.at(1), 10U);
+
+  // A JOIN of a stale incarnation from elsewhere is ignored too.
+  out = run(core->on_join(join_msg{1, 0, 0, 0, 0}, 99));
+  EXPECT_TRUE(out.routes.empty());
+  EXPECT_TRUE(out.sends.empty());
+
+  // An unknown worker is answered on its own connection, without a route.
+  out = run(core->on_heartbeat(heartbeat_msg{9, 1, core->incarnation(), 0, false}, 90));
+  EXPECT_TRUE(out.routes.empty());
+  ASSERT_EQ(out.sends.size(), 1U);
+  EXPECT_EQ(out.sends[0].via, std::optional<origin_t>{90});
+  EXPECT_FALSE(routes.contains(9));
+
+  // The accepted MODEL records the connection it came in on; a duplicate from elsewhere does not.
+  out = run(core->on_model(model(1, 0, filled(1.0F)), 11));
+  ASSERT_EQ(out.routes.size(), 1U);
+  EXPECT_EQ(routes.at(1), 11U);
+  for (const auto& o : out.sends) {
+    EXPECT_FALSE(o.via.has_value()) << "RESTARTs go over the members' routes";
+  }
+  EXPECT_EQ(routes.at(2), 20U);
+  out = run(core->on_model(model(1, 0, filled(1.0F)), 12));
+  EXPECT_EQ(core->accounting().back().status, submission_status::late);
+  EXPECT_TRUE(out.routes.empty());
+  EXPECT_EQ(routes.at(1), 11U);
+}
+
+TEST_F(AveragerCoreTest, EvaluationsAnsweredOutOfOrderStillReleaseLinesInRoundOrder) {
+  setup.evaluations = true;
+  cfg.eval_every = 1;
+  cfg.max_evaluations = 2;
+  make();
+  (void)join(1);
+  for (round_t r = 0; r < 3; ++r) {
+    (void)submit(1, r, static_cast<float>(r + 1));
+  }
+  EXPECT_TRUE(take_lines().empty()) << "every line waits for its accuracy";
+  ASSERT_EQ(evaluations.size(), 2U) << "two at a time; the third waits in the core";
+  EXPECT_EQ(evaluations[0].rounds, 1U);
+  EXPECT_EQ(*evaluations[0].model, filled(1.0F)) << "x̄ after the round, shared";
+  EXPECT_EQ(evaluations[1].rounds, 2U);
+  const auto first = evaluations[0].id;
+  const auto second = evaluations[1].id;
+
+  auto out = run(core->on_evaluated(second, 0.75));
+  EXPECT_TRUE(out.lines.empty()) << "round 1's line waits behind round 0's";
+  ASSERT_EQ(out.evaluations.size(), 1U) << "the freed evaluator takes the queued request";
+  EXPECT_EQ(out.evaluations[0].rounds, 3U);
+  const auto third = out.evaluations[0].id;
+
+  out = run(core->on_evaluated(first, 0.5));
+  ASSERT_EQ(out.lines.size(), 2U);
+  EXPECT_EQ(out.lines[0].round, 0U);
+  EXPECT_EQ(out.lines[0].test_acc, std::optional<double>{0.5});
+  EXPECT_EQ(out.lines[1].round, 1U);
+  EXPECT_EQ(out.lines[1].test_acc, std::optional<double>{0.75});
+
+  EXPECT_TRUE(run(core->on_evaluated(first, 0.1)).lines.empty()) << "an answer given twice is ignored";
+  out = run(core->on_evaluated(third, std::nullopt));  // the evaluation failed
+  ASSERT_EQ(out.lines.size(), 1U);
+  EXPECT_EQ(out.lines[0].round, 2U);
+  EXPECT_FALSE(out.lines[0].test_acc.has_value());
+  const auto all = take_lines();
+  ASSERT_EQ(all.size(), 3U);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].round, i);
+  }
+}
+
+TEST_F(AveragerCoreTest, EpochEndsAndTheLastRoundAreEvaluatedAndDoneWaitsForThem) {
+  setup.evaluations = true;
+  cfg.rounds_per_epoch = 2;
+  cfg.max_rounds = 3;
+  make();
+  (void)join(1);
+  (void)submit(1, 0, 1.0F);
+  auto lines0 = take_lines();
+  ASSERT_EQ(lines0.size(), 1U) << "round 0 ends no epoch: its line leaves at once";
+  EXPECT_EQ(lines0[0].epoch, std::optional<double>{0.5});
+  EXPECT_EQ(lines0[0].rounds_total, 3U);
+  EXPECT_TRUE(evaluations.empty());
+  (void)submit(1, 1, 2.0F);
+  ASSERT_EQ(evaluations.size(), 1U) << "epoch 1 ends";
+  EXPECT_FALSE(evaluations[0].final);
+  auto out = submit(1, 2, 3.0F);
+  EXPECT_TRUE(out.stopped);
+  EXPECT_EQ(of<stop_msg>(out).size(), 1U);
+  EXPECT_TRUE(out.lines.empty());
+  EXPECT_TRUE(out.evaluations.empty()) << "one evaluation at a time";
+  EXPECT_FALSE(done.has_value());
+  out = run(core->on_evaluated(evaluations[0].id, 0.6));
+  ASSERT_EQ(out.lines.size(), 1U);
+  ASSERT_EQ(out.evaluations.size(), 1U);
+  EXPECT_TRUE(out.evaluations[0].final) << "the last round's x̄ is the final one";
+  EXPECT_EQ(out.evaluations[0].rounds, 3U);
+  EXPECT_FALSE(done.has_value());
+  out = run(core->on_evaluated(out.evaluations[0].id, 0.8));
+  ASSERT_EQ(out.lines.size(), 1U);
+  EXPECT_EQ(out.lines[0].round, 2U);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(done->job_over);
+  EXPECT_EQ(done->rounds, 3U);
+  EXPECT_EQ(done->test_acc, std::optional<double>{0.8});
+  EXPECT_EQ(done->model, core->model());
+  EXPECT_EQ(done->bytes_out, 3 * dim * sizeof(float));
+  EXPECT_FALSE(out.wakeup.has_value()) << "a stopped core needs no timer";
+}
+
+TEST_F(AveragerCoreTest, StopAsksForAFinalEvaluationOfTheCurrentModel) {
+  setup.evaluations = true;
+  make();
+  (void)join(1);
+  (void)submit(1, 0, 1.0F);
+  EXPECT_EQ(take_lines().size(), 1U);
+  auto out = run(core->stop());
+  EXPECT_TRUE(out.stopped);
+  ASSERT_EQ(out.evaluations.size(), 1U);
+  EXPECT_TRUE(out.evaluations[0].final);
+  EXPECT_EQ(out.evaluations[0].rounds, 1U);
+  EXPECT_FALSE(done.has_value());
+  (void)run(core->on_evaluated(out.evaluations[0].id, 0.9));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->test_acc, std::optional<double>{0.9});
+  EXPECT_TRUE(run(core->stop()).sends.empty()) << "stopping twice changes nothing";
+}
+
+TEST_F(AveragerCoreTest, WithoutAnEvaluatorStopIsDoneAtOnce) {
+  cfg.eval_every = 1;
+  make();
+  (void)join(1);
+  (void)submit(1, 0, 1.0F);
+  EXPECT_TRUE(evaluations.empty());
+  EXPECT_EQ(take_lines().size(), 1U);
+  (void)run(core->stop());
+  ASSERT_TRUE(done.has_value());
+  EXPECT_FALSE(done->test_acc.has_value());
+  EXPECT_EQ(done->rounds, 1U);
+}
+
+TEST_F(AveragerCoreTest, SuspendReleasesHeldLinesAndEndsWithoutStoppingTheJob) {
+  setup.evaluations = true;
+  cfg.eval_every = 1;
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 1.0F);
+  (void)submit(1, 1, 2.0F);
+  (void)submit(2, 1, 2.0F);
+  ASSERT_EQ(evaluations.size(), 1U);
+  EXPECT_TRUE(take_lines().empty());
+  auto out = run(core->suspend());
+  EXPECT_TRUE(out.stopped);
+  EXPECT_TRUE(out.sends.empty()) << "the workers are not told: they rejoin the next incarnation";
+  ASSERT_EQ(out.lines.size(), 2U);
+  EXPECT_FALSE(out.lines[0].test_acc.has_value());
+  ASSERT_TRUE(done.has_value());
+  EXPECT_FALSE(done->job_over);
+  EXPECT_TRUE(run(core->on_evaluated(evaluations[0].id, 0.5)).lines.empty()) << "a late answer is ignored";
+  EXPECT_EQ(core->state(), averager_state::stopped);
 }
 
 TEST(AveragerConfigTest, RejectsInvalidConfigs) {

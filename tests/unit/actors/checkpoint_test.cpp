@@ -104,35 +104,6 @@ TEST(CheckpointCodecTest, DetectsBadMagicVersionTruncationAndChecksum) {
   EXPECT_EQ(decode_checkpoint(bytes).error().code, errc::checksum_mismatch);
 }
 
-TEST_F(CheckpointTest, StoreKeepsTheNewestAndLoadsTheNewestValid) {
-  checkpoint_store store{dir, 2};
-  EXPECT_FALSE(store.load_newest().has_value());
-  for (round_t r : {3U, 10U, 7U}) {
-    ASSERT_TRUE(store.save(sample_state(r)).has_value());
-  }
-  auto files = store.files();
-  ASSERT_EQ(files.size(), 2U);
-  EXPECT_EQ(files[0].filename(), "ckpt-000000000010.bin");
-  EXPECT_EQ(files[1].filename(), "ckpt-000000000007.bin");
-  EXPECT_EQ(store.load_newest()->round, 10U);
-  std::filesystem::resize_file(files[0], 12);
-  EXPECT_EQ(store.load_newest()->round, 7U) << "truncated newest falls back to the previous one";
-  { std::ofstream{files[1], std::ios::binary | std::ios::trunc} << "garbage"; }
-  EXPECT_FALSE(store.load_newest().has_value());
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << "no temp files left behind";
-  }
-}
-
-TEST_F(CheckpointTest, NextIncarnationIsPersistedAndNeverBelowACheckpoint) {
-  checkpoint_store store{dir, 3};
-  EXPECT_EQ(store.next_incarnation().value(), 1U);
-  EXPECT_EQ(store.next_incarnation().value(), 2U);
-  ASSERT_TRUE(store.save(sample_state(1)).has_value());  // written by incarnation 4
-  std::filesystem::remove(dir / "incarnation");
-  EXPECT_EQ(store.next_incarnation().value(), 5U);
-}
-
 TEST_F(CheckpointTest, AtomicWriteFailsCleanlyInAMissingDirectory) {
   auto r = write_file_atomically(dir / "missing" / "file.bin", {1, 2, 3});
   ASSERT_FALSE(r.has_value());

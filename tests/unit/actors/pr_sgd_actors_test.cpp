@@ -7,51 +7,18 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
-#include "prsgd/algorithms/layers.hpp"
-#include "prsgd/algorithms/model.hpp"
 #include "prsgd/transport/inproc_transport.hpp"
 #include "time_scale.hpp"
+#include "toy_problem.hpp"
 
 namespace prsgd::actors {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Two Gaussian blobs in 8 dimensions: linearly separable, so a linear model must reach > 95%.
-std::shared_ptr<const algorithms::dataset> blobs(std::size_t n, std::uint64_t seed) {
-  auto d = std::make_shared<algorithms::dataset>();
-  d->shape = {8, 1, 1};
-  d->num_classes = 2;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> noise(0.0f, 1.0f);
-  for (std::size_t i = 0; i < n; ++i) {
-    const int label = static_cast<int>(i % 2);
-    for (int k = 0; k < 8; ++k) {
-      d->features.push_back(noise(rng) + (label == 0 ? -1.5f : 1.5f));
-    }
-    d->labels.push_back(label);
-  }
-  return d;
-}
-
-void register_test_model() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto ok = algorithms::model_registry::instance().add(
-        "test-linear", "8 -> 2 linear classifier for actor tests",
-        [](const algorithms::model_config& c) -> expected<std::unique_ptr<algorithms::model>> {
-          algorithms::network_builder b{c.input};
-          b.linear(c.num_classes);
-          return algorithms::model::make("test-linear", c.input, c.num_classes, b.take(), c.seed);
-        });
-    ASSERT_TRUE(ok) << ok.error().message();
-  });
-}
 
 struct job_waiter {
   std::mutex mu;
@@ -68,9 +35,9 @@ struct job_waiter {
 class PrSgdActorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    register_test_model();
-    train_ = blobs(1024, 1);
-    test_ = blobs(512, 2);
+    test::register_test_linear_model();
+    train_ = test::blobs(1024, 1);
+    test_ = test::blobs(512, 2);
   }
 
   averager_actor_config averager_cfg(std::uint64_t rounds) {
@@ -81,11 +48,10 @@ class PrSgdActorsTest : public ::testing::Test {
     c.core.min_workers = 3;  // round 0 waits for all three: toy rounds are too fast for late joiners
     c.core.heartbeat_interval = 50ms;
     c.core.heartbeat_timeout = 600ms;
-    c.model_name = "test-linear";
-    c.model.input = {8, 1, 1};
-    c.model.num_classes = 2;
+    c.model_name = test::test_linear_model;
+    c.model = test::test_linear_config();
     c.test_set = test_;
-    c.eval_every = 5;
+    c.core.eval_every = 5;
     c.on_round = [this](const round_metrics& m) {
       std::lock_guard lock(waiter_.mu);
       waiter_.rounds.push_back(m);
@@ -105,9 +71,8 @@ class PrSgdActorsTest : public ::testing::Test {
     c.core.heartbeat_interval = 50ms;
     c.core.join_retry = 100ms;
     c.core.averager_timeout = 2s;
-    c.model_name = "test-linear";
-    c.model.input = {8, 1, 1};
-    c.model.num_classes = 2;
+    c.model_name = test::test_linear_model;
+    c.model = test::test_linear_config();
     c.train_set = train_;
     c.shard_index = index;
     c.num_shards = shards;

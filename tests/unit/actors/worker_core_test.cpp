@@ -38,10 +38,11 @@ class WorkerCoreTest : public ::testing::Test {
   train_result result(round_t r, float v = 2.0F) { return train_result{r, 5, 320, 64.0, 320, buffer(v)}; }
 
   template <class T>
-  static std::vector<T> of(const worker_actions& a) {
+  static std::vector<T> of(const actions& a) {
     std::vector<T> found;
-    for (const auto& m : a.send) {
-      if (const auto* t = std::get_if<T>(&m)) {
+    for (const auto& o : a.sends) {
+        EXPECT_EQ(o.member, 3U) << "a worker sends as itself";
+      if (const auto* t = std::get_if<T>(&o.msg)) {
         found.push_back(*t);
       }
     }
@@ -217,6 +218,41 @@ TEST_F(WorkerCoreTest, MinibatchTaskSubmitsAGradient) {
   EXPECT_TRUE(models[0].is_gradient);
 }
 
+TEST_F(WorkerCoreTest, EveryResultCarriesTheNextWakeupUntilTheEnd) {
+  auto a = worker.start();
+  ASSERT_TRUE(a.wakeup.has_value());
+  EXPECT_EQ(a.wakeup, worker.next_wakeup());
+  a = worker.on_message(welcome());
+  EXPECT_EQ(a.wakeup, worker.next_wakeup());
+  a = worker.on_message(restart(0));
+  ASSERT_TRUE(a.task.has_value());
+  EXPECT_EQ(a.wakeup, worker.next_wakeup());
+  clk.advance(1s);
+  a = worker.tick();
+  EXPECT_EQ(of<heartbeat_msg>(a).size(), 1U);
+  EXPECT_EQ(a.wakeup, worker.next_wakeup());
+  a = worker.leave();
+  EXPECT_TRUE(a.stopped);
+  EXPECT_TRUE(a.cancel_task);
+  EXPECT_FALSE(a.wakeup.has_value()) << "nothing left to wake up for";
+}
+
+// Narrows a core's outbound message to what the other side's core takes.
+template <class Variant>
+Variant narrow(const any_msg& m) {
+  return std::visit(
+      [](const auto& x) -> Variant {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_constructible_v<Variant, T>) {
+          return x;
+        } else {
+          ADD_FAILURE() << "message sent in the wrong direction";
+          return Variant{};
+        }
+      },
+      m);
+}
+
 // Drives averager_core and three worker_cores against each other through a lossless in-memory queue,
 // with one worker leaving and one joining midway: every round closes and every model counts once.
 TEST(WorkerAveragerLoopTest, WorkersAndAveragerConvergeOnRoundsTogether) {
@@ -230,19 +266,20 @@ TEST(WorkerAveragerLoopTest, WorkersAndAveragerConvergeOnRoundsTogether) {
   std::map<member_id, worker_core> workers;
   std::vector<std::pair<member_id, to_averager>> to_avg;
   std::vector<outbound> to_workers;
+  auto post = [&](member_id id, const actions& a) {
+    for (const auto& o : a.sends) {
+      to_avg.emplace_back(id, narrow<to_averager>(o.msg));
+    }
+  };
   auto add_worker = [&](member_id id) {
     worker_config wc;
     wc.member = id;
     wc.incarnation = 1;
     auto [it, ok] = workers.emplace(id, worker_core{wc, clk});
-    for (auto& m : it->second.start().send) {
-      to_avg.emplace_back(id, m);
-    }
+    post(id, it->second.start());
   };
-  auto handle = [&](member_id id, worker_actions a) {
-    for (auto& m : a.send) {
-      to_avg.emplace_back(id, m);
-    }
+  auto handle = [&](member_id id, actions a) {
+    post(id, a);
     if (a.task) {
       // "Training": every worker moves its model by +id.
       std::vector<float> x = *a.task->model;
@@ -251,9 +288,7 @@ TEST(WorkerAveragerLoopTest, WorkersAndAveragerConvergeOnRoundsTogether) {
       }
       auto more = workers.at(id).on_trained(
           train_result{a.task->round, a.task->interval, 10, 1.0, 10, std::make_shared<const std::vector<float>>(x)});
-      for (auto& m : more.send) {
-        to_avg.emplace_back(id, m);
-      }
+      post(id, more);
     }
   };
   add_worker(1);
@@ -262,26 +297,13 @@ TEST(WorkerAveragerLoopTest, WorkersAndAveragerConvergeOnRoundsTogether) {
   for (int guard = 0; guard < 1000 && (!to_avg.empty() || !to_workers.empty()); ++guard) {
     auto batch = std::exchange(to_avg, {});
     for (auto& [from, m] : batch) {
-      std::vector<outbound> out = std::visit(
-          [&](auto& msg) -> std::vector<outbound> {
-            using T = std::decay_t<decltype(msg)>;
-            if constexpr (std::is_same_v<T, join_msg>) {
-              return avg.on_join(msg);
-            } else if constexpr (std::is_same_v<T, leave_msg>) {
-              return avg.on_leave(msg);
-            } else if constexpr (std::is_same_v<T, heartbeat_msg>) {
-              return avg.on_heartbeat(msg);
-            } else {
-              return avg.on_model(msg);
-            }
-          },
-          m);
-      to_workers.insert(to_workers.end(), out.begin(), out.end());
+      auto out = avg.on_message(m, from);
+      to_workers.insert(to_workers.end(), out.sends.begin(), out.sends.end());
     }
     auto deliveries = std::exchange(to_workers, {});
     for (auto& o : deliveries) {
-      if (workers.contains(o.to)) {
-        handle(o.to, workers.at(o.to).on_message(o.msg));
+      if (workers.contains(o.member)) {
+        handle(o.member, workers.at(o.member).on_message(narrow<to_worker>(o.msg)));
       }
     }
     if (avg.round() == 2 && !left) {

@@ -56,7 +56,7 @@ TEST(RoleConfigTest, AveragerDefaultsMapToTheCore) {
   EXPECT_EQ(core.total_steps, plan.total_steps);
   EXPECT_EQ(core.max_rounds, plan.rounds);
   EXPECT_EQ(core.min_workers, 4U);
-  EXPECT_EQ(core.incarnation, 1234U);
+  EXPECT_EQ(cfg->incarnation, 1234U);
   EXPECT_EQ(core.step_sizes, algorithms::lr_kind::constant);
   EXPECT_DOUBLE_EQ(core.step_size, 0.05);
   EXPECT_EQ(core.deadline, actors::deadline_policy::none);
@@ -69,7 +69,7 @@ TEST(RoleConfigTest, AveragerDefaultsMapToTheCore) {
   EXPECT_EQ(cfg->model.num_classes, 10);
   EXPECT_EQ(cfg->model.seed, 3U);
   EXPECT_EQ(cfg->model_name, "fmnist-mlp");
-  EXPECT_EQ(cfg->rounds_per_epoch, plan.rounds_per_epoch);
+  EXPECT_EQ(core.rounds_per_epoch, plan.rounds_per_epoch);
   EXPECT_EQ(cfg->metrics_jsonl, "m.jsonl");
 }
 

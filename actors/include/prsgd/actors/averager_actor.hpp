@@ -2,14 +2,16 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "prsgd/actors/actions.hpp"
 #include "prsgd/actors/averager_core.hpp"
+#include "prsgd/actors/checkpoint_store.hpp"
 #include "prsgd/actors/codec.hpp"
 #include "prsgd/actors/metrics.hpp"
 #include "prsgd/algorithms/dataset.hpp"
@@ -22,21 +24,6 @@ namespace prsgd::actors {
 
 /// Makes the transport an actor talks through; the handlers forward into the actor (see start_*).
 using transport_factory = std::function<expected<std::unique_ptr<transport>>(transport_handlers)>;
-
-/// Summarises a finished job, as the averager saw it.
-struct job_summary {
-  /// Rounds closed.
-  round_t rounds = 0;
-  /// Test accuracy of the final model (empty without a test set).
-  std::optional<double> test_acc;
-  /// Seconds from the averager's start to the end.
-  double wall_s = 0;
-  /// Payload bytes received and sent over all rounds.
-  std::uint64_t bytes_in = 0;
-  std::uint64_t bytes_out = 0;
-  /// Cumulative drop counters.
-  submission_counters counters;
-};
 
 /// Hands x̄ to the averager's owner (to save it): after each evaluation, and once at the end of the job.
 struct model_snapshot {
@@ -53,7 +40,7 @@ struct model_snapshot {
 
 /// Configures an averager_actor.
 struct averager_actor_config {
-  /// The barrier protocol.
+  /// The barrier protocol (including when to checkpoint and when to evaluate).
   averager_config core;
   /// The model's initial parameters come from this registry model (and seed); it is also what the
   /// evaluator builds to score x̄.
@@ -61,10 +48,16 @@ struct averager_actor_config {
   algorithms::model_config model;
   /// Test set for evaluation (null: no evaluation).
   std::shared_ptr<const algorithms::dataset> test_set;
-  /// Evaluate x̄ after every K-th round (0: only at epoch ends and the end).
-  std::uint64_t eval_every = 0;
-  /// Rounds that make one epoch over the training set (0: unknown); x̄ is evaluated at each epoch end.
-  std::uint64_t rounds_per_epoch = 0;
+  /// Directory for checkpoints (empty: none, unless `checkpoints` is set). With a store, the store
+  /// numbers the incarnations and a new averager resumes from its newest valid checkpoint.
+  std::string checkpoint_dir;
+  /// Checkpoints kept in the store (at least 1).
+  std::size_t checkpoints_kept = 3;
+  /// A checkpoint store to use instead of `checkpoint_dir` (e.g. an in-memory one in tests); shared with
+  /// whoever made it, used only on the actor's strand.
+  std::shared_ptr<checkpoint_store> checkpoints;
+  /// Averager incarnation when there is no checkpoint store.
+  incarnation_t incarnation = 1;
   /// JSON-lines metrics file (empty: none).
   std::string metrics_jsonl;
   /// Limits for decoding worker messages.
@@ -74,15 +67,19 @@ struct averager_actor_config {
   /// Called on the actor's strand with every evaluated x̄, then once with the final x̄ (see
   /// model_snapshot). Keep it short: copy the pointer and write elsewhere.
   std::function<void(const model_snapshot&)> on_model;
-  /// Called once on the actor's strand when the job is over (after the done line).
+  /// Called once on the actor's strand when the job is over (after the done line), or when a
+  /// suspended incarnation ends (`job_over` false).
   std::function<void(const job_summary&)> on_done;
 };
 
-/// Runs an averager_core as an actor: decodes worker messages from a transport, feeds the core, sends
-/// its outbound messages, fires its timers, evaluates x̄ off the barrier path on the compute pool, and
-/// writes per-round metrics.
+/// Runs an averager_core as an actor: the shell around the sans-IO core. It decodes worker messages from
+/// a transport and feeds them to the core with the connection they came in on, then carries out the
+/// returned `actions`: records routes, writes checkpoints to its checkpoint_store, encodes and sends,
+/// runs evaluations of x̄ on the compute pool (off the barrier path) and feeds the accuracy back, writes
+/// the metrics lines, reports the end, and arms the timer for the core's tick().
 /// Thread contract: all members run on the actor's strand (transport callbacks are forwarded with
-/// `tell`). The transport is shared with the process that made it and outlives nothing it is given.
+/// `tell`); an evaluation model is owned by one compute job at a time. The transport is shared with the
+/// process that made it.
 class averager_actor : public actor {
  public:
   explicit averager_actor(averager_actor_config config);
@@ -114,40 +111,25 @@ class averager_actor : public actor {
   [[nodiscard]] std::vector<member_id> members() const;
 
  private:
-  struct pending_line {
-    round_metrics metrics;
-    bool awaiting_eval = false;
-  };
-  void send_all(std::vector<outbound> out);
-  void after_event();
-  void rearm();
-  void collect_metrics();
-  void request_eval(round_t round, flat_buffer model);
-  void pump_eval();
-  void on_evaluated(round_t round, expected<double> acc);
-  void flush_lines();
-  void maybe_done();
-  /// Marks this incarnation over: stops the timer and fills the summary (finish and suspend share it).
-  void end_incarnation();
+  /// Carries out what the core asked for, in the order of the fields of `actions`.
+  void apply(actions a);
+  void write_checkpoint(const checkpoint_state& s);
+  void send(const outbound& o);
+  void evaluate(evaluation_request request);
+  void on_evaluated(evaluation_request request, expected<double> accuracy);
+  void write_line(const round_metrics& m);
+  void report_done(const job_summary& s);
+  void rearm(std::optional<clock::time_point> wakeup);
 
   averager_actor_config config_;
   std::optional<averager_core> core_;
+  std::shared_ptr<checkpoint_store> store_;
   std::shared_ptr<transport> link_;
   std::optional<metrics_writer> writer_;
-  std::map<member_id, peer_id> peers_;
+  std::map<member_id, peer_id> peers_;  // routes, as the core accepted them
   std::optional<timer_id> timer_;
-  std::deque<pending_line> lines_;
-  std::unique_ptr<algorithms::model> eval_model_;
-  bool evaluating_ = false;
-  model_snapshot evaluating_model_;  // what the running evaluation scores (for on_model)
-  std::deque<std::pair<round_t, flat_buffer>> eval_queue_;
-  std::optional<double> last_acc_;
-  job_summary summary_;
+  std::vector<std::shared_ptr<algorithms::model>> idle_evaluators_;
   bool done_ = false;
-  bool final_eval_requested_ = false;
-  bool final_eval_done_ = false;
-  clock::time_point started_{};
-  static constexpr round_t final_round_marker = ~round_t{0};
 };
 
 /// Spawns an averager_actor, makes its transport with `make_link` (handlers forward into the actor),

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -11,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "prsgd/actors/actions.hpp"
 #include "prsgd/actors/checkpoint.hpp"
+#include "prsgd/actors/checkpoint_store.hpp"
 #include "prsgd/actors/metrics.hpp"
 #include "prsgd/actors/protocol.hpp"
 #include "prsgd/algorithms/averaging.hpp"
@@ -99,17 +102,21 @@ struct averager_config {
   /// Outer optimiser applied to the averaged delta in restarted_sgd mode (DiLoCo; empty = plain averaging).
   std::optional<algorithms::outer_config> outer;
 
-  /// Directory for checkpoints (empty = no checkpoints, incarnation from `incarnation`).
-  std::string checkpoint_dir;
-  /// Write a checkpoint after every K-th round (0 = never).
+  /// Ask for a checkpoint after every K-th round (0 = never). Only when the shell keeps checkpoints
+  /// (averager_setup::checkpoints); the shell writes them to its checkpoint_store.
   std::uint64_t checkpoint_every = 10;
-  /// Checkpoints kept on disk.
-  std::size_t checkpoints_kept = 3;
   /// Recorded in every checkpoint (what `prsgd export` reads). A checkpoint whose recorded identity has
   /// another model name, input shape or class count is refused on resume. Empty = not recorded.
   std::optional<checkpoint_model> model_identity;
-  /// Averager incarnation when there is no checkpoint_dir (with one, it is derived from the directory).
-  incarnation_t incarnation = 1;
+
+  /// Ask for an evaluation of x̄ after every K-th round (0: only at epoch ends and at the end). Only when
+  /// the shell can evaluate (averager_setup::evaluations).
+  std::uint64_t eval_every = 0;
+  /// Rounds that make one epoch over the training set (0: unknown). x̄ is evaluated at each epoch end,
+  /// and the metrics lines carry the epoch.
+  std::uint64_t rounds_per_epoch = 0;
+  /// Evaluations the shell runs at once (at least 1); further requests wait in the core, in order.
+  std::size_t max_evaluations = 1;
 
   /// Workers that must have joined before the first round of a fresh job starts (later rounds, and a job
   /// resumed from a checkpoint, start with whoever is there). At least 1.
@@ -147,26 +154,39 @@ struct submission_record {
   std::string reason;
 };
 
-/// Holds the cumulative drop counters.
-struct submission_counters {
-  std::uint64_t accepted = 0;
-  std::uint64_t late = 0;
-  std::uint64_t duplicate = 0;
-  std::uint64_t rejected = 0;
-};
-
 /// Lists the averager's states (see the diagram on averager_core).
 enum class averager_state : std::uint8_t { idle, rejoin_wait, collecting, stopped };
 
 /// Returns "idle" | "rejoin_wait" | "collecting" | "stopped".
 [[nodiscard]] std::string_view to_string(averager_state s) noexcept;
 
+/// Holds what the shell brings to a new averager_core besides its configuration.
+struct averager_setup {
+  /// This incarnation's number (checkpoint_store::next_incarnation when there is a store). At least 1.
+  incarnation_t incarnation = 1;
+  /// The checkpoint to resume from (empty: a fresh job starting from the initial model).
+  std::optional<checkpoint_state> resume;
+  /// True when the shell keeps checkpoints: the core asks for one every `checkpoint_every` rounds.
+  bool checkpoints = false;
+  /// True when the shell can score x̄ on a test set: the core asks for evaluations (epoch ends,
+  /// `eval_every`, the end) and holds each round's metrics line until its accuracy is in.
+  bool evaluations = false;
+};
+
+/// Returns the setup of an incarnation that keeps its checkpoints in `store`: the next incarnation
+/// number (recorded in the store), the newest valid checkpoint to resume from, and checkpoints on.
+/// Returns the store's error when the incarnation number cannot be recorded.
+[[nodiscard]] expected<averager_setup> setup_from(checkpoint_store& store);
+
 /// Runs the averager's restart-barrier protocol: round r, global model x̄_r, membership M_r, exactly-once
-/// accounting, deadlines, interval and step-size assignment, checkpoints and per-round metrics.
+/// accounting, deadlines, interval and step-size assignment, checkpoint and evaluation requests, and the
+/// per-round metrics lines in round order.
 ///
-/// Pure and transport-independent: the owner feeds it events (messages, `tick()`) and sends the returned
-/// `outbound` messages. Time comes only from the injected clock; the owner calls `tick()` at or after
-/// `next_wakeup()`. Not thread-safe; used only on the owning actor's strand. The clock must outlive it.
+/// Sans-IO: the shell (averager_actor, or a test) feeds it events — worker messages with the connection
+/// they came in on, `tick()` when the wakeup it asked for is due, evaluation results, stop/suspend — and
+/// does what each returned `actions` says. The core never touches the network, the disk or the test set.
+/// Time comes only from the injected clock. Not thread-safe; used only on the owning actor's strand. The
+/// clock must outlive it.
 ///
 /// ```
 ///                (2) resumed from a checkpoint with members
@@ -181,47 +201,54 @@ enum class averager_state : std::uint8_t { idle, rejoin_wait, collecting, stoppe
 ///       │               └─ │ collecting │ ──┐ (6) barrier closes: every member submitted or
 ///       │                  └────────────┘ ◄─┘     was removed, or the deadline passed with a
 ///       │                        │                quorum; average, r+1, admit joiners, RESTART
-///       │                        │ (8) r+1 == max_rounds or stop(): STOP to everybody
+///       │                        │ (8) r+1 == max_rounds or stop(): STOP to everybody;
+///       │                        │     suspend(): nothing sent (a later incarnation resumes)
 ///       └────────────────────────┴────────────► stopped
 /// ```
 /// Any state: JOIN → WELCOME at once (the joiner waits for the next RESTART); LEAVE / heartbeat timeout
 /// removes the worker at once (the open barrier stops waiting for it); MODEL is classified exactly once
 /// as accepted / late / duplicate / rejected (`accounting()`). When the last member goes with no
 /// submission, the round closes empty (x̄ unchanged, r+1) so nothing sent for it can count later.
+///
+/// Routes: a worker's messages go over the connection of its last accepted JOIN or MODEL
+/// (`actions::routes`); a rejected or forged message from another connection never moves them.
+///
+/// Metrics lines: each closed round makes one line. A line whose x̄ is evaluated (epoch end, every
+/// `eval_every` rounds, the last round) waits for on_evaluated; lines leave in round order, so a line
+/// also waits behind an earlier one. Once stopped, the core asks for a final evaluation if the last line
+/// did not, and reports `actions::done` when every line is out and every evaluation is in.
 class averager_core {
  public:
-  /// Creates the core. Resumes from the newest valid checkpoint in `config.checkpoint_dir` if there is
-  /// one (then `initial_model` only checks the size); otherwise starts at round 0 with `initial_model`.
-  /// Returns invalid_argument for a bad config or empty model, io_error when the directory is unusable.
+  /// Creates the core. Resumes from `setup.resume` when set (then `initial_model` only checks the size);
+  /// otherwise starts at round 0 with `initial_model`. Returns invalid_argument for a bad config, an
+  /// empty model, or a checkpoint of another model size.
   [[nodiscard]] static expected<averager_core> make(averager_config config, const clock& clk,
-                                                    std::vector<float> initial_model);
+                                                    std::vector<float> initial_model, averager_setup setup = {});
 
+  /// Handles any worker message that arrived on connection `from` (dispatches to the handlers below).
+  [[nodiscard]] actions on_message(const to_averager& m, origin_t from);
   /// Handles JOIN: answers WELCOME at once; admits at the next barrier (or starts a round when idle).
-  [[nodiscard]] std::vector<outbound> on_join(const join_msg& m);
+  [[nodiscard]] actions on_join(const join_msg& m, origin_t from = 0);
   /// Handles LEAVE: removes the worker; may close the barrier.
-  [[nodiscard]] std::vector<outbound> on_leave(const leave_msg& m);
+  [[nodiscard]] actions on_leave(const leave_msg& m, origin_t from = 0);
   /// Handles a worker HEARTBEAT: refreshes liveness; an unknown worker is told REMOVED so it rejoins.
-  [[nodiscard]] std::vector<outbound> on_heartbeat(const heartbeat_msg& m);
+  [[nodiscard]] actions on_heartbeat(const heartbeat_msg& m, origin_t from = 0);
   /// Handles MODEL (or a gradient): classifies it exactly once; may close the barrier.
-  [[nodiscard]] std::vector<outbound> on_model(const model_msg& m);
+  [[nodiscard]] actions on_model(const model_msg& m, origin_t from = 0);
   /// Handles time: heartbeat timeouts, deadlines, rejoin grace, averager heartbeats.
-  [[nodiscard]] std::vector<outbound> tick();
-  /// Stops the job: STOP to every known worker; later events are ignored.
-  [[nodiscard]] std::vector<outbound> stop();
+  [[nodiscard]] actions tick();
+  /// Ends the job: STOP to every known worker; later worker messages are ignored (a JOIN gets STOP).
+  [[nodiscard]] actions stop();
+  /// Ends this incarnation without ending the job (after the shell checkpointed `snapshot()`): sends
+  /// nothing, releases every held metrics line without waiting for its evaluation, and reports done
+  /// with `job_over` false.
+  [[nodiscard]] actions suspend();
+  /// Takes the result of evaluation request `id`: x̄'s test accuracy, or empty when it failed. Unknown
+  /// ids (answered twice, or after suspend) are ignored.
+  [[nodiscard]] actions on_evaluated(std::uint64_t id, std::optional<double> accuracy);
 
-  /// Writes a checkpoint of this moment (round r with x̄_r, members, schedule state) at once, whatever
-  /// `checkpoint_every` says; a new incarnation resumes round r from it. Returns unsupported
-  /// without a checkpoint_dir, io_error when the write fails.
-  [[nodiscard]] expected<void> checkpoint_now();
-
-  /// Returns when `tick()` should run next (empty when stopped).
+  /// Returns when `tick()` should run next (empty when stopped); every actions result carries it too.
   [[nodiscard]] std::optional<clock::time_point> next_wakeup() const;
-
-  /// Stores an evaluator's test accuracy of x̄_{round+1} in round `round`'s metrics record. Returns false
-  /// when that record was already drained (the owner then fills `test_acc` itself) or does not exist.
-  bool set_test_accuracy(round_t round, double accuracy);
-  /// Returns and clears the metrics of rounds closed since the last call.
-  [[nodiscard]] std::vector<round_metrics> drain_metrics();
 
   /// Returns the current round r.
   [[nodiscard]] round_t round() const noexcept { return round_; }
@@ -251,7 +278,7 @@ class averager_core {
   [[nodiscard]] int times_counted(round_t round, member_id member) const;
   /// Returns the averaging rule the last closed round used (empty before the first close).
   [[nodiscard]] std::optional<algorithms::averaging_rule> last_rule() const noexcept { return last_rule_; }
-  /// Returns the state a checkpoint of this moment would hold.
+  /// Returns the state a checkpoint of this moment would hold (round r with x̄_r, members, schedule).
   [[nodiscard]] checkpoint_state snapshot() const;
 
  private:
@@ -265,18 +292,39 @@ class averager_core {
     model_msg msg;
     clock::time_point at{};
   };
+  /// What the accepted submissions of the closing round bring to the average.
+  struct round_inputs {
+    std::vector<algorithms::contribution> contributions;
+    bool steps_differ = false;
+  };
+  /// A closed round's metrics line, held until its evaluation (if any) is in.
+  struct held_line {
+    round_metrics metrics;
+    std::optional<std::uint64_t> awaiting;
+  };
 
   averager_core(averager_config config, const clock& clk);
 
-  void start_round(std::vector<outbound>& out);
-  void close_barrier(std::vector<outbound>& out, bool by_deadline);
-  void maybe_close(std::vector<outbound>& out);
-  void remove_worker(member_id id, const char* why, std::vector<outbound>& out);
+  // Barrier steps, in the order close_barrier runs them.
+  void close_barrier(actions& out, bool by_deadline);
+  [[nodiscard]] round_metrics open_record(bool by_deadline) const;
+  [[nodiscard]] round_inputs collect(round_metrics& rm);
+  [[nodiscard]] algorithms::averaging_rule weigh(const round_inputs& in) const;
+  [[nodiscard]] std::vector<float> average(const round_inputs& in, algorithms::averaging_rule rule, bool& ok) const;
+  [[nodiscard]] std::vector<float> outer_step(std::vector<float> avg, bool averaged);
+  void account();
+  void advance_round(std::vector<float> next);
+  void request_checkpoint(actions& out);
+  void record_line(actions& out, round_metrics rm, bool last);
+
+  void start_round(actions& out);
+  void end_job(actions& out);
+  void maybe_close(actions& out);
+  void remove_worker(member_id id, const char* why);
   void admit_pending();
   void assign_intervals();
   void update_speeds();
   void compute_deadline();
-  void maybe_checkpoint();
   [[nodiscard]] double current_step_size() const;
   /// Returns the size of the trainable prefix (config_.trainable_params, or the whole model).
   [[nodiscard]] std::size_t trainable_size() const noexcept {
@@ -288,9 +336,19 @@ class averager_core {
   [[nodiscard]] welcome_msg make_welcome(member_id id, incarnation_t inc, round_t admitted) const;
   [[nodiscard]] restart_msg make_restart(member_id id) const;
 
+  void request_evaluation(actions& out, round_t rounds, bool final);
+  void pump_evaluations(actions& out);
+  void flush_lines(actions& out);
+  void maybe_done(actions& out);
+  [[nodiscard]] job_summary summary(bool job_over) const;
+  /// Sets the wakeup of `out` and returns it (every public event handler ends with it).
+  [[nodiscard]] actions with_wakeup(actions out) const;
+
   averager_config config_;
   const clock* clock_;
   incarnation_t incarnation_ = 1;
+  bool checkpoints_ = false;
+  bool evaluations_ = false;
   std::optional<round_t> resumed_from_;
   averager_state state_ = averager_state::idle;
   round_t round_ = 0;
@@ -307,7 +365,6 @@ class averager_core {
   std::size_t round_members_ = 0;
   double round_step_size_ = 0;
   std::size_t round_removed_ = 0;
-  std::size_t round_admitted_ = 0;
   clock::time_point round_start_{};
   clock::time_point started_at_{};
   clock::time_point rejoin_until_{};
@@ -316,13 +373,23 @@ class averager_core {
   std::vector<double> arrival_history_;
   std::uint64_t round_bytes_in_ = 0;
   std::uint64_t round_bytes_out_ = 0;
+  std::uint64_t bytes_in_ = 0;   // over this incarnation's closed rounds
+  std::uint64_t bytes_out_ = 0;
   submission_counters counters_;
   submission_counters round_counters_;
   std::vector<submission_record> accounting_;
   std::map<std::pair<round_t, member_id>, int> counted_;
   std::optional<algorithms::averaging_rule> last_rule_;
-  std::vector<round_metrics> metrics_;
-  std::unique_ptr<checkpoint_store> store_;
+
+  std::deque<held_line> lines_;                    // closed rounds' lines not yet released, in order
+  std::deque<evaluation_request> eval_queue_;      // asked for, waiting for a free evaluator
+  std::map<std::uint64_t, round_t> evaluating_;    // request id -> rounds of the x̄ it scores
+  std::uint64_t next_eval_id_ = 1;
+  bool final_eval_requested_ = false;
+  std::optional<double> last_acc_;                 // accuracy of the newest x̄ evaluated
+  round_t last_acc_rounds_ = 0;
+  bool suspended_ = false;
+  bool done_ = false;
 };
 
 }  // namespace prsgd::actors

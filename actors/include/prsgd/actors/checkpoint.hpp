@@ -76,27 +76,4 @@ struct checkpoint_state {
 /// Writes a file atomically (see prsgd/common/file_io.hpp).
 using ::prsgd::write_file_atomically;
 
-/// Manages the checkpoints of one averager in one directory: `ckpt-<round>.bin`, newest kept.
-/// Not thread-safe; used on the averager's strand. Blocking file I/O.
-class checkpoint_store {
- public:
-  /// Uses `dir` (created if missing) and keeps the newest `keep` (>= 1) checkpoints.
-  checkpoint_store(std::filesystem::path dir, std::size_t keep);
-
-  /// Saves `s` atomically as ckpt-<s.round>.bin, then deletes all but the newest `keep`.
-  [[nodiscard]] expected<void> save(const checkpoint_state& s);
-  /// Returns the newest checkpoint that decodes and verifies; corrupt or truncated ones are logged and
-  /// skipped in favour of the previous one. Empty when there is none.
-  [[nodiscard]] std::optional<checkpoint_state> load_newest() const;
-  /// Returns the checkpoint files present, newest first.
-  [[nodiscard]] std::vector<std::filesystem::path> files() const;
-  /// Returns the next averager incarnation (1 + the highest ever recorded in `dir`) and records it
-  /// atomically, so two incarnations never share a number even if no checkpoint was written in between.
-  [[nodiscard]] expected<incarnation_t> next_incarnation();
-
- private:
-  std::filesystem::path dir_;
-  std::size_t keep_;
-};
-
 }  // namespace prsgd::actors

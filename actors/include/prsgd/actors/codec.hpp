@@ -24,6 +24,8 @@ struct codec_limits {
 [[nodiscard]] multipart encode(const to_worker& msg);
 /// Encodes an averager-bound message; MODEL's parameters travel as frame 1, shared, never copied.
 [[nodiscard]] multipart encode(const to_averager& msg);
+/// Encodes any message as the two overloads above do (what a core's `outbound` holds).
+[[nodiscard]] multipart encode(const any_msg& msg);
 
 /// Decodes and validates a message for a worker. Fails with protocol_error (version, type, frame count,
 /// sizes that disagree with the header, limits) or decode_failed (not msgpack, wrong field types).

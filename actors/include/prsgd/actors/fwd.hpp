@@ -14,24 +14,30 @@ struct model_msg;
 struct restart_msg;
 struct removed_msg;
 struct stop_msg;
-struct outbound;
 enum class training_mode : std::uint8_t;
 
+struct outbound;
+struct route;
+struct train_task;
+struct evaluation_request;
+struct submission_counters;
+struct job_summary;
+struct actions;
+
 struct averager_config;
+struct averager_setup;
 class averager_core;
 enum class averager_state : std::uint8_t;
 struct submission_record;
-struct submission_counters;
 
 struct worker_config;
 class worker_core;
-struct train_task;
 struct train_result;
-struct worker_actions;
 
 struct checkpoint_state;
 struct checkpoint_member;
 class checkpoint_store;
+class file_checkpoint_store;
 
 struct round_metrics;
 class metrics_writer;

@@ -20,6 +20,9 @@ using incarnation_t = std::uint64_t;
 using round_t = std::uint64_t;
 /// Holds a flat parameter (or gradient) buffer shared read-only between the averager and N sends.
 using flat_buffer = std::shared_ptr<const std::vector<float>>;
+/// Names the connection a message arrived on (the shell's transport peer id). The cores never interpret
+/// it: they hand it back in a `route` once they accept the message, or in `outbound::via` for a reply.
+using origin_t = std::uint64_t;
 
 /// Names the version of these protocol messages; bump on any field change.
 inline constexpr std::uint32_t protocol_version = 1;
@@ -152,11 +155,8 @@ struct stop_msg {
 using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg>;
 /// Holds any message a worker sends.
 using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg>;
-
-/// Pairs a message with the worker it goes to; the actor wrapper maps `to` to an address.
-struct outbound {
-  member_id to = 0;
-  to_worker msg;
-};
+/// Holds any protocol message, in either direction (what the cores hand their shells to send).
+using any_msg = std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg,
+                             stop_msg>;
 
 }  // namespace prsgd::actors

@@ -48,9 +48,10 @@ struct worker_actor_config {
   std::function<void(bool stopped_by_averager)> on_finished;
 };
 
-/// Runs a worker_core as an actor: joins the averager over a transport, trains I_i local steps on the
-/// compute pool (never on its strand) after every RESTART, submits MODEL, heartbeats, and rejoins by
-/// itself when the averager restarts.
+/// Runs a worker_core as an actor, the shell around the sans-IO core: decodes the averager's messages and
+/// feeds them to the core, then carries out the returned `actions` — sends to the averager, trains I_i
+/// local steps on the compute pool (never on its strand) and hands the result back, arms the core's
+/// timer. The core joins, accepts RESTARTs, submits MODEL, heartbeats and rejoins a restarted averager.
 /// Thread contract: all members run on the actor's strand; the training state is handed to exactly one
 /// compute job at a time and is not touched by the strand meanwhile.
 class worker_actor : public actor {
@@ -75,9 +76,10 @@ class worker_actor : public actor {
   struct trainer;
 
  private:
-  void handle(worker_actions a);
+  /// Carries out what the core asked for, in the order of the fields of `actions`.
+  void apply(actions a);
   void start_task(train_task t);
-  void rearm();
+  void rearm(std::optional<clock::time_point> wakeup);
 
   worker_actor_config config_;
   std::optional<worker_core> core_;

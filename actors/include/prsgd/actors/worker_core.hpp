@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "prsgd/actors/actions.hpp"
 #include "prsgd/actors/protocol.hpp"
 #include "prsgd/common/clock.hpp"
 
@@ -28,16 +29,6 @@ struct worker_config {
   std::chrono::nanoseconds averager_timeout{std::chrono::seconds(5)};
 };
 
-/// Asks the owner to train: restart from `model`, run `interval` local steps with `step_size` (or, in
-/// minibatch_sgd mode, compute one mini-batch gradient at `model`), then call worker_core::on_trained.
-struct train_task {
-  round_t round = 0;
-  flat_buffer model;
-  std::uint64_t interval = 1;
-  double step_size = 0;
-  training_mode mode = training_mode::restarted_sgd;
-};
-
 /// Reports a finished train_task to the worker_core.
 struct train_result {
   /// The task's round.
@@ -51,18 +42,6 @@ struct train_result {
   flat_buffer params;
 };
 
-/// Tells the owner what to do after an event.
-struct worker_actions {
-  /// Messages for the averager, in order.
-  std::vector<to_averager> send;
-  /// A new task to start; it supersedes any task still running.
-  std::optional<train_task> task;
-  /// True when a running task is obsolete and should be abandoned (its result would be ignored).
-  bool cancel_task = false;
-  /// True once the job is over (STOP received or left).
-  bool stopped = false;
-};
-
 /// Lists the worker's states (see worker_core's diagram).
 enum class worker_state : std::uint8_t { joining, welcomed, training, submitted, left, stopped };
 
@@ -71,7 +50,9 @@ enum class worker_state : std::uint8_t { joining, welcomed, training, submitted,
 
 /// Runs the worker side of the protocol, independent of training code: joins, accepts the right RESTART,
 /// hands the owner a train_task, turns its result into MODEL, heartbeats, and rejoins a new averager
-/// incarnation. Not thread-safe; used only on the owning actor's strand. The clock must outlive it.
+/// incarnation. Sans-IO: every entry point returns the `actions` the shell (worker_actor, or a test) must
+/// carry out — messages for the averager, a task to start or cancel, the end, the next wakeup.
+/// Not thread-safe; used only on the owning actor's strand. The clock must outlive it.
 ///
 /// ```
 ///  start() (1)                (2) WELCOME         (3) RESTART(r) accepted: task
@@ -93,15 +74,15 @@ class worker_core {
   worker_core(worker_config config, const clock& clk);
 
   /// Sends the first JOIN.
-  [[nodiscard]] worker_actions start();
+  [[nodiscard]] actions start();
   /// Handles any averager message.
-  [[nodiscard]] worker_actions on_message(const to_worker& m);
+  [[nodiscard]] actions on_message(const to_worker& m);
   /// Turns a finished task into MODEL (ignored when the task is obsolete).
-  [[nodiscard]] worker_actions on_trained(const train_result& r);
+  [[nodiscard]] actions on_trained(const train_result& r);
   /// Handles time: heartbeats, JOIN retries, averager silence.
-  [[nodiscard]] worker_actions tick();
+  [[nodiscard]] actions tick();
   /// Leaves the job: LEAVE, then ignores everything.
-  [[nodiscard]] worker_actions leave();
+  [[nodiscard]] actions leave();
 
   /// Returns when `tick()` should run next (empty when left or stopped).
   [[nodiscard]] std::optional<clock::time_point> next_wakeup() const;
@@ -118,9 +99,11 @@ class worker_core {
 
  private:
   [[nodiscard]] join_msg make_join() const;
-  void rejoin(worker_actions& out);
-  void accept_restart(const restart_msg& m, worker_actions& out);
-  void on_welcome(const welcome_msg& m, worker_actions& out);
+  void send(actions& out, any_msg m) const;
+  [[nodiscard]] actions with_wakeup(actions out) const;
+  void rejoin(actions& out);
+  void accept_restart(const restart_msg& m, actions& out);
+  void on_welcome(const welcome_msg& m, actions& out);
 
   worker_config config_;
   const clock* clock_;

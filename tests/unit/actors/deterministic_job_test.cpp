@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: Apache-2.0
+// A whole PR-SGD job through the real shells — averager_actor and three worker_actors — on the
+// deterministic runtime and the in-process network, all on one fake clock: no threads, no sleeps, no wall
+// clock. Workers join at the start and mid-run, one leaves, one goes silent and is removed by the
+// heartbeat timeout, and the network duplicates MODEL messages. The job must end at its last round with
+// every (round, member) model counted at most once, and two runs with the same seed must agree line for
+// line.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "memory_checkpoint_store.hpp"
+#include "prsgd/actors/averager_actor.hpp"
+#include "prsgd/actors/worker_actor.hpp"
+#include "prsgd/runtime/deterministic_system.hpp"
+#include "prsgd/transport/fault_injector.hpp"
+#include "prsgd/transport/inproc_transport.hpp"
+#include "toy_problem.hpp"
+
+namespace prsgd::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr round_t rounds = 30;
+constexpr round_t join_at = 5;    // worker 3 starts once this many rounds have closed
+constexpr round_t leave_at = 10;  // worker 2 leaves
+constexpr round_t crash_at = 18;  // worker 3 goes silent (its transport dies without a goodbye)
+constexpr std::uint64_t fault_seed = 20261205;
+
+// What one run of the job left behind.
+struct job_record {
+  std::vector<std::string> lines;  // metrics lines as JSON, in the order the averager wrote them
+  std::vector<round_metrics> metrics;
+  std::optional<job_summary> summary;
+  std::map<std::pair<round_t, member_id>, int> counted;
+  std::vector<member_id> members_at_end;
+  std::map<member_id, bool> finished;  // worker -> stopped by the averager (false: left)
+  std::uint64_t duplicates_injected = 0;
+  std::uint64_t checkpoints_written = 0;
+};
+
+class DeterministicJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::register_test_linear_model();
+    train_ = test::blobs(1024, 1);
+    test_ = test::blobs(512, 2);
+  }
+
+  static transport_factory inproc(inproc_network& net, const std::string& name) {
+    return [&net, name](transport_handlers h) -> expected<std::unique_ptr<transport>> {
+      transport_config cfg;
+      cfg.node_name = name;
+      cfg.heartbeat_interval = 50ms;
+      cfg.heartbeat_timeout = 500ms;
+      auto t = inproc_transport::make(net, cfg, std::move(h));
+      if (!t) {
+        return std::move(t).error();
+      }
+      return std::unique_ptr<transport>(std::move(*t));
+    };
+  }
+
+  averager_actor_config averager_cfg(job_record& rec, std::shared_ptr<checkpoint_store> store) const {
+    averager_actor_config c;
+    c.core.interval = 4;
+    c.core.step_size = 0.05;
+    c.core.max_rounds = rounds;
+    c.core.min_workers = 2;
+    c.core.heartbeat_interval = 100ms;
+    c.core.heartbeat_timeout = 1s;
+    c.core.eval_every = 10;
+    c.core.rounds_per_epoch = 8;
+    c.core.checkpoint_every = 5;
+    c.model_name = test::test_linear_model;
+    c.model = test::test_linear_config();
+    c.test_set = test_;
+    c.checkpoints = std::move(store);
+    c.on_round = [&rec](const round_metrics& m) {
+      rec.lines.push_back(to_json_line(m));
+      rec.metrics.push_back(m);
+    };
+    c.on_done = [&rec](const job_summary& s) { rec.summary = s; };
+    return c;
+  }
+
+  worker_actor_config worker_cfg(job_record& rec, member_id id) const {
+    worker_actor_config c;
+    c.core.member = id;
+    c.core.incarnation = 1;
+    c.core.heartbeat_interval = 100ms;
+    c.core.join_retry = 200ms;
+    c.core.averager_timeout = 3s;
+    c.model_name = test::test_linear_model;
+    c.model = test::test_linear_config();
+    c.train_set = train_;
+    c.shard_index = static_cast<int>(id - 1);
+    c.num_shards = 3;
+    c.batch_size = 16;
+    c.on_finished = [&rec, id](bool stopped) { rec.finished[id] = stopped; };
+    return c;
+  }
+
+  // Runs the whole job once and returns what it left behind.
+  job_record run_job() {
+    job_record rec;
+    deterministic_system sys;
+    fault_injector faults{fault_seed};
+    fault_rule dup;
+    dup.stage = fault_stage::send;
+    dup.action = fault_action::duplicate;
+    dup.to = "averager";
+    dup.match = [](const fault_context& ctx) { return ctx.message != nullptr && ctx.message->size() == 2; };  // MODEL
+    dup.probability = 0.3;
+    const auto dup_rule = faults.add(dup);
+    inproc_network net{sys.clock(), &faults};
+    auto store = std::make_shared<memory_checkpoint_store>();
+
+    std::vector<std::shared_ptr<transport>> links(4);
+    auto avg = start_averager(sys, averager_cfg(rec, store), inproc(net, "averager"), "inproc://averager", &links[0]);
+    EXPECT_TRUE(avg.has_value()) << (avg ? "" : avg.error().message());
+    if (!avg) {
+      return rec;
+    }
+    std::map<member_id, actor_ref<worker_actor>> workers;
+    auto start = [&](member_id id) {
+      auto w = start_worker(sys, worker_cfg(rec, id), inproc(net, "worker" + std::to_string(id)), avg->second,
+                            &links[id]);
+      ASSERT_TRUE(w.has_value()) << w.error().message();
+      workers.emplace(id, *w);
+    };
+    start(1);
+    start(2);
+
+    bool joined = false;
+    bool left = false;
+    bool crashed = false;
+    // Deliver and run everything that is due; when nothing is, move the clock by 1 ms.
+    for (int idle_steps = 0; !rec.summary && idle_steps < 60'000;) {
+      const auto closed = rec.metrics.size();
+      if (!joined && closed >= join_at) {
+        joined = true;
+        start(3);
+      }
+      if (!left && closed >= leave_at) {
+        left = true;
+        workers.at(2).tell(&worker_actor::leave);
+      }
+      if (!crashed && closed >= crash_at) {
+        crashed = true;
+        std::static_pointer_cast<inproc_transport>(links[3])->kill();
+      }
+      const auto moved = net.poll() + sys.dispatch_all();
+      if (moved == 0) {
+        sys.advance(1ms);
+        ++idle_steps;
+      }
+    }
+    EXPECT_TRUE(rec.summary.has_value()) << "the job did not end within 60 s of fake time";
+    while (net.poll() + sys.dispatch_all() > 0) {
+      // the STOPs sent at the end reach the workers
+    }
+
+    for (round_t r = 0; r < rounds; ++r) {
+      for (member_id m = 1; m <= 3; ++m) {
+        auto n = avg->first.ask([r, m](averager_actor& a) { return a.times_counted(r, m); }).get(1s);
+        if (n && *n > 0) {
+          rec.counted[{r, m}] = *n;
+        }
+      }
+    }
+    auto members = avg->first.ask([](averager_actor& a) { return a.members(); }).get(1s);
+    if (members) {
+      rec.members_at_end = *members;
+    }
+    rec.duplicates_injected = faults.triggered(dup_rule);
+    rec.checkpoints_written = store->writes();
+    for (auto& l : links) {
+      if (l) {
+        l->stop();
+      }
+    }
+    sys.dispatch_all();
+    return rec;
+  }
+
+  std::shared_ptr<const algorithms::dataset> train_;
+  std::shared_ptr<const algorithms::dataset> test_;
+};
+
+TEST_F(DeterministicJobTest, JoinsLeaveCrashAndDuplicatesStillCountEachModelOnce) {
+  SCOPED_TRACE("fault_injector seed " + std::to_string(fault_seed));
+  const auto rec = run_job();
+  ASSERT_TRUE(rec.summary.has_value());
+  const auto& s = *rec.summary;
+  EXPECT_TRUE(s.job_over);
+  EXPECT_EQ(s.rounds, rounds);
+  ASSERT_EQ(rec.metrics.size(), rounds) << "one line per round";
+  for (round_t r = 0; r < rounds; ++r) {
+    EXPECT_EQ(rec.metrics[r].round, r) << "lines in round order";
+  }
+
+  // Exactly once: no (round, member) entered an average twice, and what entered is what the lines say.
+  std::size_t averaged = 0;
+  for (const auto& m : rec.metrics) {
+    averaged += m.submissions;
+    for (const auto& [id, offset] : m.arrival_offsets_s) {
+      EXPECT_EQ(rec.counted.count({m.round, id}), 1U) << "round " << m.round << " worker " << id;
+    }
+  }
+  for (const auto& [key, n] : rec.counted) {
+    EXPECT_EQ(n, 1) << "round " << key.first << " worker " << key.second;
+  }
+  EXPECT_EQ(rec.counted.size(), averaged);
+  EXPECT_EQ(s.counters.accepted, averaged);
+  EXPECT_GT(rec.duplicates_injected, 0U);
+  EXPECT_GT(s.counters.duplicate + s.counters.late, 0U) << "the duplicated MODELs were seen and dropped";
+
+  // Membership: worker 3 joined mid-run and counted until it went silent; worker 2 counted until it left.
+  auto counted_rounds = [&](member_id id) {
+    std::vector<round_t> rs;
+    for (const auto& [key, n] : rec.counted) {
+      if (key.second == id) {
+        rs.push_back(key.first);
+      }
+    }
+    return rs;
+  };
+  const auto w2 = counted_rounds(2);
+  const auto w3 = counted_rounds(3);
+  ASSERT_FALSE(w2.empty());
+  ASSERT_FALSE(w3.empty());
+  EXPECT_EQ(w2.front(), 0U);
+  EXPECT_LE(w2.back(), leave_at);
+  EXPECT_GE(w3.front(), join_at);
+  EXPECT_LE(w3.back(), crash_at);
+  EXPECT_EQ(counted_rounds(1).size(), rounds) << "worker 1 submitted to every round";
+  std::size_t admitted = 0;
+  std::size_t removed = 0;
+  bool waited_for_timeout = false;
+  for (const auto& m : rec.metrics) {
+    admitted += m.admitted;
+    removed += m.removed;
+    waited_for_timeout = waited_for_timeout || (m.round >= crash_at && m.round_s >= 1.0);
+  }
+  EXPECT_GE(admitted, 1U);
+  EXPECT_GE(removed, 1U) << "the silent worker was removed from an open round";
+  EXPECT_TRUE(waited_for_timeout) << "a round waited out the heartbeat timeout for the silent worker";
+  EXPECT_EQ(rec.members_at_end, std::vector<member_id>{1});
+  EXPECT_EQ(rec.metrics.back().members, 1U);
+  ASSERT_TRUE(rec.finished.contains(1));
+  EXPECT_TRUE(rec.finished.at(1)) << "worker 1 was stopped by the averager";
+  ASSERT_TRUE(rec.finished.contains(2));
+  EXPECT_FALSE(rec.finished.at(2)) << "worker 2 left";
+  EXPECT_FALSE(rec.finished.contains(3)) << "the silent worker never heard the end";
+
+  // Evaluations at rounds 8, 10, 16, 20, 24, 30 (epochs of 8 rounds, every 10, the last), in their lines.
+  for (const auto& m : rec.metrics) {
+    const auto closed = m.round + 1;
+    const bool evaluated = closed % 8 == 0 || closed % 10 == 0 || closed == rounds;
+    EXPECT_EQ(m.test_acc.has_value(), evaluated) << "round " << m.round;
+  }
+  ASSERT_TRUE(s.test_acc.has_value());
+  EXPECT_GT(*s.test_acc, 0.9);
+  EXPECT_EQ(s.test_acc, rec.metrics.back().test_acc) << "the final accuracy is the last round's";
+  EXPECT_EQ(rec.checkpoints_written, rounds / 5) << "a checkpoint every 5 rounds, into the store";
+}
+
+TEST_F(DeterministicJobTest, SameSeedSameJob) {
+  const auto a = run_job();
+  const auto b = run_job();
+  ASSERT_TRUE(a.summary.has_value());
+  ASSERT_TRUE(b.summary.has_value());
+  EXPECT_EQ(a.lines, b.lines) << "every metrics line, timings included, is the same";
+  EXPECT_EQ(a.counted, b.counted);
+  EXPECT_EQ(a.summary->test_acc, b.summary->test_acc);
+}
+
+}  // namespace
+}  // namespace prsgd::actors
