@@ -43,11 +43,19 @@ elseif(PRSGD_X86_LEVEL)
                       "'${CMAKE_SYSTEM_PROCESSOR}'. Leave it empty.")
 endif()
 
-# prsgd_compute_options(TARGET): TARGET's own sources are numeric kernels: -O3 in Release and RelWithDebInfo,
-# -march=PRSGD_X86_LEVEL when that is set, and never an FMA contraction (-ffp-contract=off: GCC's default
-# for -std=c++20, not clang's), so that a higher level or another compiler gives the same bits.
+# PRSGD_KERNEL_O3: compile the numeric kernels with -O3 in Release and RelWithDebInfo builds. The ASan+UBSan
+# preset turns it off: instrumented -O3 kernels take minutes to compile and the tests do not need their speed.
+option(PRSGD_KERNEL_O3 "Compile the numeric kernels with -O3 in optimised builds" ON)
+
+# prsgd_compute_options(TARGET): TARGET's own sources are numeric kernels: -O3 in Release and RelWithDebInfo
+# (see PRSGD_KERNEL_O3), -march=PRSGD_X86_LEVEL when that is set, and never an FMA contraction
+# (-ffp-contract=off: GCC's default for -std=c++20, not clang's), so that a higher level or another compiler
+# gives the same bits.
 function(prsgd_compute_options target)
-  target_compile_options(${target} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O3> -ffp-contract=off)
+  if(PRSGD_KERNEL_O3)
+    target_compile_options(${target} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O3>)
+  endif()
+  target_compile_options(${target} PRIVATE -ffp-contract=off)
   if(PRSGD_X86_LEVEL)
     target_compile_options(${target} PRIVATE -march=${PRSGD_X86_LEVEL})
   endif()
