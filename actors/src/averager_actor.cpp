@@ -50,7 +50,7 @@ void averager_actor::on_start() {
     setup = std::move(*from_store);
   }
   setup.evaluations = config_.test_set != nullptr;
-  auto core = averager_core::make(config_.core, system().core()->time(), std::move(params), std::move(setup));
+  auto core = averager_core::make(config_.core, system().engine()->time(), std::move(params), std::move(setup));
   if (!core) {
     PRSGD_LOG(error, "averager") << "cannot start: " << core.error().message();
     quit(core.error());
@@ -271,7 +271,7 @@ void averager_actor::report_done(const job_summary& s) {
   }
 }
 
-void averager_actor::rearm(std::optional<clock::time_point> wakeup) {
+void averager_actor::rearm(std::optional<clock_source::time_point> wakeup) {
   if (timer_) {
     cancel_timer(*timer_);
     timer_.reset();
@@ -279,7 +279,7 @@ void averager_actor::rearm(std::optional<clock::time_point> wakeup) {
   if (!core_ || done_ || !wakeup) {
     return;
   }
-  auto delay = std::max(clock::duration::zero(), *wakeup - now());
+  auto delay = std::max(clock_source::duration::zero(), *wakeup - now());
   timer_ = schedule_once(delay, [this] {
     timer_.reset();
     if (core_ && !done_) {

@@ -28,7 +28,7 @@ void reply(actions& out, member_id member, any_msg m, origin_t via) {
   out.sends.push_back({member, std::move(m), via});
 }
 
-double to_seconds(clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double to_seconds(clock_source::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string_view rule_name(algorithms::averaging_rule r) {
   switch (r) {
@@ -87,7 +87,7 @@ std::string_view to_string(averager_state s) noexcept {
   return "unknown";
 }
 
-averager_core::averager_core(averager_config config, const clock& clk)
+averager_core::averager_core(averager_config config, const clock_source& clk)
     : config_(std::move(config)), clock_(&clk) {}
 
 expected<training_mode> parse_training_mode(std::string_view name) {
@@ -134,7 +134,7 @@ expected<averager_setup> setup_from(checkpoint_store& store) {
   return setup;
 }
 
-expected<averager_core> averager_core::make(averager_config config, const clock& clk,
+expected<averager_core> averager_core::make(averager_config config, const clock_source& clk,
                                             std::vector<float> initial_model, averager_setup setup) {
   if (initial_model.empty()) {
     return fail(errc::invalid_argument, "averager: the initial model is empty");
@@ -142,7 +142,7 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
   if (config.interval == 0 || config.min_interval == 0 || config.min_interval > config.max_interval) {
     return fail(errc::invalid_argument, "averager: intervals must satisfy 1 <= min_interval <= max_interval, interval >= 1");
   }
-  if (config.heartbeat_timeout <= clock::duration::zero() || config.heartbeat_interval <= clock::duration::zero()) {
+  if (config.heartbeat_timeout <= clock_source::duration::zero() || config.heartbeat_interval <= clock_source::duration::zero()) {
     return fail(errc::invalid_argument, "averager: heartbeat interval and timeout must be positive");
   }
   if (!(config.speed_ema > 0 && config.speed_ema <= 1)) {
@@ -154,7 +154,7 @@ expected<averager_core> averager_core::make(averager_config config, const clock&
   if (config.total_steps == 0 || !(config.step_size > 0)) {
     return fail(errc::invalid_argument, "averager: total_steps and step_size must be positive");
   }
-  if (config.deadline == deadline_policy::fixed && config.fixed_deadline <= clock::duration::zero()) {
+  if (config.deadline == deadline_policy::fixed && config.fixed_deadline <= clock_source::duration::zero()) {
     return fail(errc::invalid_argument, "averager: a fixed deadline must be positive");
   }
   for (const auto& [id, i] : config.per_worker_intervals) {
@@ -538,14 +538,14 @@ actions averager_core::on_evaluated(std::uint64_t id, std::optional<double> accu
   return with_wakeup(std::move(out));
 }
 
-std::optional<clock::time_point> averager_core::next_wakeup() const {
+std::optional<clock_source::time_point> averager_core::next_wakeup() const {
   if (state_ == averager_state::stopped) {
     return std::nullopt;
   }
-  clock::time_point t = next_heartbeat_;
+  clock_source::time_point t = next_heartbeat_;
   for (const auto* set : {&members_, &pending_}) {
     for (const auto& [id, e] : *set) {
-      t = std::min(t, e.last_seen + config_.heartbeat_timeout + clock::duration{1});
+      t = std::min(t, e.last_seen + config_.heartbeat_timeout + clock_source::duration{1});
     }
   }
   // A deadline that passed without a quorum needs no timer: the next accepted MODEL closes the barrier.
@@ -707,7 +707,7 @@ averager_core::round_inputs averager_core::collect(round_metrics& rm) {
   double loss_sum = 0;
   std::uint64_t loss_count = 0;
   const auto now = clock_->now();
-  clock::time_point first = now;
+  clock_source::time_point first = now;
   const auto first_steps = submissions_.begin()->second.msg.steps;
   for (const auto& [id, s] : submissions_) {
     in.contributions.push_back({std::span<const float>(*s.msg.params), static_cast<double>(s.msg.samples),
@@ -938,7 +938,7 @@ void averager_core::compute_deadline() {
         dev.push_back(std::abs(x - med));
       }
       const double secs = std::max(med + config_.mad_k * median_of(std::move(dev)), to_seconds(config_.adaptive_floor));
-      deadline_ = round_start_ + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(secs));
+      deadline_ = round_start_ + std::chrono::duration_cast<clock_source::duration>(std::chrono::duration<double>(secs));
       break;
     }
   }

@@ -74,7 +74,7 @@ train_result run_task(worker_actor::trainer& t, const algorithms::dataset& data,
 
 worker_actor::worker_actor(worker_actor_config config)
     : config_(std::move(config)), cancel_(std::make_shared<std::atomic<bool>>(false)) {
-  core_.emplace(config_.core, system().core()->time());
+  core_.emplace(config_.core, system().engine()->time());
 }
 
 worker_actor::~worker_actor() = default;
@@ -210,7 +210,7 @@ void worker_actor::start_task(train_task task) {
               });
 }
 
-void worker_actor::rearm(std::optional<clock::time_point> wakeup) {
+void worker_actor::rearm(std::optional<clock_source::time_point> wakeup) {
   if (timer_) {
     cancel_timer(*timer_);
     timer_.reset();
@@ -218,7 +218,7 @@ void worker_actor::rearm(std::optional<clock::time_point> wakeup) {
   if (finished_ || !wakeup) {
     return;
   }
-  auto delay = std::max(clock::duration::zero(), *wakeup - now());
+  auto delay = std::max(clock_source::duration::zero(), *wakeup - now());
   timer_ = schedule_once(delay, [this] {
     timer_.reset();
     if (!finished_) {

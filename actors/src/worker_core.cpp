@@ -26,7 +26,7 @@ std::string_view to_string(worker_state s) noexcept {
   return "unknown";
 }
 
-worker_core::worker_core(worker_config config, const clock& clk) : config_(config), clock_(&clk) {
+worker_core::worker_core(worker_config config, const clock_source& clk) : config_(config), clock_(&clk) {
   PRSGD_CHECK(config_.incarnation > 0) << "worker incarnation must be positive";
   PRSGD_CHECK(config_.heartbeat_interval.count() > 0 && config_.join_retry.count() > 0)
       << "worker heartbeat interval and join retry must be positive";
@@ -226,7 +226,7 @@ actions worker_core::leave() {
   return with_wakeup(std::move(out));
 }
 
-std::optional<clock::time_point> worker_core::next_wakeup() const {
+std::optional<clock_source::time_point> worker_core::next_wakeup() const {
   if (state_ == worker_state::left || state_ == worker_state::stopped) {
     return std::nullopt;
   }
@@ -234,7 +234,7 @@ std::optional<clock::time_point> worker_core::next_wakeup() const {
   if (state_ == worker_state::joining) {
     t = std::min(t, next_join_);
   } else {
-    t = std::min(t, last_heard_ + config_.averager_timeout + clock::duration{1});
+    t = std::min(t, last_heard_ + config_.averager_timeout + clock_source::duration{1});
   }
   return t;
 }

@@ -5,8 +5,8 @@
 Runs `prsgd local` with three workers, one slowed by 30 ms per step, once with `--interval-policy fixed`
 and once with `time-balanced`, alternating, REPS times. For rounds 5 and later (the first rounds measure
 the speeds) it sums, over the two fast workers, the time from each one's accepted submission to the
-round's close (`round_s - arrival_s[w]` in the metrics lines). Prints each pair and the median ratio
-fixed / time-balanced.
+round's close (`round_s - arrival_s[w]` in the metrics lines). Prints each pair, the median ratio
+fixed / time-balanced and the table for bench/actors/HISTORY.md.
 
   bench/actors/time_balanced_idle.py --prsgd build/release/cli/prsgd [--reps 3] [--rounds 40]
 """
@@ -27,7 +27,9 @@ def idle_of_fast_workers(prsgd, policy, rounds, workdir):
            "--interval", "8", "--batch", "32", "--rounds", str(rounds), "--interval-policy", policy,
            "--averaging", "step-normalised", "--metrics-jsonl", metrics,
            "--log-dir", os.path.join(workdir, f"logs-{policy}"), "--progress", "off"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    run = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if run.returncode != 0:
+        sys.exit(f"time_balanced_idle: prsgd local failed with status {run.returncode}:\n{run.stderr}")
     idle = 0.0
     with open(metrics) as f:
         for text in f:
@@ -48,15 +50,19 @@ def main():
     p.add_argument("--rounds", type=int, default=40)
     a = p.parse_args()
     ratios = []
+    rows = []
     with tempfile.TemporaryDirectory(prefix="prsgd-balanced-") as workdir:
         for rep in range(a.reps):
             fixed = idle_of_fast_workers(a.prsgd, "fixed", a.rounds, workdir)
             balanced = idle_of_fast_workers(a.prsgd, "time-balanced", a.rounds, workdir)
             ratio = fixed / balanced if balanced > 0 else float("inf")
             ratios.append(ratio)
+            rows.append(f"| {rep} | {fixed:.2f} | {balanced:.2f} | {ratio:.2f} |")
             print(f"rep {rep}: idle of the fast workers, rounds 5-{a.rounds - 1}: fixed {fixed:.3f} s, "
                   f"time-balanced {balanced:.3f} s, ratio {ratio:.2f}", flush=True)
     print(f"median ratio fixed / time-balanced over {a.reps} reps: {statistics.median(ratios):.2f}")
+    print("\nFor HISTORY.md:\n\n| rep | fixed (s) | time-balanced (s) | fixed / balanced |\n|---:|---:|---:|---:|")
+    print("\n".join(rows))
     return 0
 
 

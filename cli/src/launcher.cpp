@@ -188,7 +188,7 @@ struct child_launcher::state {
   int received_signal = 0;
   enum class phase { running, grace, terminating, killing };
   phase ph = phase::running;
-  clock::time_point deadline{};
+  clock_source::time_point deadline{};
 
   explicit state(launch_options o) : options(std::move(o)) {
     ::pthread_sigmask(SIG_BLOCK, &signals, &old_mask);
@@ -227,7 +227,7 @@ struct child_launcher::state {
       PRSGD_LOG(warn, "local") << "received " << ::strsignal(sig) << "; forwarding it to the children";
       signal_alive(kids, sig, false, all);
       ph = phase::terminating;
-      deadline = steady_clock::instance().now() + options.kill_after;
+      deadline = steady_clock_source::instance().now() + options.kill_after;
     } else {
       PRSGD_LOG(warn, "local") << "second signal; killing the children";
       signal_alive(kids, SIGKILL, true, all);
@@ -337,7 +337,7 @@ cluster_report child_launcher::finish() {
   auto& kids = st.kids;
   const auto& options = st.options;
   using phase = state::phase;
-  auto& clk = steady_clock::instance();
+  auto& clk = steady_clock_source::instance();
   const auto any_alive = [&](const std::function<bool(const running&)>& which) {
     for (const auto& k : kids) {
       if (k.alive && which(k)) {

@@ -84,7 +84,7 @@ class front_desk final : public prsgd::actor {
 /// Ticks on a periodic timer; `wait_ticks(n)` replies once n ticks have happened.
 class heartbeat final : public prsgd::actor {
  public:
-  explicit heartbeat(prsgd::clock::duration period) : period_(period) {}
+  explicit heartbeat(prsgd::clock_source::duration period) : period_(period) {}
 
   void on_start() override {
     // Timers run their callback on this actor's strand; they die with the actor.
@@ -113,7 +113,7 @@ class heartbeat final : public prsgd::actor {
     std::erase_if(waiters_, [this](auto& w) { return ticks_ >= w.first && w.second.deliver(ticks_); });
   }
 
-  prsgd::clock::duration period_;
+  prsgd::clock_source::duration period_;
   prsgd::timer_id timer_{};
   int ticks_ = 0;
   std::vector<std::pair<int, prsgd::response_promise<int>>> waiters_;
@@ -207,7 +207,7 @@ int main() {
          "ask/then: " + (sentence ? *sentence : sentence.error().message()));
 
   // 7. A timer: the heartbeat ticks every 10 ms; wait for 3 ticks.
-  auto beat = must(system.spawn<heartbeat>(prsgd::clock::duration{10ms}), "spawn heartbeat");
+  auto beat = must(system.spawn<heartbeat>(prsgd::clock_source::duration{10ms}), "spawn heartbeat");
   auto ticks = beat.ask(&heartbeat::wait_ticks, 3).get(5s);
   report(ticks && *ticks >= 3,
          "timer: " + (ticks ? "woke after " + std::to_string(*ticks >= 3 ? 3 : *ticks) + "+ heartbeat ticks"

@@ -16,17 +16,17 @@ actor::~actor() = default;
 
 actor_id actor::id() const noexcept { return cell_->id(); }
 
-actor_system& actor::system() const noexcept { return cell_->core().facade(); }
+actor_system& actor::system() const noexcept { return cell_->engine().facade(); }
 
-clock::time_point actor::now() const noexcept { return cell_->core().time().now(); }
+clock_source::time_point actor::now() const noexcept { return cell_->engine().time().now(); }
 
 void actor::quit(error reason) { cell_->request_stop(std::move(reason)); }
 
-timer_id actor::schedule_once(clock::duration delay, runtime::detail::unique_function<void()> fn) {
+timer_id actor::schedule_once(clock_source::duration delay, runtime::detail::unique_function<void()> fn) {
   return cell_->add_timer(delay, false, std::move(fn));
 }
 
-timer_id actor::schedule_periodic(clock::duration period, runtime::detail::unique_function<void()> fn) {
+timer_id actor::schedule_periodic(clock_source::duration period, runtime::detail::unique_function<void()> fn) {
   return cell_->add_timer(period, true, std::move(fn));
 }
 

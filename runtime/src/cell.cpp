@@ -29,8 +29,8 @@ class current_scope {
   cell* prev_;
 };
 
-error dead_error(const system_core& core, actor_id id) {
-  if (core.shutting_down()) {
+error dead_error(const system_engine& engine, actor_id id) {
+  if (engine.shutting_down()) {
     return error{errc::shutting_down, "actor system is shutting down"};
   }
   return error{errc::actor_dead, "actor " + to_string(id) + " is dead"};
@@ -47,8 +47,8 @@ std::string what_of(const std::exception_ptr& ep) {
 }
 
 // Arms one firing of timer `id`; periodic timers re-arm themselves from the timer thread.
-void arm_timer(system_core& core, std::weak_ptr<cell> weak, std::uint64_t id, std::uint64_t inc,
-               clock::time_point when, std::shared_ptr<std::atomic<bool>> cancelled, clock::duration period);
+void arm_timer(system_engine& engine, std::weak_ptr<cell> weak, std::uint64_t id, std::uint64_t inc,
+               clock_source::time_point when, std::shared_ptr<std::atomic<bool>> cancelled, clock_source::duration period);
 
 }  // namespace
 
@@ -65,10 +65,10 @@ class timer_fire final : public message {
 };
 
 namespace {
-void arm_timer(system_core& core, std::weak_ptr<cell> weak, std::uint64_t id, std::uint64_t inc,
-               clock::time_point when, std::shared_ptr<std::atomic<bool>> cancelled, clock::duration period) {
-  auto* core_ptr = &core;
-  core.add_timer(when, [core_ptr, weak = std::move(weak), id, inc, when, cancelled = std::move(cancelled),
+void arm_timer(system_engine& engine, std::weak_ptr<cell> weak, std::uint64_t id, std::uint64_t inc,
+               clock_source::time_point when, std::shared_ptr<std::atomic<bool>> cancelled, clock_source::duration period) {
+  auto* core_ptr = &engine;
+  engine.add_timer(when, [core_ptr, weak = std::move(weak), id, inc, when, cancelled = std::move(cancelled),
                         period]() mutable {
     if (cancelled->load(std::memory_order_acquire)) {
       return;
@@ -78,16 +78,16 @@ void arm_timer(system_core& core, std::weak_ptr<cell> weak, std::uint64_t id, st
       return;
     }
     c->enqueue(std::make_unique<timer_fire>(id, inc));
-    if (period > clock::duration::zero()) {
+    if (period > clock_source::duration::zero()) {
       arm_timer(*core_ptr, std::move(weak), id, inc, when + period, std::move(cancelled), period);
     }
   });
 }
 }  // namespace
 
-cell::cell(std::shared_ptr<system_core> core, actor_id id, spawn_options opts, actor_factory factory,
+cell::cell(std::shared_ptr<system_engine> engine, actor_id id, spawn_options opts, actor_factory factory,
            std::type_index type)
-    : core_(std::move(core)),
+    : engine_(std::move(engine)),
       id_(id),
       name_(std::move(opts.name)),
       policy_(opts.restart),
@@ -117,12 +117,12 @@ bool cell::push(message* m) noexcept {
 
 bool cell::enqueue(message_ptr m) {
   if (!push(m.get())) {
-    m->bounce(dead_error(*core_, id_));
+    m->bounce(dead_error(*engine_, id_));
     return false;
   }
   static_cast<void>(m.release());
   if (!scheduled_.exchange(true, std::memory_order_seq_cst)) {
-    core_->schedule(shared_from_this(), false);
+    engine_->schedule(shared_from_this(), false);
   }
   return true;
 }
@@ -164,7 +164,7 @@ expected<void> cell::construct_first() {
 void cell::start() {
   // scheduled_ has been true since construction, so this is the first and only schedule until
   // run() clears the flag.
-  core_->schedule(shared_from_this(), false);
+  engine_->schedule(shared_from_this(), false);
 }
 
 void cell::run() {
@@ -179,7 +179,7 @@ void cell::run() {
       restart_pending_ = false;
       do_restart();
     }
-    std::size_t budget = core_->max_throughput();
+    std::size_t budget = engine_->max_throughput();
     while (alive() && !restart_pending_) {
       if (!started_ && instance_) {
         started_ = true;
@@ -189,7 +189,7 @@ void cell::run() {
           handle_failure(error{errc::handler_failed, "on_start threw: " + what_of(std::current_exception())});
         }
       } else {
-        if (budget == 0 || core_->halted()) {
+        if (budget == 0 || engine_->halted()) {
           break;
         }
         if (cache_ == nullptr) {
@@ -214,18 +214,18 @@ void cell::run() {
       }
     }
   }
-  if (restart_pending_ && alive() && !core_->halted()) {
+  if (restart_pending_ && alive() && !engine_->halted()) {
     // Armed last: once the timer can fire, another thread may run this cell.
     std::weak_ptr<cell> weak = keep;
-    auto& core = *core_;
-    core.add_timer(core.time().now() + restart_delay_, [weak] {
+    auto& engine = *engine_;
+    engine.add_timer(engine.time().now() + restart_delay_, [weak] {
       if (auto c = weak.lock()) {
-        c->core().schedule(c, true);
+        c->engine().schedule(c, true);
       }
     });
     return;
   }
-  if (!alive() || restart_pending_ || core_->halted()) {
+  if (!alive() || restart_pending_ || engine_->halted()) {
     // Dead; or the shutdown sweep is about to kill us.
     return;
   }
@@ -234,12 +234,12 @@ void cell::run() {
     return h != nullptr && h != closed();
   };
   if (cache_ != nullptr || nonempty() || (!started_ && instance_)) {
-    core_->schedule(std::move(keep), true);
+    engine_->schedule(std::move(keep), true);
     return;
   }
   scheduled_.store(false, std::memory_order_seq_cst);
   if (nonempty() && !scheduled_.exchange(true, std::memory_order_seq_cst)) {
-    core_->schedule(std::move(keep), true);
+    engine_->schedule(std::move(keep), true);
   }
 }
 
@@ -265,8 +265,8 @@ void cell::handle_failure(const error& reason) {
   if (stop_requested_) {
     return;
   }
-  const auto t = core_->time().now();
-  std::erase_if(failures_, [&](clock::time_point f) { return f + policy_.window <= t; });
+  const auto t = engine_->time().now();
+  std::erase_if(failures_, [&](clock_source::time_point f) { return f + policy_.window <= t; });
   if (static_cast<int>(failures_.size()) >= policy_.max_restarts) {
     request_stop(error{errc::handler_failed, "restart limit reached (" + std::to_string(policy_.max_restarts) +
                                                  " within the window); last failure: " + reason.context});
@@ -275,12 +275,12 @@ void cell::handle_failure(const error& reason) {
   failures_.push_back(t);
   destroy_instance(reason);
   ++incarnation_;
-  clock::duration backoff = policy_.backoff;
+  clock_source::duration backoff = policy_.backoff;
   for (std::size_t i = 1; i < failures_.size() && backoff < policy_.max_backoff; ++i) {
     backoff *= 2;
   }
   backoff = std::min(backoff, std::max(policy_.max_backoff, policy_.backoff));
-  if (backoff <= clock::duration::zero()) {
+  if (backoff <= clock_source::duration::zero()) {
     do_restart();
     return;
   }
@@ -303,15 +303,15 @@ void cell::do_restart() {
   started_ = false;  // run() calls on_start next
 }
 
-timer_id cell::add_timer(clock::duration delay, bool periodic, unique_function<void()> fn) {
+timer_id cell::add_timer(clock_source::duration delay, bool periodic, unique_function<void()> fn) {
   const std::uint64_t id = next_timer_++;
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
-  if (periodic && delay <= clock::duration::zero()) {
-    delay = clock::duration{1};
+  if (periodic && delay <= clock_source::duration::zero()) {
+    delay = clock_source::duration{1};
   }
   timers_.emplace(id, timer_entry{std::move(fn), periodic, delay, cancelled});
-  arm_timer(*core_, weak_from_this(), id, incarnation_, core_->time().now() + delay, std::move(cancelled),
-            periodic ? delay : clock::duration::zero());
+  arm_timer(*engine_, weak_from_this(), id, incarnation_, engine_->time().now() + delay, std::move(cancelled),
+            periodic ? delay : clock_source::duration::zero());
   return timer_id{id};
 }
 
@@ -378,7 +378,7 @@ void cell::terminate(const error& reason) {
   factory_ = actor_factory{};
   alive_.store(false, std::memory_order_release);
   message* rest = head_.exchange(closed(), std::memory_order_seq_cst);
-  const error why = (cache_ == nullptr && (rest == nullptr || rest == closed())) ? error{} : dead_error(*core_, id_);
+  const error why = (cache_ == nullptr && (rest == nullptr || rest == closed())) ? error{} : dead_error(*engine_, id_);
   bounce_list(cache_, why);
   cache_ = nullptr;
   // Reverse so bounces happen in arrival order.
@@ -406,7 +406,7 @@ void cell::terminate(const error& reason) {
       }));
     }
   }
-  core_->on_terminated(*this);
+  engine_->on_terminated(*this);
 }
 
 void cell::kill(const error& reason) {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <utility>
 
-#include "core.hpp"
+#include "engine.hpp"
 #include "prsgd/common/check.hpp"
 #include "prsgd/common/log.hpp"
 #include "prsgd/runtime/deterministic_system.hpp"
@@ -44,9 +44,9 @@ continuation_target current_target() {
   return t;
 }
 
-void dispatch_continuation(system_core& core, const continuation_target& target, unique_function<void()> job) {
+void dispatch_continuation(system_engine& engine, const continuation_target& target, unique_function<void()> job) {
   if (!target.has_owner) {
-    core.post(std::move(job));
+    engine.post(std::move(job));
     return;
   }
   auto owner = target.owner.lock();
@@ -60,9 +60,9 @@ void dispatch_continuation(system_core& core, const continuation_target& target,
   }));
 }
 
-bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, clock::duration timeout,
+bool wait_for(system_engine& engine, std::mutex& mu, std::condition_variable& cv, clock_source::duration timeout,
               const std::atomic<bool>& ready_flag, const std::function<bool()>& ready) {
-  if (core.manual()) {
+  if (engine.manual()) {
     for (;;) {
       {
         std::lock_guard lock{mu};
@@ -70,7 +70,7 @@ bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, cl
           return true;
         }
       }
-      if (!core.run_one()) {
+      if (!engine.run_one()) {
         std::lock_guard lock{mu};
         return ready();
       }
@@ -80,8 +80,8 @@ bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, cl
   // right after the result is stored, and the result is read under `mu` in any case. When the poll
   // ends without it, the wait below is the plain condition-variable protocol (predicate checked under
   // `mu` before blocking, completion stores and notifies under `mu`), so no wake-up can be lost.
-  if (const clock::duration spin = std::min(core.wait_spin(), timeout); spin > clock::duration::zero()) {
-    // At most cores - 1 threads of the process poll at once (at least 1), so one core stays for the
+  if (const clock_source::duration spin = std::min(engine.wait_spin(), timeout); spin > clock_source::duration::zero()) {
+    // At most cores - 1 threads of the process poll at once (at least 1), so one CPU core stays for the
     // threads that produce the results: with two callers polling on a 2-core machine under SCHED_FIFO,
     // neither I/O thread could run until a poll budget ran out.
     static const int max_spinners = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) - 1);
@@ -97,7 +97,7 @@ bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, cl
   return cv.wait_for(lock, timeout, ready);
 }
 
-bool spin_until_set(const std::atomic<bool>& flag, clock::duration budget) {
+bool spin_until_set(const std::atomic<bool>& flag, clock_source::duration budget) {
   using steady = std::chrono::steady_clock;
   const auto deadline = steady::now() + budget;
   for (;;) {
@@ -110,7 +110,7 @@ bool spin_until_set(const std::atomic<bool>& flag, clock::duration budget) {
     if (steady::now() >= deadline) {
       return flag.load(std::memory_order_acquire);
     }
-    // Give the core to any runnable thread (under SCHED_FIFO a polling thread is otherwise never
+    // Give the CPU core to any runnable thread (under SCHED_FIFO a polling thread is otherwise never
     // preempted by its peers): often the one that will complete the result. Pausing without yielding
     // cut 2:2 async calls/s by ~10 % in wire_bench (bench/wire/HISTORY.md).
     sched_yield();
@@ -123,7 +123,7 @@ bool spin_until_set(const std::atomic<bool>& flag, clock::duration budget) {
 
 namespace {
 // config::wait_spin, or PRSGD_WAIT_SPIN_US (microseconds) when that is set to a number.
-clock::duration wait_spin_of(const config& cfg) {
+clock_source::duration wait_spin_of(const config& cfg) {
   if (const char* env = std::getenv("PRSGD_WAIT_SPIN_US"); env != nullptr && *env != '\0') {
     char* end = nullptr;
     const long long us = std::strtoll(env, &end, 10);
@@ -135,86 +135,86 @@ clock::duration wait_spin_of(const config& cfg) {
   return cfg.wait_spin;
 }
 
-std::shared_ptr<runtime::detail::system_core> make_pool(const config& cfg) {
-  auto core = std::make_shared<runtime::detail::pool_core>(cfg.node, cfg.threads, cfg.compute_threads,
+std::shared_ptr<runtime::detail::system_engine> make_pool(const config& cfg) {
+  auto engine = std::make_shared<runtime::detail::pool_engine>(cfg.node, cfg.threads, cfg.compute_threads,
                                                             cfg.max_throughput, wait_spin_of(cfg));
-  core->start();
-  return core;
+  engine->start();
+  return engine;
 }
 }  // namespace
 
 actor_system::actor_system(config cfg) : actor_system(make_pool(cfg), cfg.shutdown_deadline) {}
 
-actor_system::actor_system(std::shared_ptr<runtime::detail::system_core> core, clock::duration deadline)
-    : core_(std::move(core)), default_deadline_(deadline) {
-  core_->bind_facade(this);
+actor_system::actor_system(std::shared_ptr<runtime::detail::system_engine> engine, clock_source::duration deadline)
+    : engine_(std::move(engine)), default_deadline_(deadline) {
+  engine_->bind_facade(this);
 }
 
 actor_system::~actor_system() {
   shutdown(default_deadline_);
-  core_->bind_facade(nullptr);
+  engine_->bind_facade(nullptr);
 }
 
 expected<actor_addr> actor_system::lookup_addr(std::string_view name) const {
-  auto c = core_->lookup(name);
+  auto c = engine_->lookup(name);
   if (!c) {
     return fail(errc::not_found, "no actor named '" + std::string{name} + "'");
   }
   return actor_addr{std::move(c)};
 }
 
-std::size_t actor_system::actor_count() const { return core_->actor_count(); }
+std::size_t actor_system::actor_count() const { return engine_->actor_count(); }
 
-node_id actor_system::node() const noexcept { return core_->node(); }
+node_id actor_system::node() const noexcept { return engine_->node(); }
 
-clock::time_point actor_system::now() const noexcept { return core_->time().now(); }
+clock_source::time_point actor_system::now() const noexcept { return engine_->time().now(); }
 
-bool actor_system::await_all_stopped(clock::duration timeout) {
-  PRSGD_CHECK(!core_->on_actor_thread()) << "await_all_stopped() on an actor thread would deadlock";
-  return core_->await_all_stopped(timeout);
+bool actor_system::await_all_stopped(clock_source::duration timeout) {
+  PRSGD_CHECK(!engine_->on_actor_thread()) << "await_all_stopped() on an actor thread would deadlock";
+  return engine_->await_all_stopped(timeout);
 }
 
-bool actor_system::shutdown(clock::duration deadline) {
-  PRSGD_CHECK(!core_->on_actor_thread()) << "shutdown() on an actor thread would deadlock";
-  return core_->shutdown(deadline);
+bool actor_system::shutdown(clock_source::duration deadline) {
+  PRSGD_CHECK(!engine_->on_actor_thread()) << "shutdown() on an actor thread would deadlock";
+  return engine_->shutdown(deadline);
 }
 
-void actor_system::stop_now() { static_cast<void>(shutdown(clock::duration::zero())); }
+void actor_system::stop_now() { static_cast<void>(shutdown(clock_source::duration::zero())); }
 
 // -------------------------------------------------------------------------------------------------
 
 namespace {
-runtime::detail::manual_core& manual(const std::shared_ptr<runtime::detail::system_core>& core) {
-  return static_cast<runtime::detail::manual_core&>(*core);
+runtime::detail::manual_engine& manual(const std::shared_ptr<runtime::detail::system_engine>& engine) {
+  return static_cast<runtime::detail::manual_engine&>(*engine);
 }
 }  // namespace
 
 deterministic_system::deterministic_system(node_id node)
-    : actor_system(std::make_shared<runtime::detail::manual_core>(node), std::chrono::hours(1)) {}
+    : actor_system(std::make_shared<runtime::detail::manual_engine>(node), std::chrono::hours(1)) {}
 
 deterministic_system::~deterministic_system() = default;
 
-bool deterministic_system::dispatch_one() { return core()->run_one(); }
+bool deterministic_system::dispatch_one() { return engine()->run_one(); }
 
 std::size_t deterministic_system::dispatch_all(std::size_t limit) {
   std::size_t n = 0;
-  while (n < limit && core()->run_one()) {
+  while (n < limit && engine()->run_one()) {
     ++n;
   }
   return n;
 }
 
-std::size_t deterministic_system::advance(clock::duration d) { return manual(core()).advance(d); }
+std::size_t deterministic_system::advance(clock_source::duration d) { return manual(engine()).advance(d); }
 
-std::size_t deterministic_system::advance_and_dispatch(clock::duration d) {
+std::size_t deterministic_system::advance_and_dispatch(clock_source::duration d) {
   static_cast<void>(advance(d));
   return dispatch_all();
 }
 
-std::size_t deterministic_system::pending() const { return manual(core()).pending(); }
+std::size_t deterministic_system::pending() const { return manual(engine()).pending(); }
 
-std::size_t deterministic_system::timer_count() const { return manual(core()).timer_count(); }
+std::size_t deterministic_system::timer_count() const { return manual(engine()).timer_count(); }
 
-fake_clock& deterministic_system::clock() noexcept { return manual(core()).fake(); }
+fake_clock& deterministic_system::clock() noexcept { return manual(engine()).fake(); }
 
 }  // namespace prsgd

@@ -22,7 +22,7 @@ namespace {
 constexpr int to_server = 0;
 constexpr int to_client = 1;
 constexpr std::size_t no_node = static_cast<std::size_t>(-1);
-constexpr auto never = clock::time_point::max();
+constexpr auto never = clock_source::time_point::max();
 }  // namespace
 
 // One simulated process attached to the network. Indices into network_state::nodes_ are stable.
@@ -45,8 +45,8 @@ struct connection {
   std::size_t server = no_node;  // no_node until established (and again after the server went away)
   peer_id server_peer = 0;
   bool up[2] = {false, false};  // [to_server] = server's view of the client, [to_client] = client's view
-  std::optional<clock::time_point> broken_since;
-  clock::time_point next_attempt{};
+  std::optional<clock_source::time_point> broken_since;
+  clock_source::time_point next_attempt{};
   std::size_t queued[2] = {0, 0};  // bytes accepted by send and not yet delivered, per direction
 };
 
@@ -66,9 +66,9 @@ struct pending_event {
 using item = std::variant<envelope, pending_event>;
 
 struct network_state {
-  network_state(const clock& c, fault_injector* f) : time(c), faults(f) {}
+  network_state(const clock_source& c, fault_injector* f) : time(c), faults(f) {}
 
-  const clock& time;
+  const clock_source& time;
   fault_injector* faults;
 
   mutable std::mutex mutex;               // guards everything below
@@ -79,8 +79,8 @@ struct network_state {
   std::uint64_t next_conn = 1;
   std::map<std::pair<std::size_t, peer_id>, std::pair<std::uint64_t, int>> peers;  // (node, peer) -> (conn, side)
   std::map<std::string, std::size_t> endpoints;                                   // bound endpoint -> node
-  std::map<std::pair<std::string, std::string>, clock::time_point> cuts;          // sorted name pair -> until
-  std::map<std::pair<clock::time_point, std::uint64_t>, item> timeline;
+  std::map<std::pair<std::string, std::string>, clock_source::time_point> cuts;          // sorted name pair -> until
+  std::map<std::pair<clock_source::time_point, std::uint64_t>, item> timeline;
   std::map<std::pair<std::uint64_t, int>, envelope> held;  // reorder: held until the next message on the link
   std::uint64_t seq = 0;
   int next_port = 40000;
@@ -96,17 +96,17 @@ struct network_state {
     return {x, y};
   }
 
-  bool link_cut(const std::string& a, const std::string& b, clock::time_point now) const {
+  bool link_cut(const std::string& a, const std::string& b, clock_source::time_point now) const {
     auto it = cuts.find(link_key(a, b));
     return it != cuts.end() && it->second > now;
   }
 
-  void schedule(clock::time_point due, item it) {
+  void schedule(clock_source::time_point due, item it) {
     timeline.emplace(std::make_pair(due, seq++), std::move(it));
     driver_cv.notify_all();
   }
 
-  void event(std::size_t node, clock::time_point due, peer_event ev) {
+  void event(std::size_t node, clock_source::time_point due, peer_event ev) {
     if (node != no_node && nodes[node].alive) {
       schedule(due, pending_event{node, std::move(ev)});
     }
@@ -136,7 +136,7 @@ struct network_state {
   }
 
   // Connection bookkeeping at time `now`: establish, break, time out, heal. Caller holds `mutex`.
-  void maintain(clock::time_point now) {
+  void maintain(clock_source::time_point now) {
     for (auto it = cuts.begin(); it != cuts.end();) {
       it = it->second <= now ? cuts.erase(it) : std::next(it);
     }
@@ -151,8 +151,8 @@ struct network_state {
                                                                     nodes[ep->second].name, nullptr})
                                      : fault_injector::decision{};
           if (d.triggered) {
-            c.next_attempt = now + std::max<clock::duration>(
-                                       d.duration, std::chrono::duration_cast<clock::duration>(
+            c.next_attempt = now + std::max<clock_source::duration>(
+                                       d.duration, std::chrono::duration_cast<clock_source::duration>(
                                                        client.cfg.reconnect_interval));
           } else {
             c.server = ep->second;
@@ -165,7 +165,7 @@ struct network_state {
             event(c.client, now, client_event(c, id, true, errc::none));
           }
         } else {
-          c.next_attempt = now + std::chrono::duration_cast<clock::duration>(client.cfg.reconnect_interval);
+          c.next_attempt = now + std::chrono::duration_cast<clock_source::duration>(client.cfg.reconnect_interval);
         }
       }
       if (c.server == no_node) {
@@ -192,9 +192,9 @@ struct network_state {
       }
       if (c.broken_since) {
         const auto server_deadline =
-            *c.broken_since + std::chrono::duration_cast<clock::duration>(server.cfg.heartbeat_timeout);
+            *c.broken_since + std::chrono::duration_cast<clock_source::duration>(server.cfg.heartbeat_timeout);
         const auto client_deadline =
-            *c.broken_since + std::chrono::duration_cast<clock::duration>(client.cfg.heartbeat_timeout);
+            *c.broken_since + std::chrono::duration_cast<clock_source::duration>(client.cfg.heartbeat_timeout);
         if (c.up[to_server] && now >= server_deadline) {
           c.up[to_server] = false;
           event(c.server, now, server_event(c, false, errc::peer_unreachable));
@@ -238,9 +238,9 @@ struct network_state {
     conns.erase(it);
   }
 
-  std::optional<clock::time_point> next_due_locked() const {
-    std::optional<clock::time_point> due;
-    auto consider = [&](clock::time_point t) {
+  std::optional<clock_source::time_point> next_due_locked() const {
+    std::optional<clock_source::time_point> due;
+    auto consider = [&](clock_source::time_point t) {
       if (!due || t < *due) {
         due = t;
       }
@@ -260,11 +260,11 @@ struct network_state {
       if (c.broken_since && c.server != no_node) {
         if (c.up[to_server]) {
           consider(*c.broken_since +
-                   std::chrono::duration_cast<clock::duration>(nodes[c.server].cfg.heartbeat_timeout));
+                   std::chrono::duration_cast<clock_source::duration>(nodes[c.server].cfg.heartbeat_timeout));
         }
         if (c.up[to_client]) {
           consider(*c.broken_since +
-                   std::chrono::duration_cast<clock::duration>(nodes[c.client].cfg.heartbeat_timeout));
+                   std::chrono::duration_cast<clock_source::duration>(nodes[c.client].cfg.heartbeat_timeout));
         }
       }
     }
@@ -327,7 +327,7 @@ constexpr std::size_t no_node = static_cast<std::size_t>(-1);
 
 // ---- inproc_network ----
 
-inproc_network::inproc_network(const clock& time_source, fault_injector* faults)
+inproc_network::inproc_network(const clock_source& time_source, fault_injector* faults)
     : state_(std::make_shared<network_state>(time_source, faults)) {}
 
 inproc_network::~inproc_network() { stop_driver(); }
@@ -460,7 +460,7 @@ std::size_t inproc_network::run_until_idle() {
   return total;
 }
 
-std::optional<clock::time_point> inproc_network::next_due() const {
+std::optional<clock_source::time_point> inproc_network::next_due() const {
   std::lock_guard lock(state_->mutex);
   return state_->next_due_locked();
 }
@@ -504,8 +504,8 @@ void inproc_network::start_driver() {
         const auto now = s.time.now();
         if (!due || *due > now) {
           // Real time drives a real clock; cap the wait so a clock that jumps is noticed too.
-          const auto wait = due ? std::min<clock::duration>(*due - now, std::chrono::milliseconds(50))
-                                : clock::duration(std::chrono::milliseconds(50));
+          const auto wait = due ? std::min<clock_source::duration>(*due - now, std::chrono::milliseconds(50))
+                                : clock_source::duration(std::chrono::milliseconds(50));
           s.driver_cv.wait_for(wait_lock, wait);
           continue;
         }

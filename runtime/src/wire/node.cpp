@@ -176,6 +176,6 @@ actor_address node::address_of(const actor_addr& local) const {
 node_stats node::stats() const { return impl_->stats(); }
 void node::stop() { impl_->stop(); }
 const remote_registry& node::registry() const noexcept { return impl_->registry_; }
-const std::shared_ptr<runtime::detail::system_core>& node::core() const noexcept { return impl_->system_.core(); }
+const std::shared_ptr<runtime::detail::system_engine>& node::engine() const noexcept { return impl_->system_.engine(); }
 
 }  // namespace prsgd::wire

@@ -78,7 +78,7 @@ std::shared_ptr<runtime::detail::cell> node::impl::local_cell(const actor_addres
                                                               const std::string& to_name, error& why) const {
   std::shared_ptr<runtime::detail::cell> c;
   if (!to_name.empty()) {
-    c = system_.core()->lookup(to_name);
+    c = system_.engine()->lookup(to_name);
     if (!c) {
       why = error{errc::not_found, "no actor named '" + to_name + "' on node '" + cfg_.name + "'"};
     }
@@ -89,7 +89,7 @@ std::shared_ptr<runtime::detail::cell> node::impl::local_cell(const actor_addres
                                      cfg_.name + "'"};
     return nullptr;
   }
-  c = system_.core()->find(to.id);
+  c = system_.engine()->find(to.id);
   if (!c) {
     why = error{errc::not_found, "no live actor " + std::to_string(to.id) + " on node '" + cfg_.name + "'"};
   }

@@ -182,7 +182,7 @@ void node::impl::head_request(envelope env, reply_fn done) {
   send_request_to(*head, head_route, std::move(env), std::move(done));
 }
 future<void> node::register_name(const std::string& name, const actor_addr& local) {
-  auto st = std::make_shared<runtime::detail::promise_state<void>>(core());
+  auto st = std::make_shared<runtime::detail::promise_state<void>>(engine());
   envelope env;
   env.hdr.type = message_type::register_name;
   env.hdr.name = name;
@@ -197,7 +197,7 @@ future<void> node::register_name(const std::string& name, const actor_addr& loca
   return future<void>{st};
 }
 future<actor_address> node::lookup(const std::string& name) {
-  auto st = std::make_shared<runtime::detail::promise_state<actor_address>>(core());
+  auto st = std::make_shared<runtime::detail::promise_state<actor_address>>(engine());
   if (name.empty()) {
     st->complete(fail(errc::invalid_argument, "lookup needs a name"));
     return future<actor_address>{st};
@@ -215,7 +215,7 @@ future<actor_address> node::lookup(const std::string& name) {
   return future<actor_address>{st};
 }
 future<std::vector<node_info>> node::cluster_nodes() {
-  auto st = std::make_shared<runtime::detail::promise_state<std::vector<node_info>>>(core());
+  auto st = std::make_shared<runtime::detail::promise_state<std::vector<node_info>>>(engine());
   envelope env;
   env.hdr.type = message_type::lookup;
   std::weak_ptr<impl> weak = impl_;

@@ -100,7 +100,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   // ---- the request table (node_requests.cpp) ----
   inline void send_request(const std::string& target_node, envelope env, reply_fn done);
   void send_request_to(peer_id peer, const std::string& target_node, envelope env, reply_fn done);
-  void arm_deadline_timer(clock::time_point when);
+  void arm_deadline_timer(clock_source::time_point when);
   void expire_requests();
   bool complete(std::uint64_t cid, expected<std::vector<std::byte>> result);
   static bool is_set(const actor_address& a) { return !a.node.empty() || a.id != 0; }
@@ -180,7 +180,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   std::uint64_t next_cid_ PRSGD_GUARDED_BY(mu_) = 1;
   std::unordered_map<std::uint64_t, pending> pending_ PRSGD_GUARDED_BY(mu_);
   // (deadline, cid) in send order
-  std::deque<std::pair<clock::time_point, std::uint64_t>> deadlines_ PRSGD_GUARDED_BY(mu_);
+  std::deque<std::pair<clock_source::time_point, std::uint64_t>> deadlines_ PRSGD_GUARDED_BY(mu_);
   bool deadline_timer_armed_ PRSGD_GUARDED_BY(mu_) = false;
   std::unordered_map<std::string, peer_id> routes_ PRSGD_GUARDED_BY(mu_);
   std::unordered_map<std::string, std::string> route_endpoints_ PRSGD_GUARDED_BY(mu_);

@@ -19,7 +19,7 @@ inline void node::impl::send_request(const std::string& target_node, envelope en
 }
 void node::impl::send_request_to(peer_id peer, const std::string& target_node, envelope env, reply_fn done) {
   std::uint64_t cid = 0;
-  std::optional<clock::time_point> arm_at;
+  std::optional<clock_source::time_point> arm_at;
   {
     const mutex_lock lock{mu_};
     cid = next_cid_++;
@@ -30,7 +30,7 @@ void node::impl::send_request_to(peer_id peer, const std::string& target_node, e
     while (!deadlines_.empty() && !pending_.contains(deadlines_.front().second)) {
       deadlines_.pop_front();
     }
-    deadlines_.emplace_back(system_.core()->time().now() + cfg_.request_timeout, cid);
+    deadlines_.emplace_back(system_.engine()->time().now() + cfg_.request_timeout, cid);
     if (!deadline_timer_armed_) {
       deadline_timer_armed_ = true;
       arm_at = deadlines_.front().first;
@@ -48,9 +48,9 @@ void node::impl::send_request_to(peer_id peer, const std::string& target_node, e
     complete(cid, std::move(sent).error());
   }
 }
-void node::impl::arm_deadline_timer(clock::time_point when) {
+void node::impl::arm_deadline_timer(clock_source::time_point when) {
   std::weak_ptr<impl> weak = weak_from_this();
-  system_.core()->add_timer(when, [weak] {
+  system_.engine()->add_timer(when, [weak] {
     if (auto self = weak.lock()) {
       self->expire_requests();
     }
@@ -59,10 +59,10 @@ void node::impl::arm_deadline_timer(clock::time_point when) {
 /// Fails the requests whose deadline passed with `timeout` and re-arms the timer for the next one.
 void node::impl::expire_requests() {
   std::vector<std::uint64_t> expired;
-  std::optional<clock::time_point> next;
+  std::optional<clock_source::time_point> next;
   {
     const mutex_lock lock{mu_};
-    const auto now = system_.core()->time().now();
+    const auto now = system_.engine()->time().now();
     while (!deadlines_.empty()) {
       const auto [when, cid] = deadlines_.front();
       if (pending_.contains(cid)) {

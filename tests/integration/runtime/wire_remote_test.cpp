@@ -170,7 +170,7 @@ TEST_F(WireRemoteTest, ErrorsComeBackInTheFuture) {
   EXPECT_EQ(r.error().code, errc::not_found);
   // Unknown method and undecodable arguments, sent as raw envelopes.
   const auto raw_ask = [&](std::string method, std::vector<std::byte> args) {
-    auto st = std::make_shared<runtime::detail::promise_state<std::vector<std::byte>>>(node_->core());
+    auto st = std::make_shared<runtime::detail::promise_state<std::vector<std::byte>>>(node_->engine());
     envelope env;
     env.hdr.type = message_type::ask;
     env.hdr.to = c.address();
@@ -190,7 +190,7 @@ TEST_F(WireRemoteTest, ErrorsComeBackInTheFuture) {
   EXPECT_EQ(raw.error().code, errc::decode_failed) << raw.error().message();
   // Unknown actor type.
   {
-    auto st = std::make_shared<runtime::detail::promise_state<std::vector<std::byte>>>(node_->core());
+    auto st = std::make_shared<runtime::detail::promise_state<std::vector<std::byte>>>(node_->engine());
     envelope env;
     env.hdr.type = message_type::spawn;
     env.hdr.type_name = "no_such_type";

@@ -98,7 +98,7 @@ class PrSgdActorsTest : public ::testing::Test {
 
   std::shared_ptr<const algorithms::dataset> train_;
   std::shared_ptr<const algorithms::dataset> test_;
-  inproc_network network_{steady_clock::instance()};
+  inproc_network network_{steady_clock_source::instance()};
   job_waiter waiter_;
 };
 

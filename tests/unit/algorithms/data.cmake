@@ -14,8 +14,8 @@ if(TARGET prsgd::algorithms)
     DEPS prsgd::algorithms)
 endif()
 if(TARGET prsgd::algorithms)
-  prsgd_add_test(prsgd_codec_test
-    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/codec_test.cpp
+  prsgd_add_test(prsgd_wire_dtype_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/wire_dtype_test.cpp
     DEPS prsgd::algorithms)
   prsgd_add_test(prsgd_outer_optimizer_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/outer_optimizer_test.cpp

@@ -259,7 +259,7 @@ class ticker final : public actor {
   }
   bool cancel_once() { return cancel_timer(once_); }
   std::vector<std::string> get_events() const { return events; }
-  void stop_in(clock::duration d) {
+  void stop_in(clock_source::duration d) {
     schedule_once(d, [this] { quit(); });
   }
   std::vector<std::string> events;

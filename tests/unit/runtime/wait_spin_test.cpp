@@ -34,7 +34,7 @@ class WaitSpinTest : public ::testing::Test {
   // The environment variable overrides config::wait_spin; these tests set the budget themselves.
   void SetUp() override { ::unsetenv("PRSGD_WAIT_SPIN_US"); }
 
-  static config with_spin(clock::duration spin) {
+  static config with_spin(clock_source::duration spin) {
     config cfg;
     cfg.threads = 2;
     cfg.compute_threads = 1;
@@ -56,22 +56,22 @@ void busy_wait(std::chrono::nanoseconds d) {
 
 TEST_F(WaitSpinTest, TheConfiguredBudgetReachesTheEngine) {
   actor_system sys{with_spin(123us)};
-  EXPECT_EQ(sys.core()->wait_spin(), clock::duration{123us});
+  EXPECT_EQ(sys.engine()->wait_spin(), clock_source::duration{123us});
   actor_system off{with_spin(0us)};
-  EXPECT_EQ(off.core()->wait_spin(), clock::duration::zero());
+  EXPECT_EQ(off.engine()->wait_spin(), clock_source::duration::zero());
 }
 
 TEST_F(WaitSpinTest, EnvironmentVariableOverridesTheBudget) {
   ::setenv("PRSGD_WAIT_SPIN_US", "7", 1);
   actor_system sys{with_spin(123us)};
   ::unsetenv("PRSGD_WAIT_SPIN_US");
-  EXPECT_EQ(sys.core()->wait_spin(), clock::duration{7us});
+  EXPECT_EQ(sys.engine()->wait_spin(), clock_source::duration{7us});
 }
 
 // The waiter sleeps at once (no poll); only the notify can wake it before its 5 s timeout.
 TEST_F(WaitSpinTest, SleepingWaiterIsWokenByCompletion) {
   actor_system sys{with_spin(0us)};
-  auto st = std::make_shared<state>(sys.core());
+  auto st = std::make_shared<state>(sys.engine());
   std::thread completer([st] {
     std::this_thread::sleep_for(20ms);
     st->complete(7);
@@ -88,7 +88,7 @@ TEST_F(WaitSpinTest, SleepingWaiterIsWokenByCompletion) {
 // The result arrives long after the poll budget: the waiter has gone to sleep and must be notified.
 TEST_F(WaitSpinTest, WaiterPastItsPollBudgetIsWokenByCompletion) {
   actor_system sys{with_spin(100us)};
-  auto st = std::make_shared<state>(sys.core());
+  auto st = std::make_shared<state>(sys.engine());
   std::thread completer([st] {
     std::this_thread::sleep_for(20ms);
     st->complete(8);
@@ -105,7 +105,7 @@ TEST_F(WaitSpinTest, WaiterPastItsPollBudgetIsWokenByCompletion) {
 // The result arrives while the waiter polls (budget 5 s): the poll must see it, not run out its budget.
 TEST_F(WaitSpinTest, PollingWaiterSeesTheResultWithoutSleeping) {
   actor_system sys{with_spin(5s)};
-  auto st = std::make_shared<state>(sys.core());
+  auto st = std::make_shared<state>(sys.engine());
   std::thread completer([st] {
     std::this_thread::sleep_for(5ms);
     st->complete(9);
@@ -121,7 +121,7 @@ TEST_F(WaitSpinTest, PollingWaiterSeesTheResultWithoutSleeping) {
 
 TEST_F(WaitSpinTest, PollEndsAtItsBudgetWhenNothingArrives) {
   actor_system sys{with_spin(1ms)};
-  auto st = std::make_shared<state>(sys.core());
+  auto st = std::make_shared<state>(sys.engine());
   const auto t0 = steady::now();
   auto v = st->take(30ms);
   const auto waited = steady::now() - t0;
@@ -134,7 +134,7 @@ TEST_F(WaitSpinTest, PollEndsAtItsBudgetWhenNothingArrives) {
 // After its budget the waiter sleeps: a long get() costs about the budget in CPU time, not its wait.
 TEST_F(WaitSpinTest, LongWaitSleepsAfterTheBudget) {
   actor_system sys{with_spin(2ms)};
-  auto st = std::make_shared<state>(sys.core());
+  auto st = std::make_shared<state>(sys.engine());
   timespec cpu0{};
   timespec cpu1{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
@@ -149,7 +149,7 @@ TEST_F(WaitSpinTest, LongWaitSleepsAfterTheBudget) {
 // random point: before the waiter starts, while it polls, around the end of its budget, or after it
 // went to sleep. Every take must return its own value well before its timeout (a lost wake-up shows as
 // errc::timeout; a torn hand-over as a wrong value; ThreadSanitizer checks the orderings).
-void run_handoff_race(clock::duration spin, int pairs, int iterations) {
+void run_handoff_race(clock_source::duration spin, int pairs, int iterations) {
   actor_system sys{config{.threads = 1, .compute_threads = 1, .wait_spin = spin}};
   std::atomic<int> failures{0};
   std::atomic<std::int64_t> slowest_ns{0};
@@ -158,7 +158,7 @@ void run_handoff_race(clock::duration spin, int pairs, int iterations) {
     auto states = std::make_shared<std::vector<std::shared_ptr<state>>>();
     states->reserve(static_cast<std::size_t>(iterations));
     for (int i = 0; i < iterations; ++i) {
-      states->push_back(std::make_shared<state>(sys.core()));
+      states->push_back(std::make_shared<state>(sys.engine()));
     }
     auto announced = std::make_shared<std::atomic<int>>(-1);  // index the waiter is about to take
     threads.emplace_back([states, announced, iterations, spin, seed = p] {
@@ -204,7 +204,7 @@ TEST_F(WaitSpinTest, HandOffRaceWithoutPollingNeverLosesAWakeUp) { run_handoff_r
 
 // Through the public API: asks answered by an actor while the caller polls or sleeps.
 TEST_F(WaitSpinTest, AskGetReturnsEveryReplyWithAndWithoutPolling) {
-  for (const clock::duration spin : {clock::duration::zero(), clock::duration{30us}, clock::duration{1ms}}) {
+  for (const clock_source::duration spin : {clock_source::duration::zero(), clock_source::duration{30us}, clock_source::duration{1ms}}) {
     actor_system sys{with_spin(spin)};
     auto a = sys.spawn<echo>();
     ASSERT_TRUE(a.has_value());

@@ -353,7 +353,7 @@ TEST_F(InprocTransportTest, CurveAllowListKeepsOutUnknownClients) {
 }
 
 TEST(InprocNetworkTest, DriverThreadDeliversWithRealClock) {
-  inproc_network net(steady_clock::instance());
+  inproc_network net(steady_clock_source::instance());
   auto server = make_node(net, config("server"));
   auto client = make_node(net, config("client"));
   net.start_driver();

@@ -48,8 +48,8 @@ inline void zmq_transport::impl::send_heartbeat_out(out_peer& p) {
 
 void zmq_transport::impl::tick() {
   const auto now = clock_.now();
-  const auto ivl = std::chrono::duration_cast<clock::duration>(cfg_.heartbeat_interval);
-  const auto timeout = std::chrono::duration_cast<clock::duration>(cfg_.heartbeat_timeout);
+  const auto ivl = std::chrono::duration_cast<clock_source::duration>(cfg_.heartbeat_interval);
+  const auto timeout = std::chrono::duration_cast<clock_source::duration>(cfg_.heartbeat_timeout);
   for (auto& [id, p] : outs_) {
     if (now - p.last_tx >= ivl && p.pending.empty()) {
       send_heartbeat_out(p);
@@ -60,7 +60,7 @@ void zmq_transport::impl::tick() {
     }
   }
   std::vector<peer_id> forget;
-  const auto forget_after = std::max<clock::duration>(timeout * 10, std::chrono::seconds(60));
+  const auto forget_after = std::max<clock_source::duration>(timeout * 10, std::chrono::seconds(60));
   for (auto& [id, p] : ins_) {
     if (now - p.last_tx >= ivl && p.pending.empty()) {
       send_heartbeat_in(p);

@@ -53,7 +53,7 @@ int to_ms(std::chrono::milliseconds d) { return static_cast<int>(std::min<std::i
 zmq_transport::impl::impl(transport_config cfg, transport_handlers handlers)
     : cfg_(std::move(cfg)),
       handlers_(std::move(handlers)),
-      clock_(cfg_.time_source != nullptr ? *cfg_.time_source : steady_clock::instance()) {}
+      clock_(cfg_.time_source != nullptr ? *cfg_.time_source : steady_clock_source::instance()) {}
 
 zmq_transport::impl::~impl() {
   stop();
@@ -192,7 +192,7 @@ expected<peer_id> zmq_transport::impl::connect(std::string_view text, connect_op
       p.endpoint = spec;
       p.counters = counters;
       p.last_rx = clock_.now();
-      p.last_tx = clock::time_point{};
+      p.last_tx = clock_source::time_point{};
       outs_.emplace(id, std::move(p));
       return id;
     } catch (const zmq::error_t& e) {
@@ -405,7 +405,7 @@ expected<std::unique_ptr<transport>> make_transport(std::string_view kind, trans
     // One process-wide simulated network on the real clock, driven by its own thread; never destroyed,
     // so transports made here may outlive static destruction order.
     static auto* network = [] {
-      auto* n = new inproc_network(steady_clock::instance());  // NOLINT(cppcoreguidelines-owning-memory)
+      auto* n = new inproc_network(steady_clock_source::instance());  // NOLINT(cppcoreguidelines-owning-memory)
       n->start_driver();
       return n;
     }();

@@ -109,8 +109,8 @@ class zmq_transport::impl {
     std::string remote_node;
     std::shared_ptr<peer_counters> counters;
     bool up = false;
-    clock::time_point last_rx{};
-    clock::time_point last_tx{};
+    clock_source::time_point last_rx{};
+    clock_source::time_point last_tx{};
     std::deque<pending_message> pending;
   };
 
@@ -119,9 +119,9 @@ class zmq_transport::impl {
     std::string node;
     std::shared_ptr<peer_counters> counters;
     bool up = false;
-    clock::time_point last_rx{};
-    clock::time_point last_tx{};
-    clock::time_point down_since{};
+    clock_source::time_point last_rx{};
+    clock_source::time_point last_tx{};
+    clock_source::time_point down_since{};
     std::deque<pending_message> pending;
   };
 
@@ -194,7 +194,7 @@ class zmq_transport::impl {
 
   transport_config cfg_;
   transport_handlers handlers_;
-  const clock& clock_;
+  const clock_source& clock_;
   std::vector<std::string> allowed_keys_;  // binary 32-byte keys
   std::string incarnation_;
   int wake_fd_ = -1;
@@ -228,7 +228,7 @@ class zmq_transport::impl {
   bool router_dirty_ = true;
   bool router_ready_ = true;
   bool zap_ready_ = true;
-  clock::time_point next_tick_{};
+  clock_source::time_point next_tick_{};
 
   std::atomic<std::uint64_t> messages_sent_{0};
   std::atomic<std::uint64_t> bytes_sent_{0};

@@ -107,7 +107,7 @@ struct actions {
   /// evaluation in): write the done line if `job_over`, then report the summary.
   std::optional<job_summary> done;
   /// 10. Arm the timer that calls tick() at this time, replacing any armed one (empty: no timer).
-  std::optional<clock::time_point> wakeup;
+  std::optional<clock_source::time_point> wakeup;
 };
 
 }  // namespace prsgd::actors

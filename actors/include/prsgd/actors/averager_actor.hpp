@@ -119,7 +119,7 @@ class averager_actor : public actor {
   void on_evaluated(evaluation_request request, expected<double> accuracy);
   void write_line(const round_metrics& m);
   void report_done(const job_summary& s);
-  void rearm(std::optional<clock::time_point> wakeup);
+  void rearm(std::optional<clock_source::time_point> wakeup);
 
   averager_actor_config config_;
   std::optional<averager_core> core_;

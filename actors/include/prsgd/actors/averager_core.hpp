@@ -222,7 +222,7 @@ class averager_core {
   /// Creates the core. Resumes from `setup.resume` when set (then `initial_model` only checks the size);
   /// otherwise starts at round 0 with `initial_model`. Returns invalid_argument for a bad config, an
   /// empty model, or a checkpoint of another model size.
-  [[nodiscard]] static expected<averager_core> make(averager_config config, const clock& clk,
+  [[nodiscard]] static expected<averager_core> make(averager_config config, const clock_source& clk,
                                                     std::vector<float> initial_model, averager_setup setup = {});
 
   /// Handles any worker message that arrived on connection `from` (dispatches to the handlers below).
@@ -248,7 +248,7 @@ class averager_core {
   [[nodiscard]] actions on_evaluated(std::uint64_t id, std::optional<double> accuracy);
 
   /// Returns when `tick()` should run next (empty when stopped); every actions result carries it too.
-  [[nodiscard]] std::optional<clock::time_point> next_wakeup() const;
+  [[nodiscard]] std::optional<clock_source::time_point> next_wakeup() const;
 
   /// Returns the current round r.
   [[nodiscard]] round_t round() const noexcept { return round_; }
@@ -269,7 +269,7 @@ class averager_core {
   /// Returns the interval assigned to `member` for the current round (empty for a non-member).
   [[nodiscard]] std::optional<std::uint64_t> interval_of(member_id member) const;
   /// Returns the current deadline of the open barrier (empty when none applies).
-  [[nodiscard]] std::optional<clock::time_point> deadline() const noexcept { return deadline_; }
+  [[nodiscard]] std::optional<clock_source::time_point> deadline() const noexcept { return deadline_; }
   /// Returns the cumulative submission counters.
   [[nodiscard]] const submission_counters& counters() const noexcept { return counters_; }
   /// Returns every classified submission, oldest first (bounded by accounting_rounds_kept).
@@ -284,13 +284,13 @@ class averager_core {
  private:
   struct member_entry {
     incarnation_t incarnation = 0;
-    clock::time_point last_seen{};
+    clock_source::time_point last_seen{};
     std::uint64_t interval = 1;
     double speed = 0;
   };
   struct submission {
     model_msg msg;
-    clock::time_point at{};
+    clock_source::time_point at{};
   };
   /// What the accepted submissions of the closing round bring to the average.
   struct round_inputs {
@@ -303,7 +303,7 @@ class averager_core {
     std::optional<std::uint64_t> awaiting;
   };
 
-  averager_core(averager_config config, const clock& clk);
+  averager_core(averager_config config, const clock_source& clk);
 
   // Barrier steps, in the order close_barrier runs them.
   void close_barrier(actions& out, bool by_deadline);
@@ -345,7 +345,7 @@ class averager_core {
   [[nodiscard]] actions with_wakeup(actions out) const;
 
   averager_config config_;
-  const clock* clock_;
+  const clock_source* clock_;
   incarnation_t incarnation_ = 1;
   bool checkpoints_ = false;
   bool evaluations_ = false;
@@ -365,11 +365,11 @@ class averager_core {
   std::size_t round_members_ = 0;
   double round_step_size_ = 0;
   std::size_t round_removed_ = 0;
-  clock::time_point round_start_{};
-  clock::time_point started_at_{};
-  clock::time_point rejoin_until_{};
-  clock::time_point next_heartbeat_{};
-  std::optional<clock::time_point> deadline_;
+  clock_source::time_point round_start_{};
+  clock_source::time_point started_at_{};
+  clock_source::time_point rejoin_until_{};
+  clock_source::time_point next_heartbeat_{};
+  std::optional<clock_source::time_point> deadline_;
   std::vector<double> arrival_history_;
   std::uint64_t round_bytes_in_ = 0;
   std::uint64_t round_bytes_out_ = 0;

@@ -79,7 +79,7 @@ class worker_actor : public actor {
   /// Carries out what the core asked for, in the order of the fields of `actions`.
   void apply(actions a);
   void start_task(train_task t);
-  void rearm(std::optional<clock::time_point> wakeup);
+  void rearm(std::optional<clock_source::time_point> wakeup);
 
   worker_actor_config config_;
   std::optional<worker_core> core_;

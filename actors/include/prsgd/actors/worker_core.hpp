@@ -71,7 +71,7 @@ enum class worker_state : std::uint8_t { joining, welcomed, training, submitted,
 class worker_core {
  public:
   /// Creates the core. @pre config.incarnation > 0
-  worker_core(worker_config config, const clock& clk);
+  worker_core(worker_config config, const clock_source& clk);
 
   /// Sends the first JOIN.
   [[nodiscard]] actions start();
@@ -85,7 +85,7 @@ class worker_core {
   [[nodiscard]] actions leave();
 
   /// Returns when `tick()` should run next (empty when left or stopped).
-  [[nodiscard]] std::optional<clock::time_point> next_wakeup() const;
+  [[nodiscard]] std::optional<clock_source::time_point> next_wakeup() const;
   /// Returns the state.
   [[nodiscard]] worker_state state() const noexcept { return state_; }
   /// Returns the averager incarnation this worker follows (0 = none yet).
@@ -106,7 +106,7 @@ class worker_core {
   void on_welcome(const welcome_msg& m, actions& out);
 
   worker_config config_;
-  const clock* clock_;
+  const clock_source* clock_;
   worker_state state_ = worker_state::joining;
   incarnation_t averager_incarnation_ = 0;
   bool have_restart_ = false;
@@ -115,9 +115,9 @@ class worker_core {
   training_mode mode_ = training_mode::restarted_sgd;
   round_t last_finished_ = 0;
   std::uint64_t models_sent_ = 0;
-  clock::time_point last_heard_{};
-  clock::time_point next_heartbeat_{};
-  clock::time_point next_join_{};
+  clock_source::time_point last_heard_{};
+  clock_source::time_point next_heartbeat_{};
+  clock_source::time_point next_join_{};
 };
 
 }  // namespace prsgd::actors

@@ -69,13 +69,13 @@ class actor {
   /// Returns the system that runs this actor.
   [[nodiscard]] actor_system& system() const noexcept;
   /// Returns the system clock's current time (fake in a deterministic_system).
-  [[nodiscard]] clock::time_point now() const noexcept;
+  [[nodiscard]] clock_source::time_point now() const noexcept;
   /// Stops this actor after the current handler; queued messages bounce (asks get actor_dead).
   void quit(error reason = {});
   /// Runs `fn()` on this strand once after `delay`. Cancelled when the actor stops or restarts.
-  timer_id schedule_once(clock::duration delay, runtime::detail::unique_function<void()> fn);
+  timer_id schedule_once(clock_source::duration delay, runtime::detail::unique_function<void()> fn);
   /// Runs `fn()` on this strand every `period` until cancelled, stopped or restarted.
-  timer_id schedule_periodic(clock::duration period, runtime::detail::unique_function<void()> fn);
+  timer_id schedule_periodic(clock_source::duration period, runtime::detail::unique_function<void()> fn);
   /// Cancels a timer; returns false if unknown or already fired.
   bool cancel_timer(timer_id id);
   /// Watches `other`: `on_down` gets a down_msg when it stops (at once if it is already dead).
@@ -95,7 +95,7 @@ class actor {
   /// Returns a promise to return from a handler and `deliver` later (see response_promise).
   template <class T>
   [[nodiscard]] response_promise<T> make_response_promise() const {
-    return response_promise<T>{cell_->core().shared_from_this()};
+    return response_promise<T>{cell_->engine().shared_from_this()};
   }
 
   /// Runs `fn()` on the compute pool (blocking / CPU-heavy work); then `cont(expected<R>)` on this
@@ -104,7 +104,7 @@ class actor {
   void run_compute(F&& fn, C&& cont) {
     std::weak_ptr<runtime::detail::cell> weak = cell_->shared_from_this();
     const auto inc = cell_->incarnation();
-    cell_->core().post_compute([weak, inc, f = std::decay_t<F>(std::forward<F>(fn)),
+    cell_->engine().post_compute([weak, inc, f = std::decay_t<F>(std::forward<F>(fn)),
                                 c = std::decay_t<C>(std::forward<C>(cont))]() mutable {
       auto result = runtime::detail::invoke_catching(f);
       auto target = weak.lock();

@@ -144,7 +144,7 @@ class actor_ref {
   future<runtime::detail::ask_result_t<T, M, A...>> ask(M m, A&&... args) const {
     using R = runtime::detail::ask_result_t<T, M, A...>;
     using tuple = std::tuple<std::decay_t<A>...>;
-    auto st = std::make_shared<runtime::detail::promise_state<R>>(cell_->core().shared_from_this());
+    auto st = std::make_shared<runtime::detail::promise_state<R>>(cell_->engine().shared_from_this());
     cell_->enqueue(std::make_unique<runtime::detail::ask_message<T, M, tuple, R>>(
         std::move(m), tuple{std::forward<A>(args)...}, st));
     return future<R>{std::move(st)};

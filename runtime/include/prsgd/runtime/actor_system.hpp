@@ -14,7 +14,7 @@
 #include "prsgd/common/expected.hpp"
 #include "prsgd/runtime/actor.hpp"
 #include "prsgd/runtime/actor_ref.hpp"
-#include "prsgd/runtime/detail/system_core.hpp"
+#include "prsgd/runtime/detail/system_engine.hpp"
 #include "prsgd/runtime/policy.hpp"
 
 namespace prsgd {
@@ -30,13 +30,13 @@ struct config {
   /// Messages one actor handles before it yields its thread to other actors.
   std::size_t max_throughput = 64;
   /// Deadline the destructor gives `shutdown`.
-  clock::duration shutdown_deadline = std::chrono::seconds(5);
+  clock_source::duration shutdown_deadline = std::chrono::seconds(5);
   /// How long a blocking `future::get()` polls for the result before it sleeps on its condition
   /// variable (0 = sleep at once). A reply that arrives within it costs the caller no sleep and the
   /// completing thread no wake-up of a sleeping thread; the poll runs only inside `get()`, so an idle
   /// process uses no CPU. The environment variable PRSGD_WAIT_SPIN_US (microseconds), when set,
   /// overrides this value.
-  clock::duration wait_spin = std::chrono::microseconds(200);
+  clock_source::duration wait_spin = std::chrono::microseconds(200);
 
   /// Returns the single-process defaults.
   [[nodiscard]] static config local() { return {}; }
@@ -67,7 +67,7 @@ class actor_system {
   /// Returns the live actor named `name`; not_found if none, invalid_argument if it is not a `T`.
   template <class T>
   [[nodiscard]] expected<actor_ref<T>> lookup(std::string_view name) const {
-    auto c = core_->lookup(name);
+    auto c = engine_->lookup(name);
     if (!c) {
       return fail(errc::not_found, "no actor named '" + std::string{name} + "'");
     }
@@ -84,25 +84,25 @@ class actor_system {
   /// Returns this system's node id.
   [[nodiscard]] node_id node() const noexcept;
   /// Returns the system clock's current time.
-  [[nodiscard]] clock::time_point now() const noexcept;
+  [[nodiscard]] clock_source::time_point now() const noexcept;
   /// Blocks until every actor stopped or `timeout` passed; returns true if none is left.
   /// In a deterministic_system it dispatches instead of sleeping.
-  bool await_all_stopped(clock::duration timeout);
+  bool await_all_stopped(clock_source::duration timeout);
 
   /// Stops the system: refuses new spawns, lets every actor drain the mail already queued, then
   /// stops it (on_stop with errc::shutting_down). Actors still alive at `deadline` are stopped hard:
   /// their queued mail bounces with shutting_down. Pending asks complete with shutting_down or
   /// actor_dead. Returns true when everything drained in time. Idempotent. @pre not on an actor thread.
-  bool shutdown(clock::duration deadline);
+  bool shutdown(clock_source::duration deadline);
   /// Stops at once: like `shutdown` with a zero deadline (running handlers still finish).
   void stop_now();
 
   /// Returns the engine (runtime-internal).
-  [[nodiscard]] const std::shared_ptr<runtime::detail::system_core>& core() const noexcept { return core_; }
+  [[nodiscard]] const std::shared_ptr<runtime::detail::system_engine>& engine() const noexcept { return engine_; }
 
  protected:
   /// Wraps an engine (used by deterministic_system).
-  actor_system(std::shared_ptr<runtime::detail::system_core> core, clock::duration deadline);
+  actor_system(std::shared_ptr<runtime::detail::system_engine> engine, clock_source::duration deadline);
 
  private:
   template <class T, class First, class... A>
@@ -128,15 +128,15 @@ class actor_system {
       return std::apply([](const auto&... a) -> std::unique_ptr<actor> { return std::make_unique<T>(a...); },
                         tup);
     };
-    auto c = core_->spawn_cell(std::move(factory), std::move(opts), typeid(T));
+    auto c = engine_->spawn_cell(std::move(factory), std::move(opts), typeid(T));
     if (!c) {
       return std::move(c).error();
     }
     return actor_ref<T>{std::move(*c)};
   }
 
-  std::shared_ptr<runtime::detail::system_core> core_;
-  clock::duration default_deadline_ = std::chrono::seconds(5);
+  std::shared_ptr<runtime::detail::system_engine> engine_;
+  clock_source::duration default_deadline_ = std::chrono::seconds(5);
 };
 
 }  // namespace prsgd

@@ -36,9 +36,9 @@ class deterministic_system : public actor_system {
   std::size_t dispatch_all(std::size_t limit = 10'000'000);
   /// Moves the fake clock by `d` and fires due timers (their messages are queued, not yet run).
   /// Returns how many timers fired.
-  std::size_t advance(clock::duration d);
+  std::size_t advance(clock_source::duration d);
   /// Advances by `d`, then `dispatch_all()`; returns the jobs run.
-  std::size_t advance_and_dispatch(clock::duration d);
+  std::size_t advance_and_dispatch(clock_source::duration d);
   /// Returns the number of queued jobs (runnable actors, continuations, compute jobs).
   [[nodiscard]] std::size_t pending() const;
   /// Returns the number of armed timers (runtime timers, actor timers and ask deadlines).

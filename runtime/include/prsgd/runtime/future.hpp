@@ -33,7 +33,7 @@ class [[nodiscard]] future {
   /// Blocks up to `timeout` for the result. Never call from an actor handler (checked).
   /// In a `deterministic_system` it dispatches queued messages instead of sleeping.
   /// @pre valid() and not yet consumed.
-  expected<T> get(clock::duration timeout = std::chrono::seconds(30)) {
+  expected<T> get(clock_source::duration timeout = std::chrono::seconds(30)) {
     PRSGD_CHECK(st_) << "get() on an invalid future";
     return st_->take(timeout);
   }
@@ -57,11 +57,11 @@ class [[nodiscard]] future {
 
   /// Arms a deadline: unless a result arrived within `timeout`, the future completes with
   /// errc::timeout (a late reply is then dropped). Returns the same future.
-  future within(clock::duration timeout) && {
+  future within(clock_source::duration timeout) && {
     PRSGD_CHECK(st_) << "within() on an invalid future";
-    auto& core = st_->core();
+    auto& engine = st_->engine();
     std::weak_ptr<runtime::detail::promise_state<T>> weak = st_;
-    core.add_timer(core.time().now() + timeout, [weak] {
+    engine.add_timer(engine.time().now() + timeout, [weak] {
       if (auto s = weak.lock()) {
         s->complete(fail(errc::timeout, "no reply within the ask deadline"));
       }
@@ -85,10 +85,10 @@ class response_promise {
  public:
   /// Creates an unbound promise (use `actor::make_response_promise<T>()`).
   response_promise() = default;
-  /// Binds to a new state on `core` (runtime-internal).
-  explicit response_promise(std::shared_ptr<runtime::detail::system_core> core)
+  /// Binds to a new state on `engine` (runtime-internal).
+  explicit response_promise(std::shared_ptr<runtime::detail::system_engine> engine)
       : guard_(std::make_shared<guard>(
-            std::make_shared<runtime::detail::promise_state<T>>(std::move(core)))) {}
+            std::make_shared<runtime::detail::promise_state<T>>(std::move(engine)))) {}
 
   /// Delivers a value or an error; later deliveries are ignored. Returns true if this one counted.
   bool deliver(expected<T> v) {

@@ -27,7 +27,7 @@ struct spawn_options;
 namespace runtime::detail {
 class cell;
 class message;
-class system_core;
+class system_engine;
 template <class T>
 class promise_state;
 }  // namespace runtime::detail

@@ -189,7 +189,7 @@ class node {
   /// Returns the type registry.
   [[nodiscard]] const remote_registry& registry() const noexcept;
   /// Returns the actor system's engine (futures are bound to it).
-  [[nodiscard]] const std::shared_ptr<runtime::detail::system_core>& core() const noexcept;
+  [[nodiscard]] const std::shared_ptr<runtime::detail::system_engine>& engine() const noexcept;
   /// Sends a one-way `env` to the node of `env.hdr.to`.
   expected<void> send_oneway(envelope env);
   /// Sends a request `env` (ask, spawn) to node `target_node`; `done` gets the answer exactly once:
@@ -229,7 +229,7 @@ auto remote_ref<T>::ask(M m, A&&... args) const {
   using traits = detail::member_traits<M>;
   using R = typename runtime::detail::ask_result<std::decay_t<typename traits::result>>::type;
   PRSGD_CHECK(node_ != nullptr) << "ask on an invalid remote_ref";
-  auto st = std::make_shared<runtime::detail::promise_state<R>>(node_->core());
+  auto st = std::make_shared<runtime::detail::promise_state<R>>(node_->engine());
   future<R> out{st};
   auto method = node_->registry().template method_name<T>(m);
   if (!method) {
@@ -253,7 +253,7 @@ auto remote_ref<T>::ask(M m, A&&... args) const {
 
 template <class T, class... A>
 future<remote_ref<T>> node::spawn(const on_node& where, A&&... args) {
-  auto st = std::make_shared<runtime::detail::promise_state<remote_ref<T>>>(core());
+  auto st = std::make_shared<runtime::detail::promise_state<remote_ref<T>>>(engine());
   future<remote_ref<T>> out{st};
   auto type = registry().template type_name<T>();
   if (!type) {

@@ -28,17 +28,17 @@ struct restart_policy {
   /// Restarts allowed within `window`; one more failure inside the window stops the actor.
   int max_restarts = 3;
   /// Sliding window over which restarts are counted.
-  clock::duration window = std::chrono::seconds(60);
+  clock_source::duration window = std::chrono::seconds(60);
   /// Delay before the first restart; doubled for each further restart in the window (0 = immediately).
-  clock::duration backoff = clock::duration::zero();
+  clock_source::duration backoff = clock_source::duration::zero();
   /// Upper bound of the doubled backoff.
-  clock::duration max_backoff = std::chrono::seconds(10);
+  clock_source::duration max_backoff = std::chrono::seconds(10);
 
   /// Returns the default policy: never restart.
   [[nodiscard]] static restart_policy stop() { return {}; }
   /// Returns a policy that restarts up to `max` times per `window`, waiting `backoff` (doubling) first.
-  [[nodiscard]] static restart_policy restart(int max, clock::duration window,
-                                              clock::duration backoff = clock::duration::zero()) {
+  [[nodiscard]] static restart_policy restart(int max, clock_source::duration window,
+                                              clock_source::duration backoff = clock_source::duration::zero()) {
     restart_policy p;
     p.mode = restart_mode::on_failure;
     p.max_restarts = max;

@@ -18,7 +18,7 @@
 /// |                             |                           | hard-stop sweep runs remaining `on_stop` hooks       |
 /// | non-actor threads (main,    | -                         | `spawn`, `tell`, `ask`, `future::get` (blocking; not |
 /// | tests, transport I/O)       |                           | allowed on actor threads: checked; polls for up to   |
-/// |                             |                           | config::wait_spin, yielding the core, then sleeps)   |
+/// |                             |                           | config::wait_spin, yielding the CPU, then sleeps)    |
 ///
 /// `deterministic_system` creates none of these: everything runs on the test thread when the test
 /// calls `dispatch_one` / `dispatch_all` / `advance`.

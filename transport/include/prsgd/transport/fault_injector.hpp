@@ -72,7 +72,7 @@ struct fault_rule {
   /// Maximum number of times the rule triggers.
   std::uint64_t times = std::numeric_limits<std::uint64_t>::max();
   /// Delay for `delay`; how long the link stays cut for `disconnect` (zero: until restored).
-  clock::duration duration{};
+  clock_source::duration duration{};
 };
 
 /// Decides, deterministically from a seed, which faults hit which message.
@@ -92,7 +92,7 @@ class fault_injector {
     /// The action of the rule that triggered (meaningless when !triggered).
     fault_action action = fault_action::drop;
     /// That rule's duration.
-    clock::duration duration{};
+    clock_source::duration duration{};
     /// Index of the rule that triggered.
     std::size_t rule = 0;
   };

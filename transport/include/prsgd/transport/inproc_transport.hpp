@@ -35,7 +35,7 @@ class inproc_network {
  public:
   /// Makes a network that reads time from `time_source` and consults `faults` (may be null) on every
   /// connect, send and receive. Both must outlive the network.
-  explicit inproc_network(const clock& time_source, fault_injector* faults = nullptr);
+  explicit inproc_network(const clock_source& time_source, fault_injector* faults = nullptr);
   ~inproc_network();
   inproc_network(const inproc_network&) = delete;
   inproc_network& operator=(const inproc_network&) = delete;
@@ -45,7 +45,7 @@ class inproc_network {
   /// Calls `poll` until it delivers nothing; returns the total. Does not advance the clock.
   std::size_t run_until_idle();
   /// Returns the earliest time at which something (delayed message, timeout) becomes due, if any.
-  [[nodiscard]] std::optional<clock::time_point> next_due() const;
+  [[nodiscard]] std::optional<clock_source::time_point> next_due() const;
   /// Returns the number of messages accepted but not yet delivered or dropped.
   [[nodiscard]] std::size_t in_flight() const;
 

@@ -110,9 +110,9 @@ struct transport_config {
   bool reuse_receive_memory = true;
   /// Enables CURVE security when set (zmq only; inproc checks the keys the same way).
   std::optional<curve_options> curve;
-  /// Supplies time for heartbeats and timeouts; null means `steady_clock::instance()`. `zmq_transport`
+  /// Supplies time for heartbeats and timeouts; null means `steady_clock_source::instance()`. `zmq_transport`
   /// needs a real clock; `inproc_transport` follows whatever clock its network uses.
-  const clock* time_source = nullptr;
+  const clock_source* time_source = nullptr;
 };
 
 /// Options for one outgoing connection.

@@ -14,7 +14,7 @@
 #include "prsgd/common/mutex.hpp"
 #include "prsgd/runtime/actor_id.hpp"
 #include "prsgd/runtime/detail/message.hpp"
-#include "prsgd/runtime/detail/system_core.hpp"
+#include "prsgd/runtime/detail/system_engine.hpp"
 #include "prsgd/runtime/detail/unique_function.hpp"
 #include "prsgd/runtime/policy.hpp"
 
@@ -27,7 +27,7 @@ namespace prsgd::runtime::detail {
 /// shutdown thread after all actor threads have been joined (`kill`).
 class cell : public std::enable_shared_from_this<cell> {
  public:
-  cell(std::shared_ptr<system_core> core, actor_id id, spawn_options opts, actor_factory factory,
+  cell(std::shared_ptr<system_engine> engine, actor_id id, spawn_options opts, actor_factory factory,
        std::type_index type);
   cell(const cell&) = delete;
   cell& operator=(const cell&) = delete;
@@ -40,7 +40,7 @@ class cell : public std::enable_shared_from_this<cell> {
   /// Returns the dynamic type the actor was spawned as.
   [[nodiscard]] std::type_index type() const noexcept { return type_; }
   /// Returns the system engine.
-  [[nodiscard]] system_core& core() const noexcept { return *core_; }
+  [[nodiscard]] system_engine& engine() const noexcept { return *engine_; }
   /// Returns false once the actor terminated (its mailbox is closed).
   [[nodiscard]] bool alive() const noexcept { return alive_.load(std::memory_order_acquire); }
 
@@ -65,7 +65,7 @@ class cell : public std::enable_shared_from_this<cell> {
   /// Stops the actor after the current message with `reason` (errc::none = normal exit).
   void request_stop(error reason);
   /// Arms a one-shot or periodic timer whose `fn` runs on this strand. Returns its id.
-  timer_id add_timer(clock::duration delay, bool periodic, unique_function<void()> fn);
+  timer_id add_timer(clock_source::duration delay, bool periodic, unique_function<void()> fn);
   /// Cancels a timer; returns false when it is unknown or already fired (one-shot).
   bool cancel_timer(timer_id id);
   /// Runs timer `id` if still armed for incarnation `incarnation` (the timer's message calls this).
@@ -83,7 +83,7 @@ class cell : public std::enable_shared_from_this<cell> {
   struct timer_entry {
     unique_function<void()> fn;
     bool periodic = false;
-    clock::duration period{};
+    clock_source::duration period{};
     std::shared_ptr<std::atomic<bool>> cancelled;
   };
 
@@ -96,7 +96,7 @@ class cell : public std::enable_shared_from_this<cell> {
   void terminate(const error& reason);
   void bounce_list(message* head, const error& why) noexcept;
 
-  std::shared_ptr<system_core> core_;
+  std::shared_ptr<system_engine> engine_;
   const actor_id id_;
   const std::string name_;
   const restart_policy policy_;
@@ -120,8 +120,8 @@ class cell : public std::enable_shared_from_this<cell> {
   bool stop_requested_ = false;
   error stop_reason_;
   bool restart_pending_ = false;  // waiting for the backoff timer; scheduled_ stays true meanwhile
-  clock::duration restart_delay_{};  // armed at the very end of run(), after the last state access
-  std::vector<clock::time_point> failures_;  // restart times within the window
+  clock_source::duration restart_delay_{};  // armed at the very end of run(), after the last state access
+  std::vector<clock_source::time_point> failures_;  // restart times within the window
   std::uint64_t next_timer_ = 1;
   std::unordered_map<std::uint64_t, timer_entry> timers_;
 

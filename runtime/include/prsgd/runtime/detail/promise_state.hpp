@@ -14,7 +14,7 @@
 #include "prsgd/common/check.hpp"
 #include "prsgd/common/clock.hpp"
 #include "prsgd/common/expected.hpp"
-#include "prsgd/runtime/detail/system_core.hpp"
+#include "prsgd/runtime/detail/system_engine.hpp"
 #include "prsgd/runtime/detail/unique_function.hpp"
 
 namespace prsgd::runtime::detail {
@@ -34,21 +34,21 @@ struct continuation_target {
 /// Returns the target for a continuation registered on this thread (the current actor, if any).
 [[nodiscard]] continuation_target current_target();
 /// Runs `job` as `target` says: on the owner's strand, on an actor thread, or inline.
-void dispatch_continuation(system_core& core, const continuation_target& target, unique_function<void()> job);
+void dispatch_continuation(system_engine& engine, const continuation_target& target, unique_function<void()> job);
 /// Blocks until `ready()` or `timeout`; in manual mode dispatches queued work instead of sleeping.
 /// First polls `ready_flag` (set, under `mu`, when `ready()` becomes true) for up to
-/// `core.wait_spin()`, then sleeps on `cv` (notified under `mu`). Returns true when ready.
-bool wait_for(system_core& core, std::mutex& mu, std::condition_variable& cv, clock::duration timeout,
+/// `engine.wait_spin()`, then sleeps on `cv` (notified under `mu`). Returns true when ready.
+bool wait_for(system_engine& engine, std::mutex& mu, std::condition_variable& cv, clock_source::duration timeout,
               const std::atomic<bool>& ready_flag, const std::function<bool()>& ready);
 /// Polls `flag` (acquire) for up to `budget`, with a CPU pause between reads and a sched_yield() every
 /// 16 reads; returns its last value.
-bool spin_until_set(const std::atomic<bool>& flag, clock::duration budget);
+bool spin_until_set(const std::atomic<bool>& flag, clock_source::duration budget);
 
 /// Is the shared state of one future/promise pair. Thread-safe; completed at most once.
 template <class T>
 class promise_state {
  public:
-  explicit promise_state(std::shared_ptr<system_core> core) : core_(std::move(core)) {}
+  explicit promise_state(std::shared_ptr<system_engine> engine) : engine_(std::move(engine)) {}
 
   /// Stores `v` unless already completed; runs or posts the continuation. Returns true if stored.
   bool complete(expected<T> v) {
@@ -111,10 +111,10 @@ class promise_state {
   }
 
   /// Blocks up to `timeout` and moves the result out; errc::timeout when it did not arrive.
-  expected<T> take(clock::duration timeout) {
-    PRSGD_CHECK(core_->manual() || !core_->on_actor_thread())
+  expected<T> take(clock_source::duration timeout) {
+    PRSGD_CHECK(engine_->manual() || !engine_->on_actor_thread())
         << "future::get() called on an actor thread; use then()";
-    bool ok = wait_for(*core_, mu_, cv_, timeout, stored_, [this] { return result_.has_value(); });
+    bool ok = wait_for(*engine_, mu_, cv_, timeout, stored_, [this] { return result_.has_value(); });
     if (!ok) {
       return fail(errc::timeout, "no reply within the get() timeout");
     }
@@ -124,9 +124,9 @@ class promise_state {
   }
 
   /// Returns the system engine.
-  [[nodiscard]] system_core& core() const noexcept { return *core_; }
+  [[nodiscard]] system_engine& engine() const noexcept { return *engine_; }
   /// Returns a shared pointer to the engine.
-  [[nodiscard]] const std::shared_ptr<system_core>& core_ptr() const noexcept { return core_; }
+  [[nodiscard]] const std::shared_ptr<system_engine>& core_ptr() const noexcept { return engine_; }
 
  private:
   void fire(unique_function<void(expected<T>)> cont, const continuation_target& target, expected<T> v) {
@@ -134,11 +134,11 @@ class promise_state {
       cont(std::move(v));
       return;
     }
-    dispatch_continuation(*core_, target,
+    dispatch_continuation(*engine_, target,
                           [c = std::move(cont), val = std::move(v)]() mutable { c(std::move(val)); });
   }
 
-  std::shared_ptr<system_core> core_;
+  std::shared_ptr<system_engine> engine_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

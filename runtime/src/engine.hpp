@@ -21,7 +21,7 @@
 
 #include "prsgd/common/clock.hpp"
 #include "prsgd/runtime/detail/cell.hpp"
-#include "prsgd/runtime/detail/system_core.hpp"
+#include "prsgd/runtime/detail/system_engine.hpp"
 
 namespace prsgd::runtime::detail {
 
@@ -29,9 +29,9 @@ namespace prsgd::runtime::detail {
 class timer_queue {
  public:
   /// Adds `fn` to fire at `when`.
-  void add(clock::time_point when, unique_function<void()> fn) { q_.emplace(when, std::move(fn)); }
+  void add(clock_source::time_point when, unique_function<void()> fn) { q_.emplace(when, std::move(fn)); }
   /// Removes and returns every callback due at `now`, earliest first.
-  std::vector<unique_function<void()>> take_due(clock::time_point now) {
+  std::vector<unique_function<void()>> take_due(clock_source::time_point now) {
     std::vector<unique_function<void()>> out;
     while (!q_.empty() && q_.begin()->first <= now) {
       out.push_back(std::move(q_.begin()->second));
@@ -40,7 +40,7 @@ class timer_queue {
     return out;
   }
   /// Returns the earliest deadline, if any.
-  [[nodiscard]] std::optional<clock::time_point> next() const {
+  [[nodiscard]] std::optional<clock_source::time_point> next() const {
     if (q_.empty()) {
       return std::nullopt;
     }
@@ -52,15 +52,15 @@ class timer_queue {
   void clear() { q_.clear(); }
 
  private:
-  std::multimap<clock::time_point, unique_function<void()>> q_;
+  std::multimap<clock_source::time_point, unique_function<void()>> q_;
 };
 
 /// Implements the actor table, name registry and shutdown protocol; executors derive from it.
 /// Thread-safe.
-class core_base : public system_core {
+class engine_base : public system_engine {
  public:
-  core_base(node_id node, std::size_t max_throughput);
-  ~core_base() override;
+  engine_base(node_id node, std::size_t max_throughput);
+  ~engine_base() override;
 
   [[nodiscard]] node_id node() const noexcept override { return node_; }
   [[nodiscard]] actor_system& facade() noexcept override { return *facade_; }
@@ -77,11 +77,11 @@ class core_base : public system_core {
   [[nodiscard]] std::shared_ptr<cell> find(std::uint64_t local) const override;
   [[nodiscard]] std::size_t actor_count() const override;
   void on_terminated(cell& c) override;
-  bool shutdown(clock::duration deadline) override;
+  bool shutdown(clock_source::duration deadline) override;
 
  protected:
   /// Waits until the table is empty or the real-time deadline passes (pool) / dispatches (manual).
-  virtual bool wait_drained(clock::duration timeout) = 0;
+  virtual bool wait_drained(clock_source::duration timeout) = 0;
   /// Stops and joins every runtime thread; afterwards `post` runs jobs inline.
   virtual void stop_executor() = 0;
   /// Runs or drops whatever the stopped executor still holds.
@@ -90,7 +90,7 @@ class core_base : public system_core {
   /// Returns the number of live actors.
   [[nodiscard]] std::size_t live() const noexcept { return live_.load(std::memory_order_acquire); }
   /// Blocks (real time) until no actor is alive or `timeout` passed.
-  bool wait_empty(clock::duration timeout);
+  bool wait_empty(clock_source::duration timeout);
   /// Returns every live cell.
   [[nodiscard]] std::vector<std::shared_ptr<cell>> snapshot() const;
 
@@ -122,29 +122,29 @@ class core_base : public system_core {
 
 /// Runs actors on a Boost.Asio io_context with N threads, compute jobs on a second io_context, and
 /// timers on one timer thread (see threads.hpp).
-class pool_core final : public core_base {
+class pool_engine final : public engine_base {
  public:
-  pool_core(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput,
-            clock::duration wait_spin = clock::duration::zero());
-  ~pool_core() override;
+  pool_engine(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput,
+            clock_source::duration wait_spin = clock_source::duration::zero());
+  ~pool_engine() override;
 
-  [[nodiscard]] clock::duration wait_spin() const noexcept override { return wait_spin_; }
+  [[nodiscard]] clock_source::duration wait_spin() const noexcept override { return wait_spin_; }
 
-  [[nodiscard]] const clock& time() const noexcept override { return steady_clock::instance(); }
+  [[nodiscard]] const clock_source& time() const noexcept override { return steady_clock_source::instance(); }
   void schedule(std::shared_ptr<cell> c, bool fair) override;
   void post(unique_function<void()> job) override;
   void post_compute(unique_function<void()> job) override;
-  void add_timer(clock::time_point when, unique_function<void()> fn) override;
+  void add_timer(clock_source::time_point when, unique_function<void()> fn) override;
   [[nodiscard]] bool manual() const noexcept override { return false; }
   bool run_one() override { return false; }
   [[nodiscard]] bool on_actor_thread() const noexcept override;
-  bool await_all_stopped(clock::duration timeout) override;
+  bool await_all_stopped(clock_source::duration timeout) override;
 
   /// Starts the threads (after construction, so threads see a complete object).
   void start();
 
  protected:
-  bool wait_drained(clock::duration timeout) override;
+  bool wait_drained(clock_source::duration timeout) override;
   void stop_executor() override;
   void flush_executor() override;
 
@@ -155,7 +155,7 @@ class pool_core final : public core_base {
 
   const std::size_t threads_n_;
   const std::size_t compute_n_;
-  const clock::duration wait_spin_;
+  const clock_source::duration wait_spin_;
   boost::asio::io_context ioc_;
   boost::asio::io_context compute_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
@@ -173,23 +173,23 @@ class pool_core final : public core_base {
 
 /// Runs everything on the caller's thread when a test dispatches; time is a fake clock.
 /// Not thread-safe.
-class manual_core final : public core_base {
+class manual_engine final : public engine_base {
  public:
-  explicit manual_core(node_id node);
-  ~manual_core() override;
+  explicit manual_engine(node_id node);
+  ~manual_engine() override;
 
-  [[nodiscard]] const clock& time() const noexcept override { return clock_; }
+  [[nodiscard]] const clock_source& time() const noexcept override { return clock_; }
   void schedule(std::shared_ptr<cell> c, bool fair) override;
   void post(unique_function<void()> job) override;
   void post_compute(unique_function<void()> job) override;
-  void add_timer(clock::time_point when, unique_function<void()> fn) override;
+  void add_timer(clock_source::time_point when, unique_function<void()> fn) override;
   [[nodiscard]] bool manual() const noexcept override { return true; }
   bool run_one() override;
   [[nodiscard]] bool on_actor_thread() const noexcept override { return false; }
-  bool await_all_stopped(clock::duration timeout) override;
+  bool await_all_stopped(clock_source::duration timeout) override;
 
   /// Advances the clock and fires due timers; returns how many fired.
-  std::size_t advance(clock::duration d);
+  std::size_t advance(clock_source::duration d);
   /// Returns queued jobs.
   [[nodiscard]] std::size_t pending() const noexcept { return jobs_.size(); }
   /// Returns armed timers.
@@ -198,7 +198,7 @@ class manual_core final : public core_base {
   fake_clock& fake() noexcept { return clock_; }
 
  protected:
-  bool wait_drained(clock::duration timeout) override;
+  bool wait_drained(clock_source::duration timeout) override;
   void stop_executor() override;
   void flush_executor() override;
 

@@ -23,17 +23,17 @@ using actor_factory = unique_function<std::unique_ptr<actor>()>;
 /// Is the shared engine behind an `actor_system`: executor, timers, actor table and name registry.
 /// Thread-safe. Kept alive by every cell and promise that may still need it, so it can outlive the
 /// `actor_system` facade (after shutdown it runs posted jobs inline).
-class system_core : public std::enable_shared_from_this<system_core> {
+class system_engine : public std::enable_shared_from_this<system_engine> {
  public:
-  system_core() = default;
-  system_core(const system_core&) = delete;
-  system_core& operator=(const system_core&) = delete;
-  virtual ~system_core() = default;
+  system_engine() = default;
+  system_engine(const system_engine&) = delete;
+  system_engine& operator=(const system_engine&) = delete;
+  virtual ~system_engine() = default;
 
   /// Returns the node id stamped into every actor id.
   [[nodiscard]] virtual node_id node() const noexcept = 0;
   /// Returns the injected clock (steady or fake).
-  [[nodiscard]] virtual const clock& time() const noexcept = 0;
+  [[nodiscard]] virtual const clock_source& time() const noexcept = 0;
   /// Returns the owning facade (valid until the facade is destroyed).
   [[nodiscard]] virtual actor_system& facade() noexcept = 0;
 
@@ -45,7 +45,7 @@ class system_core : public std::enable_shared_from_this<system_core> {
   /// Runs `job` on the compute pool. Dropped after shutdown.
   virtual void post_compute(unique_function<void()> job) = 0;
   /// Calls `fn` on the timer thread (or from `deterministic_system::advance`) at `when`.
-  virtual void add_timer(clock::time_point when, unique_function<void()> fn) = 0;
+  virtual void add_timer(clock_source::time_point when, unique_function<void()> fn) = 0;
 
   /// Returns true in deterministic (manual dispatch) mode.
   [[nodiscard]] virtual bool manual() const noexcept = 0;
@@ -70,15 +70,15 @@ class system_core : public std::enable_shared_from_this<system_core> {
   /// Unregisters a terminated cell (called once by the cell, on its strand).
   virtual void on_terminated(cell& c) = 0;
   /// Runs the graceful-then-hard shutdown (see actor_system::shutdown). Idempotent.
-  virtual bool shutdown(clock::duration deadline) = 0;
+  virtual bool shutdown(clock_source::duration deadline) = 0;
   /// Blocks until no actor is alive or `timeout` passed; returns true if none is left.
-  virtual bool await_all_stopped(clock::duration timeout) = 0;
+  virtual bool await_all_stopped(clock_source::duration timeout) = 0;
   /// Binds the facade (called by actor_system's constructor).
   virtual void bind_facade(actor_system* facade) noexcept = 0;
   /// Returns the maximum number of messages one actor handles before yielding its thread.
   [[nodiscard]] virtual std::size_t max_throughput() const noexcept = 0;
   /// Returns how long a blocking wait polls for its result before it sleeps (0: never polls).
-  [[nodiscard]] virtual clock::duration wait_spin() const noexcept { return clock::duration::zero(); }
+  [[nodiscard]] virtual clock_source::duration wait_spin() const noexcept { return clock_source::duration::zero(); }
 };
 
 /// Returns the cell whose handler runs on this thread, or nullptr (not on a strand).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "core.hpp"
+#include "engine.hpp"
 
 #include <pthread.h>
 
@@ -17,8 +17,8 @@
 namespace prsgd::runtime::detail {
 namespace {
 
-// Set on every actor thread of a pool_core: which pool, and its LIFO "run next" slot.
-thread_local pool_core* tls_pool = nullptr;
+// Set on every actor thread of a pool_engine: which pool, and its LIFO "run next" slot.
+thread_local pool_engine* tls_pool = nullptr;
 thread_local std::shared_ptr<cell> tls_runnext;
 
 // Hands a chain of cells that wake each other (ping-pong) to the same thread without a queue
@@ -51,14 +51,14 @@ std::size_t default_threads(std::size_t n) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// core_base
+// engine_base
 
-core_base::core_base(node_id node, std::size_t max_throughput)
+engine_base::engine_base(node_id node, std::size_t max_throughput)
     : node_(node), max_throughput_(max_throughput == 0 ? 1 : max_throughput) {}
 
-core_base::~core_base() = default;
+engine_base::~engine_base() = default;
 
-expected<std::shared_ptr<cell>> core_base::spawn_cell(actor_factory factory, spawn_options opts,
+expected<std::shared_ptr<cell>> engine_base::spawn_cell(actor_factory factory, spawn_options opts,
                                                       std::type_index type) {
   if (shutting_down()) {
     return fail(errc::shutting_down, "spawn refused: actor system is shutting down");
@@ -97,24 +97,24 @@ expected<std::shared_ptr<cell>> core_base::spawn_cell(actor_factory factory, spa
   return c;
 }
 
-std::shared_ptr<cell> core_base::lookup(std::string_view name) const {
+std::shared_ptr<cell> engine_base::lookup(std::string_view name) const {
   std::lock_guard lock{names_mu_};
   auto it = names_.find(std::string{name});
   return it == names_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<cell> core_base::find(std::uint64_t local) const {
+std::shared_ptr<cell> engine_base::find(std::uint64_t local) const {
   const auto& sh = shards_[local % shard_count];
   std::lock_guard lock{sh.mu};
   auto it = sh.cells.find(local);
   return it == sh.cells.end() ? nullptr : it->second;
 }
 
-std::size_t core_base::actor_count() const { return live(); }
+std::size_t engine_base::actor_count() const { return live(); }
 
-void core_base::on_terminated(cell& c) { erase_cell(c); }
+void engine_base::on_terminated(cell& c) { erase_cell(c); }
 
-void core_base::erase_cell(const cell& c) {
+void engine_base::erase_cell(const cell& c) {
   // Destroy the references after unlocking: a cell's destructor must never run under a table lock.
   std::shared_ptr<cell> by_name;
   std::shared_ptr<cell> by_id;
@@ -139,12 +139,12 @@ void core_base::erase_cell(const cell& c) {
   }
 }
 
-bool core_base::wait_empty(clock::duration timeout) {
+bool engine_base::wait_empty(clock_source::duration timeout) {
   std::unique_lock lock{count_mu_};
   return empty_cv_.wait_for(lock, timeout, [this] { return live() == 0; });
 }
 
-std::vector<std::shared_ptr<cell>> core_base::snapshot() const {
+std::vector<std::shared_ptr<cell>> engine_base::snapshot() const {
   std::vector<std::shared_ptr<cell>> out;
   out.reserve(live());
   for (const auto& sh : shards_) {
@@ -156,7 +156,7 @@ std::vector<std::shared_ptr<cell>> core_base::snapshot() const {
   return out;
 }
 
-bool core_base::shutdown(clock::duration deadline) {
+bool engine_base::shutdown(clock_source::duration deadline) {
   std::lock_guard guard{shutdown_mu_};
   if (shutdown_result_) {
     return *shutdown_result_;
@@ -187,22 +187,22 @@ bool core_base::shutdown(clock::duration deadline) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// pool_core
+// pool_engine
 
-pool_core::pool_core(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput,
-                     clock::duration wait_spin)
-    : core_base(node, max_throughput),
+pool_engine::pool_engine(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput,
+                     clock_source::duration wait_spin)
+    : engine_base(node, max_throughput),
       threads_n_(default_threads(threads)),
       compute_n_(default_threads(compute_threads)),
-      wait_spin_(std::max(wait_spin, clock::duration::zero())) {}
+      wait_spin_(std::max(wait_spin, clock_source::duration::zero())) {}
 
-pool_core::~pool_core() {
+pool_engine::~pool_engine() {
   if (!joined_) {
     stop_executor();
   }
 }
 
-void pool_core::start() {
+void pool_engine::start() {
   work_.emplace(boost::asio::make_work_guard(ioc_));
   compute_work_.emplace(boost::asio::make_work_guard(compute_));
   for (std::size_t i = 0; i < threads_n_; ++i) {
@@ -226,9 +226,9 @@ void pool_core::start() {
   });
 }
 
-bool pool_core::on_actor_thread() const noexcept { return tls_pool == this; }
+bool pool_engine::on_actor_thread() const noexcept { return tls_pool == this; }
 
-void pool_core::schedule(std::shared_ptr<cell> c, bool fair) {
+void pool_engine::schedule(std::shared_ptr<cell> c, bool fair) {
   if (stopped_.load(std::memory_order_acquire)) {
     return;  // threads are gone; the shutdown sweep kills every cell still alive
   }
@@ -242,11 +242,11 @@ void pool_core::schedule(std::shared_ptr<cell> c, bool fair) {
   post_cell(std::move(c));
 }
 
-void pool_core::post_cell(std::shared_ptr<cell> c) {
+void pool_engine::post_cell(std::shared_ptr<cell> c) {
   boost::asio::post(ioc_, [this, c = std::move(c)] { run_cell(c); });
 }
 
-void pool_core::run_cell(const std::shared_ptr<cell>& c) {
+void pool_engine::run_cell(const std::shared_ptr<cell>& c) {
   c->run();
   for (int chain = 0; tls_runnext; ++chain) {
     std::shared_ptr<cell> next = std::move(tls_runnext);
@@ -259,7 +259,7 @@ void pool_core::run_cell(const std::shared_ptr<cell>& c) {
   }
 }
 
-void pool_core::post(unique_function<void()> job) {
+void pool_engine::post(unique_function<void()> job) {
   if (stopped_.load(std::memory_order_acquire)) {
     run_guarded(job, "posted job");
     return;
@@ -274,14 +274,14 @@ void pool_core::post(unique_function<void()> job) {
   });
 }
 
-void pool_core::post_compute(unique_function<void()> job) {
+void pool_engine::post_compute(unique_function<void()> job) {
   if (stopped_.load(std::memory_order_acquire)) {
     return;
   }
   boost::asio::post(compute_, [j = std::move(job)]() mutable { run_guarded(j, "compute job"); });
 }
 
-void pool_core::add_timer(clock::time_point when, unique_function<void()> fn) {
+void pool_engine::add_timer(clock_source::time_point when, unique_function<void()> fn) {
   {
     std::lock_guard lock{timer_mu_};
     if (timer_stop_) {
@@ -292,7 +292,7 @@ void pool_core::add_timer(clock::time_point when, unique_function<void()> fn) {
   timer_cv_.notify_one();
 }
 
-void pool_core::timer_loop() {
+void pool_engine::timer_loop() {
   std::unique_lock lock{timer_mu_};
   while (!timer_stop_) {
     auto next = timers_.next();
@@ -317,13 +317,13 @@ void pool_core::timer_loop() {
   }
 }
 
-bool pool_core::wait_drained(clock::duration timeout) { return await_all_stopped(timeout); }
+bool pool_engine::wait_drained(clock_source::duration timeout) { return await_all_stopped(timeout); }
 
-bool pool_core::await_all_stopped(clock::duration timeout) {
+bool pool_engine::await_all_stopped(clock_source::duration timeout) {
   return wait_empty(timeout);
 }
 
-void pool_core::stop_executor() {
+void pool_engine::stop_executor() {
   if (joined_) {
     return;
   }
@@ -349,8 +349,8 @@ void pool_core::stop_executor() {
   joined_ = true;
 }
 
-void pool_core::flush_executor() {
-  // Handlers still queued hold cells (which hold this core): run them now; cells are dead, so
+void pool_engine::flush_executor() {
+  // Handlers still queued hold cells (which hold this engine): run them now; cells are dead, so
   // this only completes continuations.
   ioc_.restart();
   ioc_.poll();
@@ -363,13 +363,13 @@ void pool_core::flush_executor() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// manual_core
+// manual_engine
 
-manual_core::manual_core(node_id node) : core_base(node, 1) {}
+manual_engine::manual_engine(node_id node) : engine_base(node, 1) {}
 
-manual_core::~manual_core() = default;
+manual_engine::~manual_engine() = default;
 
-void manual_core::schedule(std::shared_ptr<cell> c, bool fair) {
+void manual_engine::schedule(std::shared_ptr<cell> c, bool fair) {
   static_cast<void>(fair);
   if (stopped_) {
     return;
@@ -377,7 +377,7 @@ void manual_core::schedule(std::shared_ptr<cell> c, bool fair) {
   jobs_.emplace_back([c = std::move(c)] { c->run(); });
 }
 
-void manual_core::post(unique_function<void()> job) {
+void manual_engine::post(unique_function<void()> job) {
   if (stopped_) {
     run_guarded(job, "posted job");
     return;
@@ -385,21 +385,21 @@ void manual_core::post(unique_function<void()> job) {
   jobs_.push_back(std::move(job));
 }
 
-void manual_core::post_compute(unique_function<void()> job) {
+void manual_engine::post_compute(unique_function<void()> job) {
   if (stopped_) {
     return;
   }
   jobs_.push_back(std::move(job));
 }
 
-void manual_core::add_timer(clock::time_point when, unique_function<void()> fn) {
+void manual_engine::add_timer(clock_source::time_point when, unique_function<void()> fn) {
   if (stopped_) {
     return;
   }
   timers_.add(when, std::move(fn));
 }
 
-bool manual_core::run_one() {
+bool manual_engine::run_one() {
   if (jobs_.empty()) {
     return false;
   }
@@ -409,7 +409,7 @@ bool manual_core::run_one() {
   return true;
 }
 
-std::size_t manual_core::advance(clock::duration d) {
+std::size_t manual_engine::advance(clock_source::duration d) {
   clock_.advance(d);
   std::size_t fired = 0;
   for (;;) {
@@ -424,7 +424,7 @@ std::size_t manual_core::advance(clock::duration d) {
   }
 }
 
-bool manual_core::await_all_stopped(clock::duration timeout) {
+bool manual_engine::await_all_stopped(clock_source::duration timeout) {
   static_cast<void>(timeout);
   for (;;) {
     if (live() == 0) {
@@ -436,17 +436,17 @@ bool manual_core::await_all_stopped(clock::duration timeout) {
   }
 }
 
-bool manual_core::wait_drained(clock::duration timeout) {
+bool manual_engine::wait_drained(clock_source::duration timeout) {
   // A zero deadline is a hard stop: nothing more is dispatched.
-  if (timeout <= clock::duration::zero()) {
+  if (timeout <= clock_source::duration::zero()) {
     return actor_count() == 0;
   }
   return await_all_stopped(timeout);
 }
 
-void manual_core::stop_executor() { stopped_ = true; }
+void manual_engine::stop_executor() { stopped_ = true; }
 
-void manual_core::flush_executor() {
+void manual_engine::flush_executor() {
   // Cells are dead now, so queued runs are no-ops; posted continuations still run.
   while (!jobs_.empty()) {
     auto job = std::move(jobs_.front());

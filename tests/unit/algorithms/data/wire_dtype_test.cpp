@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "prsgd/algorithms/codec.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 
 #include <gtest/gtest.h>
 
