@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: Apache-2.0
+# Deployment: the container image, the Debian package, the Kubernetes manifests and the Slurm batch
+# script, each run for real on this machine (podman, dpkg, podman kube play, a one-node Slurm cluster).
+# They package the Release build; under sanitizers the binaries would need the sanitizer runtimes in the
+# image, so only the render check is registered there. Each exits 77 (skipped, with the reason) when
+# its tools are missing or it does not run as root.
+set(deploy_dir ${CMAKE_CURRENT_LIST_DIR}/deploy)
+
+if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
+  # Image from the install tree of this build (the runtime stage of the Containerfile around it), then
+  # `prsgd local` in one container and a CURVE job of three containers. The first run also makes the
+  # Debian base image with debootstrap (a few minutes); later runs reuse it and the cached layers.
+  add_test(NAME deploy_container_image
+           COMMAND ${deploy_dir}/container_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  prsgd_scaled_timeout(timeout 600)
+  set_tests_properties(deploy_container_image
+                       PROPERTIES LABELS integration TIMEOUT ${timeout} SKIP_RETURN_CODE 77
+                                  ENVIRONMENT "PRSGD_TEST_TIME_SCALE=${PRSGD_TEST_TIME_SCALE}")
+endif()
