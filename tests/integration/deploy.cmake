@@ -12,8 +12,11 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   # Debian base image with debootstrap (a few minutes); later runs reuse it and the cached layers.
   add_test(NAME deploy_container_image
            COMMAND ${deploy_dir}/container_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  # The .deb made by CPack: Depends cover every library its binaries load; unpacked, it runs a job.
+  add_test(NAME deploy_deb_package
+           COMMAND ${deploy_dir}/deb_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   prsgd_scaled_timeout(timeout 600)
-  set_tests_properties(deploy_container_image
+  set_tests_properties(deploy_container_image deploy_deb_package
                        PROPERTIES LABELS integration TIMEOUT ${timeout} SKIP_RETURN_CODE 77
                                   ENVIRONMENT "PRSGD_TEST_TIME_SCALE=${PRSGD_TEST_TIME_SCALE}")
 endif()
