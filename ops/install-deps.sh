@@ -3,8 +3,8 @@
 # Installs every Debian 12 package prsgd's build, tests and examples need. Idempotent: only missing
 # packages are installed, and apt-get update runs only when something is missing.
 #   ops/install-deps.sh            build + tests + examples (PyTorch too: the export tests load prsgd's
-#                                  weights into the PyTorch twins; libpng for `prsgd predict`; podman
-#                                  and debootstrap for the container tests)
+#                                  weights into the PyTorch twins; libpng for `prsgd predict`; podman,
+#                                  debootstrap and kubectl for the deployment tests)
 #   ops/install-deps.sh --bench    also CAF and gnuplot for bench/ and ops/paper-experiment
 #   ops/install-deps.sh --lint     also clang and clang-tidy (the clang-tsa preset, .clang-tidy)
 set -euo pipefail
@@ -22,6 +22,9 @@ packages=(
   clang-format
   podman runc catatonit debootstrap
 )
+# The Kubernetes render check needs kubectl; Debian's comes with kubernetes-client, which cannot be
+# installed next to another kubectl package (then the one present is used).
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
 case "${1:-}" in
   "") ;;
   --bench) packages+=(libcaf-dev libopenblas0-pthread gnuplot-nox) ;;

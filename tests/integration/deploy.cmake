@@ -6,17 +6,25 @@
 # its tools are missing or it does not run as root.
 set(deploy_dir ${CMAKE_CURRENT_LIST_DIR}/deploy)
 
+add_test(NAME deploy_k8s_render COMMAND ${deploy_dir}/k8s_render_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(deploy_k8s_render PROPERTIES LABELS integration TIMEOUT 120 SKIP_RETURN_CODE 77)
+
 if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   # Image from the install tree of this build (the runtime stage of the Containerfile around it), then
   # `prsgd local` in one container and a CURVE job of three containers. The first run also makes the
   # Debian base image with debootstrap (a few minutes); later runs reuse it and the cached layers.
   add_test(NAME deploy_container_image
            COMMAND ${deploy_dir}/container_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  # The job rendered from ops/k8s played as pods by podman, one more worker pod joining mid-job.
+  add_test(NAME deploy_k8s_kube_play
+           COMMAND ${deploy_dir}/kube_play_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   # The .deb made by CPack: Depends cover every library its binaries load; unpacked, it runs a job.
   add_test(NAME deploy_deb_package
            COMMAND ${deploy_dir}/deb_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   prsgd_scaled_timeout(timeout 600)
-  set_tests_properties(deploy_container_image deploy_deb_package
+  set_tests_properties(deploy_container_image deploy_k8s_kube_play deploy_deb_package
                        PROPERTIES LABELS integration TIMEOUT ${timeout} SKIP_RETURN_CODE 77
                                   ENVIRONMENT "PRSGD_TEST_TIME_SCALE=${PRSGD_TEST_TIME_SCALE}")
+  # One podman build at a time: both build an image from the same install tree.
+  set_tests_properties(deploy_container_image deploy_k8s_kube_play PROPERTIES RESOURCE_LOCK prsgd_podman_image)
 endif()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# kube_play_test.sh BUILD_DIR SOURCE_DIR: the job rendered from ops/k8s/base runs to completion as pods
+# under `podman kube play` (ops/k8s/kube-play says what it substitutes for Jobs, the Service, the claim and
+# the ConfigMap), with the image of this build; a third worker pod played after round 3 joins the job.
+set -euo pipefail
+build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
+source "$(dirname "$0")/common.sh"
+need_root "podman's storage"
+need_tool podman
+need_tool debootstrap
+need_tool kubectl
+need_fmnist
+image="localhost/prsgd-test:kube-$$"
+trap 'podman rmi -f "$image" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
+source "$src/ops/container/env.sh"
+cmake --install "$build" --prefix "$scratch/install" >/dev/null
+"$src/ops/container/build" --prebuilt "$scratch/install" --tag "$image" >"$scratch/build.log" 2>&1 ||
+  { tail -n 30 "$scratch/build.log"; echo "FAILED: ops/container/build"; exit 1; }
+# 40 rounds of 8 steps slowed to 20 ms each: several seconds, so the third worker can join while it runs.
+"$src/ops/k8s/kube-play" --image "$image" --rounds 40 --slowdown-ms 20 --join-after 3
