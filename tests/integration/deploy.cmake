@@ -21,8 +21,11 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   # The .deb made by CPack: Depends cover every library its binaries load; unpacked, it runs a job.
   add_test(NAME deploy_deb_package
            COMMAND ${deploy_dir}/deb_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  # ops/slurm/prsgd.sbatch on a one-node Slurm cluster that the test starts and stops.
+  add_test(NAME deploy_slurm_sbatch
+           COMMAND ${deploy_dir}/slurm_test.sh $<TARGET_FILE:prsgd> ${PROJECT_SOURCE_DIR})
   prsgd_scaled_timeout(timeout 600)
-  set_tests_properties(deploy_container_image deploy_k8s_kube_play deploy_deb_package
+  set_tests_properties(deploy_container_image deploy_k8s_kube_play deploy_deb_package deploy_slurm_sbatch
                        PROPERTIES LABELS integration TIMEOUT ${timeout} SKIP_RETURN_CODE 77
                                   ENVIRONMENT "PRSGD_TEST_TIME_SCALE=${PRSGD_TEST_TIME_SCALE}")
   # One podman build at a time: both build an image from the same install tree.
