@@ -15,9 +15,8 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# prsgd's own libraries are in the package itself: dpkg-shlibdeps finds them in the staging tree.
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS
-    ${CMAKE_BINARY_DIR}/_CPack_Packages/Linux/DEB/${CPACK_PACKAGE_NAME}-${PROJECT_VERSION}-Linux/usr/${CMAKE_INSTALL_LIBDIR})
+# prsgd's own libraries are in the package itself; dpkg-shlibdeps finds them through the binaries'
+# RPATH ($ORIGIN/../lib), so they need no shlibs entry.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
     "libeigen3-dev, libmsgpack-cxx-dev, libboost-dev, libspdlog-dev, cppzmq-dev, zlib1g-dev, libcli11-dev, libyaml-cpp-dev, libblas-dev")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "dataset-fashion-mnist")
