@@ -10,3 +10,15 @@ need_fmnist() {
 }
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/prsgd-deploy-test.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
+
+# build_test_image BUILD_DIR SOURCE_DIR: sets IMAGE to an image made around BUILD_DIR's install tree
+# (ops/container/build --prebuilt), removed again when the test exits.
+build_test_image() {
+  IMAGE="localhost/prsgd-test:$(basename "$0" .sh)-$$"
+  trap 'podman rmi -f "$IMAGE" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
+  source "$2/ops/container/env.sh"
+  cmake --install "$1" --prefix "$scratch/install" >/dev/null
+  "$2/ops/container/build" --prebuilt "$scratch/install" --tag "$IMAGE" >"$scratch/build.log" 2>&1 ||
+    { tail -n 30 "$scratch/build.log"; echo "FAILED: ops/container/build"; exit 1; }
+  tail -n 1 "$scratch/build.log"
+}

@@ -10,11 +10,5 @@ need_root "podman's storage and debootstrap"
 need_tool podman
 need_tool debootstrap
 need_fmnist
-image="localhost/prsgd-test:container-$$"
-trap 'podman rmi -f "$image" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
-source "$src/ops/container/env.sh"
-cmake --install "$build" --prefix "$scratch/install" >/dev/null
-"$src/ops/container/build" --prebuilt "$scratch/install" --tag "$image" >"$scratch/build.log" 2>&1 ||
-  { tail -n 30 "$scratch/build.log"; echo "FAILED: ops/container/build"; exit 1; }
-tail -n 1 "$scratch/build.log"
-"$src/ops/container/smoke" --image "$image" --rounds 4
+build_test_image "$build" "$src"
+"$src/ops/container/smoke" --image "$IMAGE" --rounds 4

@@ -11,11 +11,6 @@ need_tool podman
 need_tool debootstrap
 need_tool kubectl
 need_fmnist
-image="localhost/prsgd-test:kube-$$"
-trap 'podman rmi -f "$image" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
-source "$src/ops/container/env.sh"
-cmake --install "$build" --prefix "$scratch/install" >/dev/null
-"$src/ops/container/build" --prebuilt "$scratch/install" --tag "$image" >"$scratch/build.log" 2>&1 ||
-  { tail -n 30 "$scratch/build.log"; echo "FAILED: ops/container/build"; exit 1; }
+build_test_image "$build" "$src"
 # 40 rounds of 8 steps slowed to 20 ms each: several seconds, so the third worker can join while it runs.
-"$src/ops/k8s/kube-play" --image "$image" --rounds 40 --slowdown-ms 20 --join-after 3
+"$src/ops/k8s/kube-play" --image "$IMAGE" --rounds 40 --slowdown-ms 20 --join-after 3
