@@ -15,12 +15,12 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   # Debian base image with debootstrap (a few minutes); later runs reuse it and the cached layers.
   add_test(NAME deploy_container_image
            COMMAND ${deploy_dir}/container_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-  # The job rendered from ops/k8s played as pods by podman, one more worker pod joining mid-job.
+  # The job rendered from ops/k8s played as pods by podman, one more worker pod joining and leaving mid-job.
   add_test(NAME deploy_k8s_kube_play
            COMMAND ${deploy_dir}/kube_play_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   # The .deb made by CPack: Depends cover every library its binaries load; unpacked, it runs a job.
   add_test(NAME deploy_deb_package
-           COMMAND ${deploy_dir}/deb_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+           COMMAND ${deploy_dir}/deb_test.sh ${PROJECT_BINARY_DIR})
   # ops/slurm/prsgd.sbatch on a one-node Slurm cluster that the test starts and stops.
   add_test(NAME deploy_slurm_sbatch
            COMMAND ${deploy_dir}/slurm_test.sh $<TARGET_FILE:prsgd> ${PROJECT_SOURCE_DIR})

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# deb_test.sh BUILD_DIR SOURCE_DIR: the Debian package CPack makes from this build
+# deb_test.sh BUILD_DIR: the Debian package CPack makes from this build
 #   - has the fields and files it should (prsgd under /usr/bin, the libraries, the CMake package);
 #   - its Depends name the package of every shared library its binaries load (other than its own);
 #   - unpacked into a scratch root (dpkg -x), `prsgd --version` and a 3-round `prsgd local` job run.
 # Installing it with apt-get in a Debian container is the heavier ops/container/deb-install-test.
 set -euo pipefail
-build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
+build=$(cd "$1" && pwd)
 source "$(dirname "$0")/common.sh"
 need_tool dpkg-deb
 need_tool dpkg-shlibdeps
