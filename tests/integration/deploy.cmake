@@ -15,7 +15,8 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   # Debian base image with debootstrap (a few minutes); later runs reuse it and the cached layers.
   add_test(NAME deploy_container_image
            COMMAND ${deploy_dir}/container_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-  # The job rendered from ops/k8s played as pods by podman, one more worker pod joining and leaving mid-job.
+  # The job rendered from ops/k8s (with CURVE keys) played as pods by podman, one more worker pod
+  # joining and leaving mid-job.
   add_test(NAME deploy_k8s_kube_play
            COMMAND ${deploy_dir}/kube_play_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   # The .deb made by CPack: Depends cover every library its binaries load; unpacked, it runs a job.
