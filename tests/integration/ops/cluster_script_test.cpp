@@ -29,18 +29,19 @@ class ClusterScriptTest : public ::testing::Test {
  protected:
   void SetUp() override {
     fake_ = dir_ / "fake-prsgd";
-    std::ofstream{fake_} << "#!/bin/bash\n"
-                            "[ \"$1\" = --version ] && { echo 'prsgd 0.0 (stand-in)'; exit 0; }\n"
-                            "echo \"args: $*\"\n"
-                            "[ -n \"$FAKE_FAIL\" ] && [ \"$1\" = \"$FAKE_FAIL\" ] && { echo 'cannot start'; exit 3; }\n"
-                            "trap 'echo stopped; exit 0' TERM\n"
-                            "prev=; listen=; ef=\n"
-                            "for a in \"$@\"; do\n"
-                            "  [ \"$prev\" = --listen ] && listen=$a; [ \"$prev\" = --endpoint-file ] && ef=$a; prev=$a\n"
-                            "done\n"
-                            "[ -n \"$ef\" ] && echo \"$listen\" >\"$ef\"\n"
-                            "[ \"$1\" = worker ] && echo 'worker 7 welcomed by averager incarnation 1'\n"
-                            "while :; do sleep 0.05; done\n";
+    std::ofstream{fake_}
+        << "#!/bin/bash\n"
+           "[ \"$1\" = --version ] && { echo 'prsgd 0.0 (stand-in)'; exit 0; }\n"
+           "echo \"args: $*\"\n"
+           "[ -n \"$FAKE_FAIL\" ] && [ \"$1\" = \"$FAKE_FAIL\" ] && { echo 'cannot start'; exit 3; }\n"
+           "trap 'echo stopped; exit 0' TERM\n"
+           "prev=; listen=; ef=\n"
+           "for a in \"$@\"; do\n"
+           "  [ \"$prev\" = --listen ] && listen=$a; [ \"$prev\" = --endpoint-file ] && ef=$a; prev=$a\n"
+           "done\n"
+           "[ -n \"$ef\" ] && echo \"$listen\" >\"$ef\"\n"
+           "[ \"$1\" = worker ] && echo 'worker 7 welcomed by averager incarnation 1'\n"
+           "while :; do sleep 0.05; done\n";
     ::chmod(fake_.c_str(), 0755);
     run_dir_ = dir_ / "run";
   }
@@ -50,7 +51,9 @@ class ClusterScriptTest : public ::testing::Test {
     run({"down", "--run-dir", run_dir_, "--timeout", "2"});
   }
 
-  run_result run(const std::vector<std::string>& args) { return test::run(command(script, args), {.out = dir_ / "out.txt"}); }
+  run_result run(const std::vector<std::string>& args) {
+    return test::run(command(script, args), {.out = dir_ / "out.txt"});
+  }
 
   std::string hosts(const std::string& text) {
     const auto p = dir_ / "hosts";
@@ -84,13 +87,15 @@ TEST_F(ClusterScriptTest, UpStatusLogsDown) {
 
   // The stand-in writes its arguments first thing; wait for them with a deadline.
   wait_until([&] { return !log("worker-1").empty(); }, 10s, 50ms);
-  EXPECT_NE(log("averager").find("args: averager --endpoint-file " + run_dir_ +
-                                 "/averager.endpoint --listen tcp://127.0.0.1:7500 --model fmnist-mlp --rounds 3 "
-                                 "--epochs 2 --log-level debug"),
+  EXPECT_NE(log("averager")
+                .find("args: averager --endpoint-file " + run_dir_ +
+                      "/averager.endpoint --listen tcp://127.0.0.1:7500 --model fmnist-mlp --rounds 3 "
+                      "--epochs 2 --log-level debug"),
             std::string::npos)
       << log("averager");
-  EXPECT_NE(log("worker-0").find("args: worker --averager tcp://127.0.0.1:7500 --worker-id 0 --num-workers 2 "
-                                 "--batch 32 --log-level debug"),
+  EXPECT_NE(log("worker-0")
+                .find("args: worker --averager tcp://127.0.0.1:7500 --worker-id 0 --num-workers 2 "
+                      "--batch 32 --log-level debug"),
             std::string::npos)
       << log("worker-0");
   EXPECT_NE(log("worker-1").find("--worker-id 1 --num-workers 2 --slowdown-ms 20 --batch 32 --log-level debug"),
@@ -163,8 +168,9 @@ TEST_F(ClusterScriptTest, ArgumentsAfterDashDashNeedARole) {
 }
 
 TEST_F(ClusterScriptTest, MissingFilesOnAHostAreListedBeforeAnythingStarts) {
-  const auto h = hosts("averager 127.0.0.1 --data-dir /nonexistent/fmnist\n"
-                       "worker 127.0.0.1 --curve-server-key /nonexistent/averager.public\n");
+  const auto h = hosts(
+      "averager 127.0.0.1 --data-dir /nonexistent/fmnist\n"
+      "worker 127.0.0.1 --curve-server-key /nonexistent/averager.public\n");
   auto up = run({"up", h, "--run-dir", run_dir_, "--bin", fake_});
   EXPECT_EQ(up.status, 1) << up.out;
   EXPECT_NE(up.out.find("/nonexistent/fmnist (for the averager line) does not exist"), std::string::npos) << up.out;
