@@ -3,7 +3,8 @@
 # Installs every Debian 12 package prsgd's build, tests and examples need. Idempotent: only missing
 # packages are installed, and apt-get update runs only when something is missing.
 #   ops/install-deps.sh            build + tests + examples (PyTorch too: the export tests load prsgd's
-#                                  weights into the PyTorch twins; libpng for `prsgd predict`)
+#                                  weights into the PyTorch twins; libpng for `prsgd predict`; podman,
+#                                  debootstrap, Slurm and kubectl for the deployment tests)
 #   ops/install-deps.sh --bench    also CAF and gnuplot for bench/ and ops/paper-experiment
 #   ops/install-deps.sh --lint     also clang and clang-tidy (the clang-tsa preset, .clang-tidy)
 set -euo pipefail
@@ -19,7 +20,11 @@ packages=(
   libblas-dev libopenblas0-pthread
   libpng-dev python3-torch
   clang-format
+  podman runc catatonit debootstrap slurm-wlm munge
 )
+# The Kubernetes render check needs kubectl; Debian's comes with kubernetes-client, which cannot be
+# installed next to another kubectl package (then the one present is used).
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
 case "${1:-}" in
   "") ;;
   --bench) packages+=(libcaf-dev libopenblas0-pthread gnuplot-nox) ;;

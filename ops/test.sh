@@ -4,7 +4,8 @@
 # runs every unit and integration test twice (Release with -Werror, then ASan+UBSan), and builds a
 # consumer project against the installed package. Prints ctest's summary for each run.
 #   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
-#   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again)
+#   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again),
+#                        the container image built from source and the .deb installed in a container
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${PRSGD_JOBS:-$(nproc)}"
@@ -12,7 +13,7 @@ full=0
 for arg in "$@"; do
   case "$arg" in
     --full) full=1 ;;
-    -h|--help) sed -n '3,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ops/test.sh: unknown argument '$arg' (use --full or --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,6 +36,13 @@ cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs"
 
 if ((full)); then
+  echo "=== container image from source; the .deb installed in a container (docs/deployment.md) ==="
+  ops/container/build --tag localhost/prsgd:full-test
+  ops/container/smoke --image localhost/prsgd:full-test
+  rm -rf build/package
+  cpack -G DEB --config build/ci-release/CPackConfig.cmake -B build/package >/dev/null
+  ops/container/deb-install-test build/package/prsgd_*.deb
+
   echo "=== ThreadSanitizer build ==="
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$jobs"
