@@ -270,9 +270,11 @@ PRSGD_NN_DIRECT_TARGET void weight_grad_sample_t(const plan& p, const float* xp,
   }
 }
 
-// GCC 12 warns about the undefined pass-through operand inside its own unpack / shuffle intrinsics.
+// GCC 12 warns about the undefined pass-through operand (_mm512_undefined_ps) inside its own unpack /
+// shuffle intrinsics: -Wmaybe-uninitialized at -O2 and above, -Wuninitialized at -O1.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 // r[i] = column i of the 16 x 16 block whose rows are r[0..15].
 PRSGD_NN_DIRECT_TARGET inline void transpose16(__m512* r) {
   __m512 t[16];
