@@ -57,7 +57,7 @@ void zmq_transport::impl::answer_zap() {
   std::vector<zmq::message_t> parts;
   for (int n = 0; n < recv_batch; ++n) {
     try {
-      if (!receive_parts(*zap_, parts)) {
+      if (receive_parts(*zap_, parts, 16) != received::message) {
         return;
       }
       // ZAP request (RFC 27): version, request id, domain, address, routing id, mechanism, credentials...
