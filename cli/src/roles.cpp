@@ -70,27 +70,9 @@ expected<transport_config> make_transport_config(const std::string& node_name, c
   // The transport's own liveness only feeds logs and reconnects; membership uses the protocol heartbeats.
   cfg.heartbeat_interval = std::chrono::milliseconds{live.heartbeat_ms};
   cfg.heartbeat_timeout = std::chrono::milliseconds{live.heartbeat_timeout_ms};
-  if (!sec.curve_public_key.empty()) {
-    auto pub = read_key_file(sec.curve_public_key);
-    if (!pub) {
-      return std::move(pub).error();
-    }
-    auto secret = read_key_file(sec.curve_secret_key);
-    if (!secret) {
-      return std::move(secret).error();
-    }
-    curve_options curve;
-    curve.public_key = *pub;
-    curve.secret_key = *secret;
-    for (const auto& file : sec.curve_allow) {
-      auto key = read_key_file(file);
-      if (!key) {
-        return std::move(key).error();
-      }
-      curve.allowed_client_keys.push_back(*key);
-    }
-    cfg.curve = std::move(curve);
-  }
+  auto curve = load_curve(sec);
+  PRSGD_TRY(curve);
+  cfg.curve = std::move(curve->own);
   return cfg;
 }
 
@@ -211,7 +193,7 @@ int run_averager(const averager_options& o) {
   }
   std::optional<head_registration> registration;
   if (!o.head.empty()) {
-    auto reg = register_averager(o.head, started->second, o.liveness);
+    auto reg = register_averager(o.head, started->second, o.liveness, o.security);
     if (!reg) {
       std::fprintf(stderr, "prsgd averager: %s\n", reg.error().message().c_str());
       link->stop();
@@ -283,7 +265,7 @@ int run_worker(const worker_options& o) {
   }
   std::string averager = o.averager;
   if (averager.empty()) {
-    auto found = lookup_averager(o.head, o.liveness, std::chrono::milliseconds{o.head_timeout_ms});
+    auto found = lookup_averager(o.head, o.liveness, o.security, std::chrono::milliseconds{o.head_timeout_ms});
     if (!found) {
       std::fprintf(stderr, "prsgd worker: %s\n", found.error().message().c_str());
       return exit_failure;
