@@ -34,6 +34,7 @@
 
 #include "prsgd/common/clock.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/common/rate_limiter.hpp"
 #include "prsgd/transport/transport.hpp"
 
 namespace prsgd {
@@ -246,6 +247,7 @@ class zmq_transport::impl {
   std::atomic<std::uint64_t> sends_refused_{0};
   std::atomic<std::uint64_t> malformed_received_{0};
   std::atomic<std::uint64_t> too_many_frames_{0};
+  rate_limiter zap_warnings_;  // ZAP refusals are caused by remote input: a few lines per 10 s
   std::atomic<std::uint64_t> from_dropped_{0};
   std::atomic<std::uint64_t> heartbeats_sent_{0};
   std::atomic<std::uint64_t> direct_sends_{0};
