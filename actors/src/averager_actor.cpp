@@ -88,15 +88,36 @@ void averager_actor::on_stop(const error& reason) {
 
 void averager_actor::attach(std::shared_ptr<transport> link) { link_ = std::move(link); }
 
+void averager_actor::on_queued(peer_id peer, multipart msg, std::size_t bytes) {
+  auto& inbox = *config_.inbox;
+  inbox.messages.fetch_sub(1, std::memory_order_relaxed);
+  inbox.bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  if (const auto dropped = inbox.dropped.exchange(0, std::memory_order_relaxed); dropped != 0) {
+    if (config_.on_drop) {
+      config_.on_drop("inbox_full", dropped);
+    }
+    if (inbox_warnings_.allow(now())) {
+      PRSGD_LOG(warn, "averager") << "inbox full: dropped " << dropped << " received messages"
+                                  << inbox_warnings_.suffix();
+    }
+  }
+  on_wire(peer, std::move(msg));
+}
+
 void averager_actor::on_wire(peer_id peer, multipart msg) {
   if (!core_ || done_) {
     return;
   }
   auto decoded = decode_to_averager(msg, config_.limits);
   if (!decoded) {
-    // Malformed input never reaches the core; it is counted by the transport stats and logged here.
-    PRSGD_LOG(warn, "averager") << "dropped malformed message from peer " << peer << ": "
-                                << decoded.error().message();
+    // Malformed input never reaches the core; it is counted (on_drop) and logged here, rate-limited.
+    if (config_.on_drop) {
+      config_.on_drop("malformed", 1);
+    }
+    if (malformed_warnings_.allow(now())) {
+      PRSGD_LOG(warn, "averager") << "dropped malformed message from peer " << peer << ": "
+                                  << decoded.error().message() << malformed_warnings_.suffix();
+    }
     return;
   }
   apply(core_->on_message(*decoded, peer));
@@ -190,8 +211,15 @@ void averager_actor::send(const outbound& o) {
     return;  // no accepted message from this worker in this incarnation: nowhere to send
   }
   auto sent = link_->send(to, encode(o.msg));
-  if (!sent) {
-    PRSGD_LOG(debug, "averager") << "send to worker " << o.member << " failed: " << sent.error().message();
+  if (sent) {
+    return;
+  }
+  if (config_.on_drop) {
+    config_.on_drop("send_failed", 1);
+  }
+  if (send_failure_warnings_.allow(now())) {
+    PRSGD_LOG(warn, "averager") << "send to worker " << o.member << " failed: " << sent.error().message()
+                                << send_failure_warnings_.suffix();
   }
 }
 
@@ -293,14 +321,29 @@ expected<std::pair<actor_ref<averager_actor>, std::string>> start_averager(actor
                                                                            const transport_factory& make_link,
                                                                            const std::string& listen,
                                                                            std::shared_ptr<transport>* link_out) {
+  const std::pair<std::size_t, std::size_t> limits{std::max<std::size_t>(config.inbox_max_messages, 1),
+                                                   std::max<std::size_t>(config.inbox_max_bytes, 1)};
+  auto credit = std::make_shared<averager_inbox>();
+  config.inbox = credit;
   auto ref = system.spawn<averager_actor>(std::move(config));
   if (!ref) {
     return std::move(ref).error();
   }
   auto handle = *ref;
   transport_handlers handlers;
-  handlers.on_message = [handle](peer_id peer, multipart msg) {
-    handle.tell(&averager_actor::on_wire, peer, std::move(msg));
+  // The inbox is bounded: the I/O thread reserves room before it queues, and drops (counted) when full.
+  handlers.on_message = [handle, credit = std::move(credit), max_messages = limits.first,
+                         max_bytes = limits.second](peer_id peer, multipart msg) {
+    const std::size_t bytes = total_size(msg);
+    const std::size_t queued = credit->messages.fetch_add(1, std::memory_order_relaxed);
+    const std::size_t queued_bytes = credit->bytes.fetch_add(bytes, std::memory_order_relaxed);
+    if (queued >= max_messages || queued_bytes + bytes > max_bytes) {
+      credit->messages.fetch_sub(1, std::memory_order_relaxed);
+      credit->bytes.fetch_sub(bytes, std::memory_order_relaxed);
+      credit->dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    handle.tell(&averager_actor::on_queued, peer, std::move(msg), bytes);
   };
   handlers.on_peer = [handle](const peer_event& ev) { handle.tell(&averager_actor::on_peer, ev); };
   auto link = make_link(std::move(handlers));

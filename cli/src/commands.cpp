@@ -33,6 +33,30 @@ volatile sig_atomic_t g_caught_signal = 0;
 
 extern "C" void remember_stop_signal(int sig) { g_caught_signal = sig; }
 
+/// Writes a fresh key pair for one `prsgd local` job to LOG_DIR/keys/job.{public,secret} (the directory
+/// mode 0700, the secret 0600), replacing the previous job's.
+expected<key_file_paths> make_job_keys(const std::string& log_dir) {
+  auto pair = generate_curve_keypair();
+  if (!pair) {
+    return fail(pair.error().code, "cannot make the job's CURVE keys: " + pair.error().context);
+  }
+  keygen_options k;
+  k.out_dir = (std::filesystem::path{log_dir} / "keys").string();
+  k.name = "job";
+  k.force = true;
+  std::error_code ec;
+  std::filesystem::create_directories(k.out_dir, ec);
+  std::filesystem::permissions(k.out_dir, std::filesystem::perms::owner_all, ec);
+  if (ec) {
+    return fail(errc::io_error, "cannot make the key directory '" + k.out_dir + "': " + ec.message());
+  }
+  auto paths = write_key_files(k, pair->public_key, pair->secret_key);
+  PRSGD_TRY(paths);
+  paths->public_path = std::filesystem::absolute(paths->public_path).string();
+  paths->secret_path = std::filesystem::absolute(paths->secret_path).string();
+  return paths;
+}
+
 }  // namespace
 
 sigset_t block_stop_signals() {
@@ -148,7 +172,14 @@ int run_local(const local_options& o) {
       o.output.metrics_jsonl.empty() ? (std::filesystem::path{o.log_dir} / "metrics.jsonl").string()
                                      : o.output.metrics_jsonl;
   std::filesystem::remove(metrics, ec);  // so the progress line never shows an older run
-  auto children = build_local_cluster(o, exe.string(), ep, metrics);
+  // An ephemeral CURVE key pair for this job: only the processes started here hold it, so nobody else on
+  // this host can join the job or talk to its head, even on loopback.
+  auto keys = make_job_keys(o.log_dir);
+  if (!keys) {
+    std::fprintf(stderr, "prsgd local: %s\n", keys.error().message().c_str());
+    return exit_failure;
+  }
+  auto children = build_local_cluster(o, exe.string(), ep, metrics, *keys);
   for (const auto& c : children) {
     if (!c.endpoint_file.empty()) {
       std::filesystem::remove(c.endpoint_file, ec);  // a file from an earlier run is not this child's
@@ -206,7 +237,7 @@ int run_local(const local_options& o) {
       }
       (c.name == "head" ? ep.head : ep.averager) = *endpoint;
       PRSGD_LOG(info, "local") << c.name << " listens on " << *endpoint;
-      children = build_local_cluster(o, exe.string(), ep, metrics);  // the ones after it now know where
+      children = build_local_cluster(o, exe.string(), ep, metrics, *keys);  // the ones after it now know where
     }
     if (!not_ready) {
       PRSGD_LOG(info, "local") << "started " << children.size() << " processes; averager on " << ep.averager

@@ -17,7 +17,7 @@ int run_head(const head_options& o) {
     std::fprintf(stderr, "prsgd head: %s\n", p.error().message().c_str());
     return exit_usage;
   }
-  auto server = head_server::start(o.listen, o.liveness);
+  auto server = head_server::start(o.listen, o.liveness, o.security);
   if (!server) {
     std::fprintf(stderr, "prsgd head: cannot serve on %s: %s\n", o.listen.c_str(), server.error().message().c_str());
     return exit_failure;

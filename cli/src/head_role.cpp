@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "prsgd/cli/key_files.hpp"
 #include "prsgd/common/log.hpp"
 #include "prsgd/runtime/actor.hpp"
 #include "prsgd/runtime/actor_system.hpp"
@@ -82,6 +83,16 @@ void set_liveness(transport_config& t, const liveness_options& liveness) {
   t.heartbeat_timeout = std::chrono::milliseconds{liveness.heartbeat_timeout_ms};
 }
 
+/// Gives the node `cfg` this process's CURVE keys: it serves with its own key pair and reaches the head
+/// (and the other nodes) with the server key.
+expected<void> set_curve(wire::node_config& cfg, const security_options& security) {
+  auto curve = load_curve(security);
+  PRSGD_TRY(curve);
+  cfg.transport.curve = std::move(curve->own);
+  cfg.server_public_key = std::move(curve->server_public_key);
+  return {};
+}
+
 /// Returns a node name unique to this process and call: ROLE-PID-RANDOM.
 std::string unique_node_name(const std::string& role) {
   std::random_device rd;
@@ -91,9 +102,12 @@ std::string unique_node_name(const std::string& role) {
 }
 
 /// Config of a node that joins `head`, serving on `local_address` (an OS-chosen port).
-wire::node_config client_config(const std::string& role, const std::string& head, const std::string& local_address,
-                                const liveness_options& liveness, std::chrono::milliseconds request_timeout) {
+expected<wire::node_config> client_config(const std::string& role, const std::string& head,
+                                          const std::string& local_address, const liveness_options& liveness,
+                                          const security_options& security,
+                                          std::chrono::milliseconds request_timeout) {
   wire::node_config cfg;
+  PRSGD_TRY(set_curve(cfg, security));
   cfg.name = unique_node_name(role);
   cfg.bind = "tcp://" + local_address + ":*";
   cfg.head = head;
@@ -162,13 +176,14 @@ expected<std::string> local_address_towards(const std::string& head) {
 }
 
 expected<head_registration> register_averager(const std::string& head, const std::string& averager_endpoint,
-                                              const liveness_options& liveness) {
+                                              const liveness_options& liveness, const security_options& security) {
   const std::chrono::milliseconds timeout{liveness.heartbeat_timeout_ms};
   auto local = local_address_towards(head);
   PRSGD_TRY(local);
+  auto node_cfg = client_config("averager", head, *local, liveness, security, timeout);
+  PRSGD_TRY(node_cfg);
   auto host = std::make_shared<node_host>();
-  auto made = wire::node::make(host->system, host->registry, client_config("averager", head, *local, liveness, timeout),
-                               zmq_nodes());
+  auto made = wire::node::make(host->system, host->registry, std::move(*node_cfg), zmq_nodes());
   if (!made) {
     return with_context(made.error(), "cannot register at the head " + head);
   }
@@ -217,7 +232,7 @@ expected<head_registration> register_averager(const std::string& head, const std
 }
 
 expected<std::string> lookup_averager(const std::string& head, const liveness_options& liveness,
-                                      std::chrono::milliseconds timeout) {
+                                      const security_options& security, std::chrono::milliseconds timeout) {
   const auto deadline = steady::now() + timeout;
   auto local = local_address_towards(head);
   PRSGD_TRY(local);
@@ -232,9 +247,10 @@ expected<std::string> lookup_averager(const std::string& head, const liveness_op
     }
     const auto step = std::max<std::chrono::milliseconds>(std::min(heartbeat_timeout, left), 50ms);
     if (!host) {
+      auto node_cfg = client_config("worker", head, *local, liveness, security, step);
+      PRSGD_TRY(node_cfg);
       host = std::make_shared<node_host>();
-      auto made = wire::node::make(host->system, host->registry,
-                                   client_config("worker", head, *local, liveness, step), zmq_nodes());
+      auto made = wire::node::make(host->system, host->registry, std::move(*node_cfg), zmq_nodes());
       if (made) {
         host->node = std::move(*made);
       } else {
@@ -263,9 +279,11 @@ expected<std::string> lookup_averager(const std::string& head, const liveness_op
                                  std::to_string(timeout.count()) + " ms: " + last);
 }
 
-expected<head_server> head_server::start(const std::string& listen, const liveness_options& liveness) {
+expected<head_server> head_server::start(const std::string& listen, const liveness_options& liveness,
+                                         const security_options& security) {
   auto host = std::make_shared<node_host>();
   wire::node_config cfg;
+  PRSGD_TRY(set_curve(cfg, security));
   cfg.name = "head";
   cfg.bind = listen;
   cfg.request_timeout = std::chrono::milliseconds{liveness.heartbeat_timeout_ms};

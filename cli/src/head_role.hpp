@@ -42,17 +42,21 @@ class head_registration {
 /// it; a holder that answers is a live averager: already_exists.
 [[nodiscard]] expected<head_registration> register_averager(const std::string& head,
                                                             const std::string& averager_endpoint,
-                                                            const liveness_options& liveness);
+                                                            const liveness_options& liveness,
+                                                            const security_options& security);
 
 /// Asks `head` for the averager's endpoint, retrying until one is registered or `timeout` passes.
 [[nodiscard]] expected<std::string> lookup_averager(const std::string& head, const liveness_options& liveness,
+                                                    const security_options& security,
                                                     std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
 /// A running head node: the cluster's node list and name service. Stops when destroyed.
 class head_server {
  public:
   /// Binds `listen` and serves. Fails with invalid_argument (bad endpoint) or io_error (address in use).
-  [[nodiscard]] static expected<head_server> start(const std::string& listen, const liveness_options& liveness);
+  /// With CURVE keys in `security` the head serves as a CURVE server and admits only the listed clients.
+  [[nodiscard]] static expected<head_server> start(const std::string& listen, const liveness_options& liveness,
+                                                   const security_options& security);
 
   /// Returns the bound endpoint (with the OS-chosen port for tcp://HOST:*).
   [[nodiscard]] const std::string& endpoint() const;

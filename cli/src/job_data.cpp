@@ -78,13 +78,13 @@ std::string unknown_dataset_message(const std::string& name) {
   return "unknown --dataset '" + name + "' (registered: " + known + "; a --plugin can add more)";
 }
 
-expected<void> check_model_fits(const model_options& o, const job_data& data) {
+expected<std::size_t> check_model_fits(const model_options& o, const job_data& data) {
   auto m = algorithms::model_registry::instance().make(o.model, data.model);
   if (!m) {
     return fail(m.error().code, "--model " + o.model + " does not fit --dataset " + data.name + ": " +
                                     m.error().context);
   }
-  return {};
+  return (*m)->num_params();
 }
 
 expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std::size_t train_size) {

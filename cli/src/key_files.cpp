@@ -96,4 +96,31 @@ expected<std::string> read_key_file(const std::string& path) {
   return text;
 }
 
+expected<curve_setup> load_curve(const security_options& sec) {
+  curve_setup out;
+  if (sec.curve_public_key.empty()) {
+    return out;
+  }
+  auto pub = read_key_file(sec.curve_public_key);
+  PRSGD_TRY(pub);
+  auto secret = read_key_file(sec.curve_secret_key);
+  PRSGD_TRY(secret);
+  curve_options curve;
+  curve.public_key = *pub;
+  curve.secret_key = *secret;
+  for (const auto& file : sec.curve_allow) {
+    auto key = read_key_file(file);
+    PRSGD_TRY(key);
+    curve.allowed_client_keys.push_back(*key);
+  }
+  out.server_public_key = curve.public_key;
+  if (!sec.curve_server_key.empty()) {
+    auto key = read_key_file(sec.curve_server_key);
+    PRSGD_TRY(key);
+    out.server_public_key = *key;
+  }
+  out.own = std::move(curve);
+  return out;
+}
+
 }  // namespace prsgd::cli

@@ -497,7 +497,17 @@ void add_common(std::vector<std::string>& a, const local_options& o) {
 }  // namespace
 
 std::vector<child_spec> build_local_cluster(const local_options& o, const std::string& exe,
-                                            const local_endpoints& endpoints, const std::string& metrics_jsonl) {
+                                            const local_endpoints& endpoints, const std::string& metrics_jsonl,
+                                            const key_file_paths& keys) {
+  // role: 's' serves (admits the job key), 'c' connects (the job key is the server's key).
+  const auto add_keys = [&](std::vector<std::string>& a, char role) {
+    if (keys.public_path.empty()) {
+      return;
+    }
+    add(a, "--curve-public-key", keys.public_path);
+    add(a, "--curve-secret-key", keys.secret_path);
+    add(a, role == 's' ? "--curve-allow" : "--curve-server-key", keys.public_path);
+  };
   const auto endpoint_file = [&](const std::string& name) {
     return std::filesystem::absolute(std::filesystem::path{o.log_dir} / (name + ".endpoint")).string();
   };
@@ -509,12 +519,14 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
                     endpoint_file("head")};
     add(head.argv, "--endpoint-file", head.endpoint_file);
     add_common(head.argv, o);
+    add_keys(head.argv, 's');
     out.push_back(std::move(head));
   }
   child_spec avg{"averager", {exe, "averager", "--listen", averager_listen, "--progress", "off"},
                  child_role::critical, endpoint_file("averager")};
   add(avg.argv, "--endpoint-file", avg.endpoint_file);
   add_common(avg.argv, o);
+  add_keys(avg.argv, 's');
   if (o.with_head) {
     add(avg.argv, "--head", endpoints.head);
   }
@@ -551,6 +563,7 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
     }
     add(w.argv, "--slowdown-ms", text(slow));
     add_common(w.argv, o);
+    add_keys(w.argv, 'c');
     append(w.argv, to_arguments(o.model));
     out.push_back(std::move(w));
   }

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <sstream>
@@ -222,6 +223,9 @@ void add_security(CLI::App& app, security_options& o) {
                  "Client public key file allowed to connect (repeatable; servers only; default: any client)")
       ->group("Security");
   app.add_option("--curve-server-key", o.curve_server_key, "The server's CURVE public key file (clients only)")
+      ->group("Security");
+  app.add_flag("--insecure", o.insecure,
+               "Allow a non-loopback tcp address without CURVE keys (anyone who reaches the port can join)")
       ->group("Security");
 }
 
@@ -638,6 +642,37 @@ expected<void> validate(const security_options& o) {
   return {};
 }
 
+/// Returns true when `endpoint` can only be reached from this host: ipc, inproc, or tcp on a loopback host.
+bool is_local_endpoint(const std::string& endpoint) {
+  const auto scheme_end = endpoint.find("://");
+  if (scheme_end == std::string::npos) {
+    return false;
+  }
+  const std::string scheme = endpoint.substr(0, scheme_end);
+  if (scheme == "ipc" || scheme == "inproc") {
+    return true;
+  }
+  const std::string rest = endpoint.substr(scheme_end + 3);
+  std::string host = rest.substr(0, rest.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char c) { return std::tolower(c); });
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+/// Refuses a non-loopback `endpoint` (given as `what`) without CURVE keys, unless --insecure.
+expected<void> require_curve_off_loopback(const std::string& endpoint, const std::string& what,
+                                          const security_options& s) {
+  if (s.insecure || !s.curve_public_key.empty() || is_local_endpoint(endpoint)) {
+    return {};
+  }
+  return bad(what + " " + endpoint +
+             " is not a loopback address and no CURVE keys are given: pass --curve-public-key and "
+             "--curve-secret-key (from prsgd keygen; see docs/security.md), or --insecure to accept "
+             "unauthenticated, unencrypted traffic");
+}
+
 expected<void> validate(const model_options& o) {
   if (o.model.empty()) {
     return bad("--model must not be empty");
@@ -724,16 +759,12 @@ expected<void> validate(const schedule_options& o) {
 expected<void> validate(const head_options& o) {
   PRSGD_TRY(validate(o.output));
   PRSGD_TRY(validate(o.liveness));
-  const security_options& s = o.security;
-  if (!s.curve_public_key.empty() || !s.curve_secret_key.empty() || !s.curve_server_key.empty() ||
-      !s.curve_allow.empty()) {
-    return bad("--curve-* options are not supported by the head yet (its node layer cannot authenticate "
-               "clients); run it on a trusted network without them");
-  }
+  PRSGD_TRY(validate(o.security));
   if (o.listen.empty()) {
     return bad("needs --listen ENDPOINT, e.g. --listen tcp://0.0.0.0:7400");
   }
-  return validate_endpoint(o.listen, "--listen");
+  PRSGD_TRY(validate_endpoint(o.listen, "--listen"));
+  return require_curve_off_loopback(o.listen, "--listen", o.security);
 }
 
 expected<void> validate(const averager_options& o) {
@@ -746,8 +777,10 @@ expected<void> validate(const averager_options& o) {
     return bad("needs --listen ENDPOINT, e.g. --listen tcp://0.0.0.0:7500");
   }
   PRSGD_TRY(validate_endpoint(o.listen, "--listen"));
+  PRSGD_TRY(require_curve_off_loopback(o.listen, "--listen", o.security));
   if (!o.head.empty()) {
     PRSGD_TRY(validate_endpoint(o.head, "--head"));
+    PRSGD_TRY(require_curve_off_loopback(o.head, "--head", o.security));
   }
   return validate(o.save);
 }
@@ -762,9 +795,11 @@ expected<void> validate(const worker_options& o) {
   }
   if (!o.averager.empty()) {
     PRSGD_TRY(validate_endpoint(o.averager, "--averager"));
+    PRSGD_TRY(require_curve_off_loopback(o.averager, "--averager", o.security));
   }
   if (!o.head.empty()) {
     PRSGD_TRY(validate_endpoint(o.head, "--head"));
+    PRSGD_TRY(require_curve_off_loopback(o.head, "--head", o.security));
   }
   PRSGD_TRY(at_least(o.head_timeout_ms, 1, "--head-timeout-ms"));
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {

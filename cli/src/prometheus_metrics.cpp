@@ -72,6 +72,11 @@ prometheus::Counter& counter(prometheus::Registry& r, const std::string& name, c
   return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
 }
 
+prometheus::Family<prometheus::Counter>& counters_by_reason(prometheus::Registry& r, const std::string& name,
+                                                            const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+}
+
 prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name, const std::string& help) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
 }
@@ -128,6 +133,24 @@ struct prometheus_metrics::impl {
       gauge(r, "prsgd_interval_min", "Smallest local step count tau_i among the last round's submissions.");
   prometheus::Gauge& interval_max =
       gauge(r, "prsgd_interval_max", "Largest local step count tau_i among the last round's submissions.");
+
+  // Messages the transport dropped, by reason (cumulative; record_transport adds the growth).
+  prometheus::Family<prometheus::Counter>& dropped_family = counters_by_reason(
+      r, "prsgd_transport_dropped_total", "Messages or connections the averager's transport refused or dropped, by reason.");
+  prometheus::Counter& dropped_malformed = dropped_family.Add({{"reason", "malformed"}});
+  prometheus::Counter& dropped_too_many_frames = dropped_family.Add({{"reason", "too_many_frames"}});
+  prometheus::Counter& dropped_connection = dropped_family.Add({{"reason", "dropped_connection"}});
+  prometheus::Counter& dropped_zap = dropped_family.Add({{"reason", "zap_denied"}});
+  prometheus::Counter& dropped_unreachable = dropped_family.Add({{"reason", "peer_unreachable"}});
+  prometheus::Family<prometheus::Counter>& averager_dropped_family = counters_by_reason(
+      r, "prsgd_dropped_total", "Messages the averager dropped before its protocol core, by reason.");
+  prometheus::Counter& averager_malformed = averager_dropped_family.Add({{"reason", "malformed"}});
+  prometheus::Counter& averager_send_failed = averager_dropped_family.Add({{"reason", "send_failed"}});
+  prometheus::Counter& averager_inbox_full = averager_dropped_family.Add({{"reason", "inbox_full"}});
+  prometheus::Counter& sends_refused =
+      counter(r, "prsgd_transport_sends_refused_total",
+              "Sends refused for back-pressure (a peer's queue full); the message was not sent.");
+  transport_stats last_transport;
 
   std::unique_ptr<prometheus::Exposer> exposer;
 };
@@ -193,6 +216,34 @@ void prometheus_metrics::record(const actors::round_metrics& m) {
   s.step_size.Set(m.step_size);
   s.interval_min.Set(num(m.interval_min));
   s.interval_max.Set(num(m.interval_max));
+}
+
+void prometheus_metrics::record_drop(std::string_view reason, std::uint64_t count) {
+  std::lock_guard lock(impl_->mu);
+  if (reason == "malformed") {
+    impl_->averager_malformed.Increment(num(count));
+  } else if (reason == "send_failed") {
+    impl_->averager_send_failed.Increment(num(count));
+  } else if (reason == "inbox_full") {
+    impl_->averager_inbox_full.Increment(num(count));
+  }
+}
+
+void prometheus_metrics::record_transport(const transport_stats& now) {
+  std::lock_guard lock(impl_->mu);
+  auto& s = *impl_;
+  const auto grow = [](prometheus::Counter& c, std::uint64_t before, std::uint64_t after) {
+    if (after > before) {
+      c.Increment(num(after - before));
+    }
+  };
+  grow(s.dropped_malformed, s.last_transport.malformed_received, now.malformed_received);
+  grow(s.dropped_too_many_frames, s.last_transport.too_many_frames, now.too_many_frames);
+  grow(s.dropped_connection, s.last_transport.from_dropped_connections, now.from_dropped_connections);
+  grow(s.dropped_zap, s.last_transport.zap_denied, now.zap_denied);
+  grow(s.dropped_unreachable, s.last_transport.messages_dropped, now.messages_dropped);
+  grow(s.sends_refused, s.last_transport.sends_refused, now.sends_refused);
+  s.last_transport = now;
 }
 
 int prometheus_metrics::port() const noexcept { return impl_->port; }

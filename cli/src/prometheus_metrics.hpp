@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "prsgd/actors/metrics.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/transport/transport.hpp"
 
 namespace prsgd::cli {
 
@@ -28,6 +31,13 @@ class prometheus_metrics {
 
   /// Adds one closed round: counters grow by its values, gauges take them.
   void record(const actors::round_metrics& m);
+
+  /// Counts `count` messages the averager dropped for `reason`: "malformed", "send_failed" or "inbox_full"
+  /// (others are ignored).
+  void record_drop(std::string_view reason, std::uint64_t count);
+
+  /// Takes a snapshot of the transport's counters: the drop counters grow by what changed since the last one.
+  void record_transport(const transport_stats& stats);
 
   /// Returns the port the server listens on.
   [[nodiscard]] int port() const noexcept;

@@ -70,28 +70,24 @@ expected<transport_config> make_transport_config(const std::string& node_name, c
   // The transport's own liveness only feeds logs and reconnects; membership uses the protocol heartbeats.
   cfg.heartbeat_interval = std::chrono::milliseconds{live.heartbeat_ms};
   cfg.heartbeat_timeout = std::chrono::milliseconds{live.heartbeat_timeout_ms};
-  if (!sec.curve_public_key.empty()) {
-    auto pub = read_key_file(sec.curve_public_key);
-    if (!pub) {
-      return std::move(pub).error();
-    }
-    auto secret = read_key_file(sec.curve_secret_key);
-    if (!secret) {
-      return std::move(secret).error();
-    }
-    curve_options curve;
-    curve.public_key = *pub;
-    curve.secret_key = *secret;
-    for (const auto& file : sec.curve_allow) {
-      auto key = read_key_file(file);
-      if (!key) {
-        return std::move(key).error();
-      }
-      curve.allowed_client_keys.push_back(*key);
-    }
-    cfg.curve = std::move(curve);
-  }
+  auto curve = load_curve(sec);
+  PRSGD_TRY(curve);
+  cfg.curve = std::move(curve->own);
   return cfg;
+}
+
+/// Derives the transport's frame limit from the model: the largest frame prsgd sends is the model (float32),
+/// so a frame much larger than it can only come from a broken or hostile peer and is refused by libzmq
+/// before it is stored. The header frames are small; 1 MiB of room covers them.
+expected<void> limit_frames_to_model(transport_config& cfg, std::size_t num_params) {
+  constexpr std::size_t room = std::size_t{1} << 20;
+  constexpr std::size_t hard_cap = std::size_t{1} << 34;  // 16 GiB: beyond what ZeroMQ and this host handle
+  if (num_params > (hard_cap - room) / sizeof(float)) {
+    return fail(errc::too_large, "the model has " + std::to_string(num_params) +
+                                     " parameters: its frame would exceed the transport's limit of 16 GiB");
+  }
+  cfg.max_frame_bytes = num_params * sizeof(float) + room;
+  return {};
 }
 
 actors::transport_factory zmq_factory(transport_config cfg) {
@@ -126,7 +122,8 @@ int run_averager(const averager_options& o) {
     std::fprintf(stderr, "prsgd averager: %s\n", data.error().message().c_str());
     return data_error_status(data.error());
   }
-  if (auto fits = check_model_fits(o.model, *data); !fits) {
+  auto fits = check_model_fits(o.model, *data);
+  if (!fits) {
     std::fprintf(stderr, "prsgd averager: %s\n", fits.error().message().c_str());
     return exit_usage;
   }
@@ -179,6 +176,14 @@ int run_averager(const averager_options& o) {
       prom->record(m);
     }
   };
+  cfg.on_drop = [&](std::string_view reason, std::uint64_t count) {
+    if (prom) {
+      prom->record_drop(reason, count);
+    }
+  };
+  // The inbox holds at least two models per expected member and a few more, whatever the default.
+  cfg.inbox_max_bytes = std::max(cfg.inbox_max_bytes, 2 * (static_cast<std::size_t>(std::max(o.schedule.min_workers, 1)) + 4) *
+                                                          *fits * sizeof(float));
   cfg.on_done = [&](const actors::job_summary& s) {
     {
       std::lock_guard lock(summary_mu);
@@ -190,6 +195,10 @@ int run_averager(const averager_options& o) {
   auto tcfg = make_transport_config("averager", o.liveness, o.security);
   if (!tcfg) {
     std::fprintf(stderr, "prsgd averager: %s\n", tcfg.error().message().c_str());
+    return exit_usage;
+  }
+  if (auto limited = limit_frames_to_model(*tcfg, *fits); !limited) {
+    std::fprintf(stderr, "prsgd averager: %s\n", limited.error().message().c_str());
     return exit_usage;
   }
   config sc;
@@ -211,7 +220,7 @@ int run_averager(const averager_options& o) {
   }
   std::optional<head_registration> registration;
   if (!o.head.empty()) {
-    auto reg = register_averager(o.head, started->second, o.liveness);
+    auto reg = register_averager(o.head, started->second, o.liveness, o.security);
     if (!reg) {
       std::fprintf(stderr, "prsgd averager: %s\n", reg.error().message().c_str());
       link->stop();
@@ -223,6 +232,9 @@ int run_averager(const averager_options& o) {
   int signals_seen = 0;
   int status = 0;
   while (!finished.wait_for(0ms)) {
+    if (prom) {
+      prom->record_transport(link->stats());
+    }
     if (!ref.alive()) {
       std::fprintf(stderr, "prsgd averager: the averager actor stopped unexpectedly (see the log)\n");
       status = exit_failure;
@@ -283,7 +295,7 @@ int run_worker(const worker_options& o) {
   }
   std::string averager = o.averager;
   if (averager.empty()) {
-    auto found = lookup_averager(o.head, o.liveness, std::chrono::milliseconds{o.head_timeout_ms});
+    auto found = lookup_averager(o.head, o.liveness, o.security, std::chrono::milliseconds{o.head_timeout_ms});
     if (!found) {
       std::fprintf(stderr, "prsgd worker: %s\n", found.error().message().c_str());
       return exit_failure;
@@ -296,7 +308,8 @@ int run_worker(const worker_options& o) {
     std::fprintf(stderr, "prsgd worker: %s\n", data.error().message().c_str());
     return data_error_status(data.error());
   }
-  if (auto fits = check_model_fits(o.model, *data); !fits) {
+  auto fits = check_model_fits(o.model, *data);
+  if (!fits) {
     std::fprintf(stderr, "prsgd worker: %s\n", fits.error().message().c_str());
     return exit_usage;
   }
@@ -324,6 +337,10 @@ int run_worker(const worker_options& o) {
   auto tcfg = make_transport_config("worker-" + std::to_string(member), o.liveness, o.security);
   if (!tcfg) {
     std::fprintf(stderr, "prsgd worker: %s\n", tcfg.error().message().c_str());
+    return exit_usage;
+  }
+  if (auto limited = limit_frames_to_model(*tcfg, *fits); !limited) {
+    std::fprintf(stderr, "prsgd worker: %s\n", limited.error().message().c_str());
     return exit_usage;
   }
   connect_options connect;

@@ -147,6 +147,7 @@ inline node_stats node::impl::stats() const {
   s.requests_sent = requests_sent_.load();
   s.timeouts = timeouts_.load();
   s.stray_replies = stray_replies_.load();
+  s.unauthorised = unauthorised_.load();
   return s;
 }
 expected<void> node::impl::check_text_field(const std::string& name) {

@@ -18,8 +18,10 @@ void node::impl::on_message(peer_id peer, multipart msg) {
   auto env = decode(msg, cfg_.wire_limits);
   if (!env) {
     ++malformed_;
-    PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' rejected a malformed message from peer " << peer
-                               << ": " << env.error().message();
+    if (malformed_warnings_.allow(system_.core()->time().now())) {
+      PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' rejected a malformed message from peer " << peer
+                                 << ": " << env.error().message() << malformed_warnings_.suffix();
+    }
     if (!msg.empty()) {
       if (auto req = peek_request(msg.front(), cfg_.wire_limits); req && wants_answer(req->first)) {
         send_error(peer, req->second, actor_address{}, env.error());
@@ -33,12 +35,12 @@ void node::impl::on_message(peer_id peer, multipart msg) {
     case message_type::tell: handle_call(peer, e, false); break;
     case message_type::ask: handle_call(peer, e, true); break;
     case message_type::reply:
-      if (!complete(e.hdr.correlation_id, std::move(e.hdr.args))) {
+      if (!complete(e.hdr.correlation_id, std::move(e.hdr.args), peer)) {
         ++stray_replies_;
       }
       break;
     case message_type::error:
-      if (!complete(e.hdr.correlation_id, error{e.hdr.error_code, std::move(e.hdr.error_context)})) {
+      if (!complete(e.hdr.correlation_id, error{e.hdr.error_code, std::move(e.hdr.error_context)}, peer)) {
         ++stray_replies_;
       }
       break;
@@ -47,11 +49,31 @@ void node::impl::on_message(peer_id peer, multipart msg) {
     case message_type::demonitor: handle_demonitor(peer, e); break;
     case message_type::down: handle_down(peer, e); break;
     case message_type::heartbeat: break;
-    case message_type::node_down:
+    case message_type::node_down: {
+      bool from_head = false;
+      {
+        const mutex_lock lock{mu_};
+        from_head = head_peer_ && *head_peer_ == peer;
+      }
+      if (!from_head) {
+        refuse_unauthorised(peer, e, "node_down is accepted only from the head");
+        break;
+      }
       node_lost(e.hdr.node, error{errc::peer_unreachable, "node '" + e.hdr.node + "' was lost"});
       break;
+    }
     case message_type::leave:
       if (cfg_.head_service) {
+        bool own = false;
+        {
+          const mutex_lock lock{mu_};
+          auto it = members_.find(e.hdr.node);
+          own = it != members_.end() && it->second.peer == peer;
+        }
+        if (!own) {
+          refuse_unauthorised(peer, e, "leave for node '" + e.hdr.node + "' from another connection");
+          break;
+        }
         member_lost(e.hdr.node, "left");
       }
       break;
@@ -66,10 +88,22 @@ void node::impl::on_message(peer_id peer, multipart msg) {
       break;
   }
 }
+void node::impl::refuse_unauthorised(peer_id peer, const envelope& e, const std::string& why) {
+  ++unauthorised_;
+  if (unauthorised_warnings_.allow(system_.core()->time().now())) {
+    PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' refused " << to_string(e.hdr.type) << " from peer "
+                               << peer << ": " << why << unauthorised_warnings_.suffix();
+  }
+  if (wants_answer(e.hdr.type) && e.hdr.correlation_id != 0) {
+    send_error(peer, e.hdr.correlation_id, e.hdr.from, error{errc::unauthorized, why});
+  }
+}
 void node::impl::reject(peer_id peer, const envelope& e, const error& why) {
   ++rejected_;
-  PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' refused " << to_string(e.hdr.type) << " from '"
-                             << e.hdr.from.node << "': " << why.message();
+  if (rejected_warnings_.allow(system_.core()->time().now())) {
+    PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' refused " << to_string(e.hdr.type) << " from '"
+                               << e.hdr.from.node << "': " << why.message() << rejected_warnings_.suffix();
+  }
   if (wants_answer(e.hdr.type) && e.hdr.correlation_id != 0) {
     send_error(peer, e.hdr.correlation_id, e.hdr.from, why);
   }

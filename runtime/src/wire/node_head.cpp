@@ -23,7 +23,7 @@ using detail::wants_answer;
 /// Connects to the head, registers, and connects to every node the head lists. Blocks (not on an
 /// actor thread: called from `make`).
 expected<void> node::impl::join_head() {
-  auto peer = transport_->connect(cfg_.head, {});
+  auto peer = transport_->connect(cfg_.head, outgoing_options());
   PRSGD_TRY(peer);
   {
     const mutex_lock lock{mu_};
@@ -96,13 +96,36 @@ void node::impl::handle_head_request(peer_id peer, envelope& e) {
   expected<std::vector<std::byte>> result = std::vector<std::byte>{};
   switch (e.hdr.type) {
     case message_type::register_node: {
-      const mutex_lock lock{mu_};
-      members_[e.hdr.node] = member{e.hdr.endpoint, e.hdr.incarnation, peer};
-      result = pack_value(node_list_locked());
+      bool taken = false;
+      {
+        const mutex_lock lock{mu_};
+        // A name belongs to the connection that registered it until that connection is lost or leaves.
+        auto it = members_.find(e.hdr.node);
+        taken = (it != members_.end() && it->second.peer != peer) || e.hdr.node == cfg_.name;
+        if (!taken) {
+          members_[e.hdr.node] = member{e.hdr.endpoint, e.hdr.incarnation, peer};
+          result = pack_value(node_list_locked());
+        }
+      }
+      if (taken) {
+        refuse_unauthorised(peer, e, "node name '" + e.hdr.node + "' is registered by another connection");
+        return;
+      }
       PRSGD_LOG(info, component) << "head: node '" << e.hdr.node << "' registered at " << e.hdr.endpoint;
       break;
     }
     case message_type::register_name: {
+      bool own = false;
+      {
+        const mutex_lock lock{mu_};
+        auto m = members_.find(e.hdr.from.node);
+        own = m != members_.end() && m->second.peer == peer;
+      }
+      if (!own) {
+        refuse_unauthorised(peer, e, "register_name for an actor of node '" + e.hdr.from.node +
+                                         "', which is not the node registered by this connection");
+        return;
+      }
       const mutex_lock lock{mu_};
       auto it = names_.find(e.hdr.name);
       if (it != names_.end() && !(it->second == e.hdr.from)) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -26,6 +27,7 @@
 #include "prsgd/runtime/node.hpp"
 
 #include "prsgd/common/mutex.hpp"
+#include "prsgd/common/rate_limiter.hpp"
 
 #include "prsgd/runtime/actor.hpp"
 
@@ -94,6 +96,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   // ---- routes and sending (node_routes.cpp) ----
   expected<void> connect(const std::string& node_name, const std::string& endpoint);
   expected<peer_id> route(const std::string& node_name);
+  connect_options outgoing_options() const;
   expected<void> send_to_peer(peer_id peer, const envelope& env);
   inline expected<void> send_oneway(envelope env);
 
@@ -102,7 +105,10 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   void send_request_to(peer_id peer, const std::string& target_node, envelope env, reply_fn done);
   void arm_deadline_timer(clock_source::time_point when);
   void expire_requests();
-  bool complete(std::uint64_t cid, expected<std::vector<std::byte>> result);
+  bool complete(std::uint64_t cid, expected<std::vector<std::byte>> result,
+                std::optional<peer_id> from = std::nullopt);
+  std::uint64_t new_correlation_id() PRSGD_REQUIRES(mu_);
+  void refuse_unauthorised(peer_id peer, const envelope& e, const std::string& why);
   static bool is_set(const actor_address& a) { return !a.node.empty() || a.id != 0; }
 
   // ---- dispatch of received messages (node_dispatch.cpp) ----
@@ -148,6 +154,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   struct pending {
     reply_fn done;
     std::string node;
+    peer_id peer = 0;  // the connection the request went out on: only it may answer
   };
   // A remote monitor set by a local watcher: (watcher local id, target node, target id).
   struct watch_key {
@@ -177,7 +184,8 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   std::optional<peer_id> head_peer_ PRSGD_GUARDED_BY(mu_);
   std::map<std::string, member> members_ PRSGD_GUARDED_BY(mu_);        // head only
   std::map<std::string, actor_address> names_ PRSGD_GUARDED_BY(mu_);   // head only
-  std::uint64_t next_cid_ PRSGD_GUARDED_BY(mu_) = 1;
+  // Correlation ids are random, so a peer cannot guess the id of another peer's request.
+  std::mt19937_64 cid_rng_ PRSGD_GUARDED_BY(mu_){std::random_device{}()};
   std::unordered_map<std::uint64_t, pending> pending_ PRSGD_GUARDED_BY(mu_);
   // (deadline, cid) in send order
   std::deque<std::pair<clock_source::time_point, std::uint64_t>> deadlines_ PRSGD_GUARDED_BY(mu_);
@@ -196,6 +204,11 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   std::atomic<std::uint64_t> requests_sent_{0};
   std::atomic<std::uint64_t> timeouts_{0};
   std::atomic<std::uint64_t> stray_replies_{0};
+  std::atomic<std::uint64_t> unauthorised_{0};
+  // Warnings caused by remote input, one limiter per family.
+  rate_limiter malformed_warnings_;
+  rate_limiter rejected_warnings_;
+  rate_limiter unauthorised_warnings_;
 };
 
 }  // namespace prsgd::wire

@@ -22,8 +22,8 @@ void node::impl::send_request_to(peer_id peer, const std::string& target_node, e
   std::optional<clock_source::time_point> arm_at;
   {
     const mutex_lock lock{mu_};
-    cid = next_cid_++;
-    pending_.emplace(cid, pending{std::move(done), target_node});
+    cid = new_correlation_id();
+    pending_.emplace(cid, pending{std::move(done), target_node, peer});
     // Request deadlines: one FIFO (the timeout is the same for all, so it is ordered) and at most one
     // runtime timer armed at its head, instead of a timer (and a timer-thread wake-up) per request.
     // Answered requests are dropped from the head here, so the queue holds about the requests in flight.
@@ -88,13 +88,23 @@ void node::impl::expire_requests() {
     arm_deadline_timer(*next);
   }
 }
-/// Completes pending request `cid`; returns false when it is unknown (already answered).
-bool node::impl::complete(std::uint64_t cid, expected<std::vector<std::byte>> result) {
+/// Returns a fresh random correlation id, never 0 and never one in flight.
+std::uint64_t node::impl::new_correlation_id() {
+  for (;;) {
+    const std::uint64_t cid = cid_rng_();
+    if (cid != 0 && !pending_.contains(cid)) {
+      return cid;
+    }
+  }
+}
+/// Completes pending request `cid`; returns false when it is unknown (already answered) or when `from` is
+/// set and is not the connection the request was sent on (an answer from anyone else is not an answer).
+bool node::impl::complete(std::uint64_t cid, expected<std::vector<std::byte>> result, std::optional<peer_id> from) {
   reply_fn done;
   {
     const mutex_lock lock{mu_};
     auto it = pending_.find(cid);
-    if (it == pending_.end()) {
+    if (it == pending_.end() || (from && it->second.peer != *from)) {
       return false;
     }
     done = std::move(it->second.done);

@@ -22,7 +22,7 @@ expected<void> node::impl::connect(const std::string& node_name, const std::stri
       }
     }
   }
-  auto peer = transport_->connect(endpoint, {});
+  auto peer = transport_->connect(endpoint, outgoing_options());
   PRSGD_TRY(peer);
   std::optional<peer_id> old;
   {
@@ -39,6 +39,13 @@ expected<void> node::impl::connect(const std::string& node_name, const std::stri
     static_cast<void>(transport_->disconnect(*old));
   }
   return {};
+}
+connect_options node::impl::outgoing_options() const {
+  connect_options o;
+  if (cfg_.transport.curve) {
+    o.server_public_key = cfg_.server_public_key.empty() ? cfg_.transport.curve->public_key : cfg_.server_public_key;
+  }
+  return o;
 }
 expected<peer_id> node::impl::route(const std::string& node_name) {
   const mutex_lock lock{mu_};

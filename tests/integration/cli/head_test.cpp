@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // `prsgd head` and `--head` as a user runs them: a whole local job found through a head, a worker that gives
-// up when no averager registers, the head's exit on signals, a refused CURVE option, and an averager that
+// up when no averager registers, the head's exit on signals, a stranger's key refused, and an averager that
 // is killed and replaced while the head keeps running.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -100,15 +100,33 @@ TEST_F(HeadCommandTest, HeadExitsZeroOnSigint) {
   EXPECT_EQ(wait_for(head, 10s), 0) << read(path("head.log"));
 }
 
-TEST_F(HeadCommandTest, HeadRefusesCurveOptionsWithOneLine) {
+// With CURVE keys the head admits only the listed client keys: a worker with another key is refused by the
+// ZAP handler at connect time (the head logs it) and finds nothing.
+TEST_F(HeadCommandTest, HeadWithCurveKeysRefusesAStrangerAtConnectTime) {
+  for (const char* name : {"server", "worker", "stranger"}) {
+    auto k = run({"keygen", "--out-dir", path("keys"), "--name", name}, 30s);
+    ASSERT_EQ(k.status, 0) << k.err;
+  }
+  const auto key = [&](const std::string& f) { return path("keys/" + f); };
+  const std::string ep = start_head({"--curve-public-key", key("server.public"), "--curve-secret-key",
+                                     key("server.secret"), "--curve-allow", key("worker.public")})
+                             .endpoint;
+  ASSERT_FALSE(ep.empty());
+  auto r = run({"worker", "--head", ep, "--head-timeout-ms", "1500", "--log-level", "warn", "--curve-public-key",
+                key("stranger.public"), "--curve-secret-key", key("stranger.secret"), "--curve-server-key",
+                key("server.public")},
+               30s);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("no averager found through the head"), std::string::npos) << r.err;
+  EXPECT_TRUE(job_.wait_for_log("head", "refused a CURVE client", 10s)) << read(path("head.log"));
+  // A bad key file is a usage error with one line.
   std::ofstream{path("k.public")} << "x\n";
   std::ofstream{path("k.secret")} << "x\n";
-  auto r = run({"head", "--listen", "tcp://127.0.0.1:7499", "--curve-public-key", path("k.public"),
-                "--curve-secret-key", path("k.secret")},
-               30s);
-  EXPECT_EQ(r.status, 2) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("prsgd head: --curve-* options are not supported"), std::string::npos) << r.err;
+  auto bad = run({"head", "--listen", "tcp://127.0.0.1:*", "--curve-public-key", path("k.public"),
+                  "--curve-secret-key", path("k.secret")},
+                 30s);
+  EXPECT_NE(bad.status, 0) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }
 
 TEST_F(HeadCommandTest, HeadRefusesAnAddressInUse) {

@@ -80,16 +80,18 @@ response http_get(int port, const std::string& path) {
   return http_raw(port, "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
 }
 
-/// Parses Prometheus text samples without labels ("name value"); comments and labelled samples skipped.
+/// Parses Prometheus text samples ("name value", "name{label=\"v\"} value"; the key is the text before the
+/// value); comments skipped.
 std::map<std::string, double> samples(const std::string& text) {
   std::map<std::string, double> out;
   std::istringstream in{text};
   std::string line;
   while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#' || line.find('{') != std::string::npos) {
+    if (line.empty() || line[0] == '#') {
       continue;
     }
-    const auto sp = line.find(' ');
+    const auto labels_end = line.find('}');
+    const auto sp = line.find(' ', labels_end == std::string::npos ? 0 : labels_end);
     if (sp == std::string::npos) {
       continue;
     }
@@ -194,6 +196,31 @@ TEST_F(PrometheusMetricsTest, ScrapesShowRoundsGrowingWithTwoMembersWhileTheJobR
   // SIGTERM without --checkpoint-dir ends the job: the workers get STOP, everyone exits 0.
   ::kill(avg, SIGTERM);
   EXPECT_EQ(job_.wait_exit(avg, 60s), std::optional<int>{0}) << log("averager");
+}
+
+// A worker whose key is not on the averager's allow list is refused at connect time; the refusal shows on
+// the metrics endpoint as a drop with reason zap_denied (and never as a member).
+TEST_F(PrometheusMetricsTest, ARefusedCurveKeyIsCountedAsADrop) {
+  ASSERT_GT(metrics_port_, 0);
+  for (const char* name : {"server", "worker", "stranger"}) {
+    auto k = job_.run({"keygen", "--out-dir", job_.path("keys"), "--name", name}, 30s);
+    ASSERT_EQ(k.status, 0) << k.err;
+  }
+  const auto key = [&](const std::string& f) { return job_.path("keys/" + f); };
+  auto args = averager_args(400);
+  for (const std::string& a : std::vector<std::string>{"--curve-public-key", key("server.public"), "--curve-secret-key",
+                                                        key("server.secret"), "--curve-allow", key("worker.public")}) {
+    args.push_back(a);
+  }
+  const auto started = job_.start_averager(args);
+  ASSERT_TRUE(started) << log("averager");
+  job_.start_worker(0, {"--model", "fmnist-mlp", "--progress", "off", "--curve-public-key", key("stranger.public"),
+                        "--curve-secret-key", key("stranger.secret"), "--curve-server-key", key("server.public")});
+  const std::string denied = "prsgd_transport_dropped_total{reason=\"zap_denied\"}";
+  const auto seen = scrape_until([&](const auto& s) { return s.contains(denied) && s.at(denied) >= 1; }, 60s);
+  ASSERT_TRUE(seen) << log("averager");
+  EXPECT_EQ(seen->at("prsgd_rounds_total"), 0);
+  EXPECT_TRUE(job_.wait_for_log("averager", "refused a CURVE client", 10s)) << log("averager");
 }
 
 TEST_F(PrometheusMetricsTest, APortAlreadyInUseIsAOneLineErrorAndExitOne) {

@@ -203,6 +203,50 @@ TEST(ZmqTransportTest, DropsFramesAboveReceiverMaxMessageSize) {
 }
 
 
+// A message with more frames than max_frames_per_message is never delivered, and the connection it came
+// on is dead to the server from then on; other clients are unaffected.
+TEST(ZmqTransportTest, DropsTheConnectionOfAMessageWithTooManyFrames) {
+  recorder srec;
+  auto scfg = fast_config("server");
+  scfg.max_frames_per_message = 4;
+  auto server = make_or_die(scfg, srec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  recorder hrec;
+  auto hostile = make_or_die(fast_config("hostile"), hrec);
+  auto hpeer = hostile->connect(*ep, {});
+  ASSERT_TRUE(hpeer);
+  ASSERT_TRUE(hostile->send(*hpeer, text_message({"ok", "1", "2", "3"})));  // 4 frames: allowed
+  ASSERT_TRUE(srec.wait_messages(1));
+  ASSERT_TRUE(hostile->send(*hpeer, text_message({"long", "1", "2", "3", "4"})));
+  ASSERT_TRUE(hostile->send(*hpeer, text_message({"after"})));
+
+  recorder frec;
+  auto fine = make_or_die(fast_config("fine"), frec);
+  auto fpeer = fine->connect(*ep, {});
+  ASSERT_TRUE(fpeer);
+  ASSERT_TRUE(fine->send(*fpeer, text_message({"fine"})));
+  ASSERT_TRUE(srec.wait_messages(2));
+  // Messages on one connection arrive in order: "fine" may overtake them, so wait for the counters.
+  const auto deadline = std::chrono::steady_clock::now() + test::scaled(10s);
+  while (server->stats().from_dropped_connections == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(server->stats().too_many_frames, 1U);
+  EXPECT_EQ(server->stats().from_dropped_connections, 1U);
+  std::vector<std::string> firsts;
+  for (const auto& m : srec.messages()) {
+    firsts.emplace_back(m.msg.at(0).view());
+  }
+  EXPECT_EQ(firsts, (std::vector<std::string>{"ok", "fine"}));
+  // The server forgot the hostile connection (peer down) and keeps the other one.
+  bool hostile_down = false;
+  for (const auto& ev : srec.events()) {
+    hostile_down = hostile_down || (!ev.up && ev.node == "hostile");
+  }
+  EXPECT_TRUE(hostile_down);
+}
+
 // Starts the helper process bound to `bind_ep`; returns it and its actual endpoint.
 std::optional<std::pair<test::child_process, std::string>> start_helper(const std::string& bind_ep,
                                                                        const std::string& name) {
@@ -338,6 +382,7 @@ TEST(ZmqTransportTest, CurveAllowsListedClientAndDeniesOthers) {
     EXPECT_EQ(ev.node, "friend");
   }
   EXPECT_TRUE(brec.events().empty());
+  EXPECT_GE(server->stats().zap_denied, 1U);  // refused by the ZAP handler at connect time
   // A client without the right server key fails at connect time when CURVE is on.
   auto nokey = bad->connect(*ep, {});
   ASSERT_FALSE(nokey);

@@ -272,6 +272,40 @@ TEST_F(DeterministicJobTest, JoinsLeaveCrashAndDuplicatesStillCountEachModelOnce
   EXPECT_EQ(rec.checkpoints_written, rounds / 5) << "a checkpoint every 5 rounds, into the store";
 }
 
+// The inbox between the transport and the averager is bounded: what arrives while it is full is dropped on
+// arrival, and the count is reported (on_drop "inbox_full") with the next message the actor handles.
+TEST_F(DeterministicJobTest, AFullInboxDropsOnArrivalAndReportsTheCount) {
+  job_record rec;
+  deterministic_system sys;
+  inproc_network net{sys.clock()};
+  auto cfg = averager_cfg(rec, std::make_shared<memory_checkpoint_store>());
+  cfg.inbox_max_messages = 3;
+  std::map<std::string, std::uint64_t> drops;
+  cfg.on_drop = [&drops](std::string_view reason, std::uint64_t n) { drops[std::string{reason}] += n; };
+  std::shared_ptr<transport> link;
+  auto avg = start_averager(sys, std::move(cfg), inproc(net, "averager"), "inproc://averager", &link);
+  ASSERT_TRUE(avg) << avg.error().message();
+  sys.dispatch_all();
+  transport_handlers quiet;
+  quiet.on_message = [](peer_id, multipart) {};
+  quiet.on_peer = [](const peer_event&) {};
+  auto flood = inproc(net, "flood")(std::move(quiet));
+  ASSERT_TRUE(flood);
+  auto peer = (*flood)->connect(avg->second, {});
+  ASSERT_TRUE(peer);
+  net.run_until_idle();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE((*flood)->send(*peer, multipart{frame::copy(std::string_view{"not a message"})}));
+  }
+  net.run_until_idle();  // the transport hands all ten over; the actor has not run yet
+  EXPECT_TRUE(drops.empty());
+  sys.dispatch_all();
+  EXPECT_EQ(drops["inbox_full"], 7U);
+  EXPECT_EQ(drops["malformed"], 3U);
+  (*flood)->stop();
+  link->stop();
+}
+
 TEST_F(DeterministicJobTest, SameSeedSameJob) {
   const auto a = run_job();
   const auto b = run_job();

@@ -22,6 +22,28 @@ bool has(const std::vector<std::string>& argv, const std::string& flag) {
   return std::find(argv.begin(), argv.end(), flag) != argv.end();
 }
 
+// With the job's key pair every child runs with CURVE: servers admit only the job key, clients use it as the
+// server key.
+TEST(LocalClusterTest, GivesEveryChildTheJobKeys) {
+  local_options o;
+  o.workers = 2;
+  o.with_head = true;
+  const key_file_paths keys{"/run/job.public", "/run/job.secret"};
+  const auto kids = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556"}, "", keys);
+  ASSERT_EQ(kids.size(), 4u);
+  for (const auto& k : kids) {
+    EXPECT_EQ(arg(k.argv, "--curve-public-key"), keys.public_path) << k.name;
+    EXPECT_EQ(arg(k.argv, "--curve-secret-key"), keys.secret_path) << k.name;
+    const bool serves = k.name == "head" || k.name == "averager";
+    EXPECT_EQ(arg(k.argv, serves ? "--curve-allow" : "--curve-server-key"), keys.public_path) << k.name;
+    EXPECT_FALSE(has(k.argv, serves ? "--curve-server-key" : "--curve-allow")) << k.name;
+  }
+  const auto plain = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:5556"}, "");
+  for (const auto& k : plain) {
+    EXPECT_FALSE(has(k.argv, "--curve-public-key")) << k.name;
+  }
+}
+
 TEST(LocalClusterTest, BuildsAveragerThenWorkersWithDerivedArguments) {
   local_options o;
   o.workers = 3;

@@ -149,7 +149,7 @@ TEST_F(OptionsTest, DefaultsAreValid) {
 }
 
 TEST_F(OptionsTest, AveragerAndWorkerParse) {
-  auto a = get<averager_options>(parse({"averager", "--listen", "tcp://0.0.0.0:7500", "--averaging",
+  auto a = get<averager_options>(parse({"averager", "--listen", "tcp://0.0.0.0:7500", "--insecure", "--averaging",
                                         "step-normalised", "--interval-policy", "per-worker", "--intervals",
                                         "4,8,16", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1000"}));
   EXPECT_EQ(a.listen, "tcp://0.0.0.0:7500");
@@ -157,7 +157,7 @@ TEST_F(OptionsTest, AveragerAndWorkerParse) {
   EXPECT_EQ(a.schedule.intervals, (std::vector<int>{4, 8, 16}));
   EXPECT_EQ(a.liveness.heartbeat_ms, 100);
 
-  auto w = get<worker_options>(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--worker-id", "2",
+  auto w = get<worker_options>(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--insecure", "--worker-id", "2",
                                       "--num-workers", "4", "--slowdown-ms", "20", "--non-iid",
                                       "--dirichlet-alpha", "0.1"}));
   EXPECT_EQ(w.averager, "tcp://10.77.0.1:7500");
@@ -168,7 +168,7 @@ TEST_F(OptionsTest, AveragerAndWorkerParse) {
 
   auto via_head = get<worker_options>(parse({"worker", "--head", "tcp://127.0.0.1:7400"}));
   EXPECT_EQ(via_head.head, "tcp://127.0.0.1:7400");
-  auto h = get<head_options>(parse({"head", "--listen", "tcp://*:7400"}));
+  auto h = get<head_options>(parse({"head", "--listen", "tcp://*:7400", "--insecure"}));
   EXPECT_EQ(h.listen, "tcp://*:7400");
 }
 
@@ -209,7 +209,7 @@ TEST_F(OptionsTest, UnknownOptionAndSubcommandAreErrors) {
   EXPECT_NE(error_of(parse({"local", "--bogus", "1"})).find("--bogus"), std::string::npos);
   EXPECT_NE(error_of(parse({"frobnicate"})).find("unknown subcommand 'frobnicate'"), std::string::npos);
   // An averager-only option is unknown to a worker.
-  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--interval", "4"})).find("--interval"),
+  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--insecure", "--interval", "4"})).find("--interval"),
             std::string::npos);
 }
 
@@ -219,12 +219,42 @@ TEST_F(OptionsTest, RequiredEndpointsAndTheirSyntax) {
   EXPECT_NE(error_of(parse({"worker", "--averager", "10.0.0.1:7500"})).find("tcp://HOST:PORT"), std::string::npos);
   EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:99999"})).find("port"), std::string::npos);
   EXPECT_NE(error_of(parse({"worker", "--averager", "udp://h:1"})).find("tcp://"), std::string::npos);
-  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--worker-id", "4", "--num-workers", "4"}))
+  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--insecure", "--worker-id", "4", "--num-workers", "4"}))
                 .find("--worker-id"),
             std::string::npos);
   EXPECT_TRUE(validate_endpoint("ipc:///tmp/prsgd.sock", "x").has_value());
   EXPECT_TRUE(validate_endpoint("inproc://avg", "x").has_value());
   EXPECT_FALSE(validate_endpoint("tcp://:7", "x").has_value());
+}
+
+// Off loopback, ZeroMQ endpoints need CURVE keys or an explicit --insecure; loopback, ipc and inproc do not.
+TEST_F(OptionsTest, NonLoopbackEndpointsNeedCurveKeysOrInsecure) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"averager", "--listen", "tcp://0.0.0.0:7500"},
+           {"averager", "--listen", "tcp://127.0.0.1:7500", "--head", "tcp://head.example:7400"},
+           {"worker", "--averager", "tcp://10.77.0.1:7500"},
+           {"worker", "--head", "tcp://[fe80::1]:7400"},
+           {"head", "--listen", "tcp://*:7400"}}) {
+    const auto e = error_of(parse(args));
+    EXPECT_NE(e.find("is not a loopback address"), std::string::npos) << e;
+    EXPECT_NE(e.find("--insecure"), std::string::npos) << e;
+    auto with_flag = args;
+    with_flag.push_back("--insecure");
+    EXPECT_TRUE(parse(with_flag).has_value()) << args[0];
+  }
+  for (const auto* local : {"tcp://127.0.0.1:7500", "tcp://127.1.2.3:7500", "tcp://localhost:7500",
+                            "tcp://[::1]:7500", "ipc:///tmp/prsgd.sock", "inproc://avg"}) {
+    EXPECT_TRUE(parse({"averager", "--listen", local}).has_value()) << local;
+    EXPECT_TRUE(parse({"worker", "--averager", local}).has_value()) << local;
+  }
+  // CURVE keys make a non-loopback address acceptable.
+  const auto pub = write("k.public", "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\n");
+  const auto sec = write("k.secret", "JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6\n");
+  EXPECT_TRUE(parse({"head", "--listen", "tcp://0.0.0.0:7400", "--curve-public-key", pub, "--curve-secret-key", sec})
+                  .has_value());
+  EXPECT_TRUE(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--curve-public-key", pub,
+                     "--curve-secret-key", sec, "--curve-server-key", pub})
+                  .has_value());
 }
 
 TEST_F(OptionsTest, MissingFilesAreNotFound) {
@@ -297,7 +327,7 @@ TEST_F(OptionsTest, ConfigErrorsAreOneLineAndNameTheKey) {
   EXPECT_NE(error_of(parse({"local", "--config", write("h.yaml", "config: other.yaml\n")})).find("config"),
             std::string::npos);
   // A key valid for another subcommand is unknown here.
-  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--config", write("i.yaml", "epochs: 2\n")}))
+  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--insecure", "--config", write("i.yaml", "epochs: 2\n")}))
                 .find("unknown key 'epochs'"),
             std::string::npos);
 }

@@ -57,7 +57,7 @@ void zmq_transport::impl::answer_zap() {
   std::vector<zmq::message_t> parts;
   for (int n = 0; n < recv_batch; ++n) {
     try {
-      if (!receive_parts(*zap_, parts)) {
+      if (receive_parts(*zap_, parts, 16) != received::message) {
         return;
       }
       // ZAP request (RFC 27): version, request id, domain, address, routing id, mechanism, credentials...
@@ -70,7 +70,11 @@ void zmq_transport::impl::answer_zap() {
       }
       if (!allowed) {
         zap_denied_.fetch_add(1, std::memory_order_relaxed);
-        PRSGD_LOG(warn, log_component) << cfg_.node_name << ": CURVE client key not allowed; connection refused";
+        if (zap_warnings_.allow(clock_.now())) {
+          PRSGD_LOG(warn, log_component) << cfg_.node_name << ": refused a CURVE client"
+                                         << (parts.size() > 3 ? " from " + parts[3].to_string() : std::string{})
+                                         << ": its key is not on the allow list" << zap_warnings_.suffix();
+        }
       }
       std::array<std::string, 6> reply{"1.0", request_id, allowed ? "200" : "400",
                                        allowed ? "OK" : "client key not allowed", "", ""};

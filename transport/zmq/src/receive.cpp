@@ -16,23 +16,35 @@ using transport_detail::kind_heartbeat;
 using transport_detail::log_component;
 using transport_detail::recv_batch;
 
-// Receives one whole multipart message without blocking; returns false when none is waiting.
-bool zmq_transport::impl::receive_parts(zmq::socket_t& sock, std::vector<zmq::message_t>& parts) {
+// Receives one whole multipart message without blocking. Keeps at most `max_parts` parts: the rest of a
+// longer message is read and freed part by part (too_many_frames), so a peer cannot make us hold more.
+zmq_transport::impl::received zmq_transport::impl::receive_parts(zmq::socket_t& sock,
+                                                                 std::vector<zmq::message_t>& parts,
+                                                                 std::size_t max_parts) {
   parts.clear();
   zmq::message_t m;
   if (!sock.recv(m, zmq::recv_flags::dontwait)) {
-    return false;
+    return received::nothing;
   }
   bool more = m.more();
   parts.push_back(std::move(m));
+  bool too_long = false;
   while (more) {
     zmq::message_t next;
     // libzmq delivers the rest of a message atomically once its first part is readable.
     (void)sock.recv(next, zmq::recv_flags::none);
     more = next.more();
-    parts.push_back(std::move(next));
+    if (parts.size() < max_parts) {
+      parts.push_back(std::move(next));
+    } else {
+      too_long = true;  // `next` is freed here
+    }
   }
-  return true;
+  if (too_long) {
+    parts.resize(1);  // the first part names the sender on a ROUTER
+    return received::too_many_frames;
+  }
+  return received::message;
 }
 
 multipart zmq_transport::impl::to_frames(std::vector<zmq::message_t>& parts, std::size_t first) {
@@ -63,12 +75,36 @@ void zmq_transport::impl::emit(peer_event ev) {
   }
 }
 
+// Forgets the incoming connection with routing id `rid` and ignores whatever else arrives on it. A ROUTER
+// cannot close one client's TCP connection, so the connection stays open but is dead to us; the client
+// learns it from the missing heartbeats.
+void zmq_transport::impl::drop_connection(const std::string& rid) {
+  constexpr std::size_t max_remembered = 4096;
+  if (auto found = by_routing_id_.find(rid); found != by_routing_id_.end()) {
+    remove_incoming(found->second, errc::protocol_error);
+  }
+  if (dropped_ids_.insert(rid).second) {
+    dropped_order_.push_back(rid);
+    if (dropped_order_.size() > max_remembered) {
+      dropped_ids_.erase(dropped_order_.front());
+      dropped_order_.pop_front();
+    }
+  }
+  PRSGD_LOG(debug, log_component) << cfg_.node_name << ": dropped a connection that sent a message of more than "
+                                  << cfg_.max_frames_per_message << " frames";
+}
+
 // Receives up to recv_batch messages; leaves router_ready_ set when more may be waiting.
 void zmq_transport::impl::receive_router() {
   auto& parts = rx_parts_;
+  // routing id + kind + the application's frames
+  const std::size_t max_parts = cfg_.max_frames_per_message + 2;
   for (int n = 0; n < recv_batch; ++n) {
+    received got = received::nothing;
     try {
-      if (!receive_parts(*router_, parts)) {
+      // The routing id comes first; keep it even when the rest is discarded.
+      got = receive_parts(*router_, parts, max_parts);
+      if (got == received::nothing) {
         router_dirty_ = false;  // EAGAIN after any sends from handlers: every command processed
         return;
       }
@@ -77,6 +113,11 @@ void zmq_transport::impl::receive_router() {
       router_dirty_ = true;
       return;
     }
+    if (got == received::too_many_frames) {
+      too_many_frames_.fetch_add(1, std::memory_order_relaxed);
+      drop_connection(std::string{static_cast<const char*>(parts[0].data()), parts[0].size()});
+      continue;
+    }
     if (parts.size() < 2 || parts[1].size() < 1) {
       malformed_received_.fetch_add(1, std::memory_order_relaxed);
       continue;
@@ -84,6 +125,12 @@ void zmq_transport::impl::receive_router() {
     std::string& rid = rid_scratch_;
     rid.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
     const char kind = *static_cast<const char*>(parts[1].data());
+    if (dropped_ids_.contains(rid)) {
+      if (kind == kind_data) {
+        from_dropped_.fetch_add(1, std::memory_order_relaxed);
+      }
+      continue;
+    }
     auto found = by_routing_id_.find(rid);
     if (kind == kind_bye) {
       if (found != by_routing_id_.end()) {
@@ -135,9 +182,16 @@ void zmq_transport::impl::receive_dealer(peer_id id) {
     }
     auto& p = it->second;
     try {
-      if (!receive_parts(p.sock, parts)) {
+      const auto got = receive_parts(p.sock, parts, cfg_.max_frames_per_message + 1);  // kind + frames
+      if (got == received::nothing) {
         p.dirty = false;  // EAGAIN after any sends from handlers: every command processed
         return;
+      }
+      if (got == received::too_many_frames) {
+        too_many_frames_.fetch_add(1, std::memory_order_relaxed);
+        PRSGD_LOG(debug, log_component) << cfg_.node_name << ": dropped a message of more than "
+                                        << cfg_.max_frames_per_message << " frames from " << p.endpoint;
+        continue;
       }
     } catch (const zmq::error_t& e) {
       PRSGD_LOG(warn, log_component) << "dealer receive: " << e.what();

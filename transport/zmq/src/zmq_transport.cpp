@@ -79,6 +79,9 @@ expected<void> zmq_transport::impl::start() {
   if (cfg_.max_frame_bytes == 0 || cfg_.send_hwm < 0 || cfg_.receive_hwm < 0) {
     return fail(errc::invalid_argument, "max_frame_bytes must be > 0 and high-water marks >= 0");
   }
+  if (cfg_.max_frames_per_message == 0) {
+    return fail(errc::invalid_argument, "max_frames_per_message must be > 0");
+  }
   if (cfg_.curve) {
     PRSGD_TRY(load_curve_keys());
   }
@@ -308,6 +311,9 @@ inline transport_stats zmq_transport::impl::stats() const {
   s.messages_dropped = messages_dropped_.load();
   s.sends_refused = sends_refused_.load();
   s.malformed_received = malformed_received_.load();
+  s.too_many_frames = too_many_frames_.load();
+  s.from_dropped_connections = from_dropped_.load();
+  s.zap_denied = zap_denied_.load();
   s.heartbeats_sent = heartbeats_sent_.load();
   s.direct_sends = direct_sends_.load();
   return s;

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -33,6 +34,7 @@
 
 #include "prsgd/common/clock.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/common/rate_limiter.hpp"
 #include "prsgd/transport/transport.hpp"
 
 namespace prsgd {
@@ -171,7 +173,9 @@ class zmq_transport::impl {
   inline void flush_all_pending();
 
   // ---- receive path (receive.cpp) ----
-  static bool receive_parts(zmq::socket_t& sock, std::vector<zmq::message_t>& parts);
+  /// What receive_parts found.
+  enum class received { nothing, message, too_many_frames };
+  static received receive_parts(zmq::socket_t& sock, std::vector<zmq::message_t>& parts, std::size_t max_parts);
   static multipart to_frames(std::vector<zmq::message_t>& parts, std::size_t first);
   inline void deliver(peer_id peer, multipart msg);
   void emit(peer_event ev);
@@ -183,6 +187,7 @@ class zmq_transport::impl {
   inline void send_heartbeat_out(out_peer& p);
   void tick();
   void remove_incoming(peer_id id, errc reason);
+  void drop_connection(const std::string& rid);
 
   // ---- CURVE (curve.cpp) ----
   expected<void> load_curve_keys();
@@ -219,6 +224,10 @@ class zmq_transport::impl {
   std::map<peer_id, out_peer> outs_;
   std::map<peer_id, in_peer> ins_;
   std::unordered_map<std::string, peer_id> by_routing_id_;
+  // Routing ids of incoming connections dropped for breaking the frame limit; their messages are ignored.
+  // Bounded: the oldest entries go first (a dropped client that reconnects gets a new routing id anyway).
+  std::unordered_set<std::string> dropped_ids_;
+  std::deque<std::string> dropped_order_;
   std::vector<command> batch_;               // drained commands (reused)
   std::vector<zmq::message_t> rx_parts_;     // received parts (reused)
   std::string rid_scratch_;                  // received routing id (reused)
@@ -237,6 +246,9 @@ class zmq_transport::impl {
   std::atomic<std::uint64_t> messages_dropped_{0};
   std::atomic<std::uint64_t> sends_refused_{0};
   std::atomic<std::uint64_t> malformed_received_{0};
+  std::atomic<std::uint64_t> too_many_frames_{0};
+  rate_limiter zap_warnings_;  // ZAP refusals are caused by remote input: a few lines per 10 s
+  std::atomic<std::uint64_t> from_dropped_{0};
   std::atomic<std::uint64_t> heartbeats_sent_{0};
   std::atomic<std::uint64_t> direct_sends_{0};
   std::atomic<std::uint64_t> zap_denied_{0};

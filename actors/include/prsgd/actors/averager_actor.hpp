@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "prsgd/actors/actions.hpp"
@@ -16,6 +18,7 @@
 #include "prsgd/actors/metrics.hpp"
 #include "prsgd/algorithms/dataset.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
+#include "prsgd/common/rate_limiter.hpp"
 #include "prsgd/runtime/actor.hpp"
 #include "prsgd/runtime/actor_system.hpp"
 #include "prsgd/transport/transport.hpp"
@@ -36,6 +39,14 @@ struct model_snapshot {
   /// True for the job's final x̄: sent once, right before on_done, when the job ended (not when it
   /// was suspended to a checkpoint).
   bool final = false;
+};
+
+/// Counts what the transport's I/O thread queued for an averager actor that the actor has not handled
+/// yet (the inbox credit), and what it dropped because the inbox was full. Thread-safe: atomics only.
+struct averager_inbox {
+  std::atomic<std::size_t> messages{0};
+  std::atomic<std::size_t> bytes{0};
+  std::atomic<std::uint64_t> dropped{0};
 };
 
 /// Configures an averager_actor.
@@ -70,6 +81,17 @@ struct averager_actor_config {
   /// Called once on the actor's strand when the job is over (after the done line), or when a
   /// suspended incarnation ends (`job_over` false).
   std::function<void(const job_summary&)> on_done;
+  /// Called on the actor's strand with messages the shell dropped and the reason: "malformed" (did not
+  /// decode), "send_failed" (the transport refused a send: the peer's queue was full or it is gone) or
+  /// "inbox_full" (received while the actor's inbox was at its bound; reported with the next message).
+  std::function<void(std::string_view reason, std::uint64_t count)> on_drop;
+  /// Bounds what the I/O thread may queue for the actor: received messages not yet handled, and their
+  /// bytes. A message above either bound is dropped on the I/O thread and counted ("inbox_full"); the
+  /// sender's protocol retries (a JOIN is repeated, a lost MODEL is a missing submission).
+  std::size_t inbox_max_messages = 10000;
+  std::size_t inbox_max_bytes = std::size_t{4} << 30;
+  /// The inbox's counters, shared with the transport handlers; start_averager sets it.
+  std::shared_ptr<averager_inbox> inbox;
 };
 
 /// Runs an averager_core as an actor: the shell around the sans-IO core. It decodes worker messages from
@@ -92,6 +114,8 @@ class averager_actor : public actor {
   void attach(std::shared_ptr<transport> link);
   /// Handles one multipart message from a worker.
   void on_wire(peer_id peer, multipart msg);
+  /// Handles a message of `bytes` bytes that the I/O thread queued against the config's `inbox`.
+  void on_queued(peer_id peer, multipart msg, std::size_t bytes);
   /// Handles a peer event (logged; liveness itself is the core's heartbeat timeout).
   void on_peer(const peer_event& event);
   /// Stops the job: STOP to every worker, final evaluation, done line.
@@ -125,6 +149,11 @@ class averager_actor : public actor {
   std::optional<averager_core> core_;
   std::shared_ptr<checkpoint_store> store_;
   std::shared_ptr<transport> link_;
+  // Failed sends (a peer's queue full, a peer gone): warned about a few times per 10 s, and counted by the
+  // transport (transport_stats::sends_refused, messages_dropped).
+  rate_limiter send_failure_warnings_;
+  rate_limiter malformed_warnings_;
+  rate_limiter inbox_warnings_;
   std::optional<metrics_writer> writer_;
   std::map<member_id, peer_id> peers_;  // routes, as the core accepted them
   std::optional<timer_id> timer_;

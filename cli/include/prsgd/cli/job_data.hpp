@@ -62,8 +62,9 @@ struct job_data {
 [[nodiscard]] std::string unknown_dataset_message(const std::string& name);
 
 /// Builds --model for `data`'s sample shape and classes, and returns the registry's error (e.g. an mlp:
-/// spec whose IN or OUT differs from the data) prefixed with the model and data set names.
-[[nodiscard]] expected<void> check_model_fits(const model_options& o, const job_data& data);
+/// spec whose IN or OUT differs from the data) prefixed with the model and data set names. On success returns
+/// the model's parameter count.
+[[nodiscard]] expected<std::size_t> check_model_fits(const model_options& o, const job_data& data);
 
 /// Holds the job's length as the averager plans it.
 struct job_length {

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "prsgd/cli/options.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/transport/transport.hpp"
 
 namespace prsgd::cli {
 
@@ -31,5 +33,17 @@ struct key_file_paths {
 /// Reads a key file written by write_key_files (surrounding whitespace ignored). Returns not_found, io_error or
 /// decode_failed (not a 40-character Z85 key).
 [[nodiscard]] expected<std::string> read_key_file(const std::string& path);
+
+/// Holds the CURVE settings a process reads from its --curve-* key files.
+struct curve_setup {
+  /// This process's key pair and the clients it lets in; empty when it runs without CURVE.
+  std::optional<curve_options> own;
+  /// The public key of the servers it connects to: --curve-server-key, else its own public key (a server
+  /// such as the averager reaching the head, which share the server key pair). "" without CURVE.
+  std::string server_public_key;
+};
+
+/// Reads the key files named in `sec`. Fails like read_key_file.
+[[nodiscard]] expected<curve_setup> load_curve(const security_options& sec);
 
 }  // namespace prsgd::cli

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "prsgd/cli/key_files.hpp"
 #include "prsgd/cli/options.hpp"
 #include "prsgd/common/expected.hpp"
 
@@ -156,8 +157,11 @@ struct local_endpoints {
 /// endpoint they bound to `<o.log_dir>/head.endpoint` / `<o.log_dir>/averager.endpoint` (their
 /// child_spec::endpoint_file); the averager and the workers are given `endpoints.head` and
 /// `endpoints.averager`, so a caller that learns those from the files builds the list again once it knows them.
+/// With `keys` (a key pair made for this job), every child runs with CURVE: each uses the job's key pair,
+/// the head and the averager admit only that key, the workers and the averager take it as the server key.
 [[nodiscard]] std::vector<child_spec> build_local_cluster(const local_options& o, const std::string& exe,
                                                           const local_endpoints& endpoints,
-                                                          const std::string& metrics_jsonl);
+                                                          const std::string& metrics_jsonl,
+                                                          const key_file_paths& keys = {});
 
 }  // namespace prsgd::cli

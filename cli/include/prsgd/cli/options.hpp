@@ -53,6 +53,8 @@ struct security_options {
   std::string curve_server_key;
   /// Client public key files allowed to connect (servers only; empty = any client that knows our key).
   std::vector<std::string> curve_allow;
+  /// Allows listening on / connecting to a non-loopback tcp address without CURVE keys.
+  bool insecure = false;
 };
 
 /// Holds what defines the learning problem: model, data, batch, optimiser.

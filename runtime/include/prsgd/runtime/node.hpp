@@ -41,8 +41,13 @@ struct node_config {
   std::chrono::milliseconds request_timeout{10000};
   /// Returns the envelope limits applied to every received message.
   limits wire_limits;
-  /// Returns the transport settings (its node_name is replaced by `name`).
+  /// Returns the transport settings (its node_name is replaced by `name`). With `transport.curve` set, this
+  /// node serves as a CURVE server with that key pair and authenticates to the nodes it connects to.
   transport_config transport;
+  /// Returns the CURVE public key (Z85) of the nodes this node connects to, the head included; "" = this
+  /// node's own public key (every node of the cluster serves with one shared cluster key pair). Used only
+  /// with `transport.curve`.
+  std::string server_public_key;
   /// Returns true when this node is the head (a small Ray GCS): it keeps the node list and the
   /// named-actor directory, forwards requests for other nodes, and tells every node when one is lost.
   bool head_service = false;
@@ -80,8 +85,13 @@ struct node_stats {
   std::uint64_t requests_sent = 0;
   /// Returns the requests that failed with `timeout`.
   std::uint64_t timeouts = 0;
-  /// Returns the replies that matched no pending request (late or duplicate).
+  /// Returns the replies that matched no pending request (late, duplicate, or from another connection
+  /// than the one the request went to).
   std::uint64_t stray_replies = 0;
+  /// Returns the membership messages refused because they came from a connection other than the one they
+  /// concern (a register_node for a name held by another connection, a leave or register_name for another
+  /// node, a node_down not from the head).
+  std::uint64_t unauthorised = 0;
 };
 
 /// Is a typed handle to an actor on any node, addressed by (node, id). Copyable; the address can be

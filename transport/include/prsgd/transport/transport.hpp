@@ -95,6 +95,13 @@ struct transport_config {
   /// sends a larger frame is disconnected by libzmq and the frame is never delivered. `send` of a larger
   /// frame fails with errc::too_large.
   std::size_t max_frame_bytes = std::size_t{512} << 20;
+  /// Most frames one received message may have (the application's frames, not counting the transport's
+  /// own). A longer message is discarded part by part as it is read, never stored whole, and the
+  /// connection it came on is dropped: an incoming peer is forgotten and everything later on that
+  /// connection ignored; on an outgoing connection the message is dropped. Counted in
+  /// `transport_stats::too_many_frames`. libzmq itself still holds a message until its last frame
+  /// arrives (its size limit is per frame), so this bounds what prsgd allocates, not what libzmq buffers.
+  std::size_t max_frames_per_message = 72;
   /// ZMQ send high-water mark (messages queued per connection inside libzmq).
   int send_hwm = 1000;
   /// ZMQ receive high-water mark (messages queued per connection inside libzmq).
@@ -137,6 +144,12 @@ struct transport_stats {
   std::uint64_t sends_refused = 0;
   /// Messages received that did not follow the transport's framing (ignored).
   std::uint64_t malformed_received = 0;
+  /// Messages received with more than `max_frames_per_message` frames (discarded, connection dropped).
+  std::uint64_t too_many_frames = 0;
+  /// Messages that arrived on an incoming connection dropped earlier (ignored).
+  std::uint64_t from_dropped_connections = 0;
+  /// CURVE handshakes refused by the ZAP handler (a client key not on the allow list).
+  std::uint64_t zap_denied = 0;
   /// Heartbeats sent.
   std::uint64_t heartbeats_sent = 0;
   /// Messages a sending thread wrote to the socket itself while the I/O thread slept (zmq only; see
