@@ -7,11 +7,11 @@
 
 namespace prsgd {
 
-rate_limiter::rate_limiter(clock::duration window, std::uint32_t burst) : window_(window), burst_(burst) {
+rate_limiter::rate_limiter(clock_source::duration window, std::uint32_t burst) : window_(window), burst_(burst) {
   PRSGD_CHECK(burst >= 1 && window.count() > 0) << "rate_limiter needs burst >= 1 and a positive window";
 }
 
-bool rate_limiter::allow(clock::time_point now) {
+bool rate_limiter::allow(clock_source::time_point now) {
   const mutex_lock lock{mu_};
   if (!started_ || now - window_start_ >= window_) {
     started_ = true;

@@ -18,7 +18,7 @@ void node::impl::on_message(peer_id peer, multipart msg) {
   auto env = decode(msg, cfg_.wire_limits);
   if (!env) {
     ++malformed_;
-    if (malformed_warnings_.allow(system_.core()->time().now())) {
+    if (malformed_warnings_.allow(system_.engine()->time().now())) {
       PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' rejected a malformed message from peer " << peer
                                  << ": " << env.error().message() << malformed_warnings_.suffix();
     }
@@ -90,7 +90,7 @@ void node::impl::on_message(peer_id peer, multipart msg) {
 }
 void node::impl::refuse_unauthorised(peer_id peer, const envelope& e, const std::string& why) {
   ++unauthorised_;
-  if (unauthorised_warnings_.allow(system_.core()->time().now())) {
+  if (unauthorised_warnings_.allow(system_.engine()->time().now())) {
     PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' refused " << to_string(e.hdr.type) << " from peer "
                                << peer << ": " << why << unauthorised_warnings_.suffix();
   }
@@ -100,7 +100,7 @@ void node::impl::refuse_unauthorised(peer_id peer, const envelope& e, const std:
 }
 void node::impl::reject(peer_id peer, const envelope& e, const error& why) {
   ++rejected_;
-  if (rejected_warnings_.allow(system_.core()->time().now())) {
+  if (rejected_warnings_.allow(system_.engine()->time().now())) {
     PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' refused " << to_string(e.hdr.type) << " from '"
                                << e.hdr.from.node << "': " << why.message() << rejected_warnings_.suffix();
   }

@@ -21,12 +21,12 @@ namespace prsgd {
 class rate_limiter {
  public:
   /// Lets `burst` lines through per `window`. @pre burst >= 1, window > 0
-  explicit rate_limiter(clock::duration window = std::chrono::seconds{10}, std::uint32_t burst = 5);
+  explicit rate_limiter(clock_source::duration window = std::chrono::seconds{10}, std::uint32_t burst = 5);
   rate_limiter(const rate_limiter&) = delete;
   rate_limiter& operator=(const rate_limiter&) = delete;
 
   /// Returns true when a line may be logged at `now`; otherwise counts it as held back.
-  [[nodiscard]] bool allow(clock::time_point now);
+  [[nodiscard]] bool allow(clock_source::time_point now);
   /// Returns " (and N more like it in the last S s)" for the lines held back in the window before the line
   /// `allow` just let through, or "" when none were; each count is reported once.
   [[nodiscard]] std::string suffix();
@@ -34,11 +34,11 @@ class rate_limiter {
   [[nodiscard]] std::uint64_t suppressed() const;
 
  private:
-  const clock::duration window_;
+  const clock_source::duration window_;
   const std::uint32_t burst_;
   mutable mutex mu_;
   bool started_ PRSGD_GUARDED_BY(mu_) = false;
-  clock::time_point window_start_ PRSGD_GUARDED_BY(mu_){};
+  clock_source::time_point window_start_ PRSGD_GUARDED_BY(mu_){};
   std::uint32_t passed_ PRSGD_GUARDED_BY(mu_) = 0;
   std::uint64_t held_ PRSGD_GUARDED_BY(mu_) = 0;     // held back in the current window
   std::uint64_t report_ PRSGD_GUARDED_BY(mu_) = 0;   // held back in the previous window, not yet reported
