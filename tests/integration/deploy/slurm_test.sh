@@ -27,7 +27,7 @@ fail_job() {
 submit() { # submit ROUNDS: runs the batch job to its end (sbatch --wait polls slowly: squeue instead)
   local id state
   id=$(cd "$scratch" && sbatch --parsable --ntasks=3 --overcommit --output="$scratch/sbatch-%j.out" \
-       "$src/ops/slurm/prsgd.sbatch" --job-dir "$job" --bin "$prsgd" --curve \
+       "$src/ops/slurm/prsgd.sbatch" --job-dir "$job" --bin "$prsgd" \
        --averager "--rounds $1 --checkpoint-every 2" --worker "--log-level warn" 2>"$scratch/submit.log") ||
     fail_job "sbatch refused the job"
   while [[ -n "$(squeue -h -j "$id" -o %T 2>/dev/null)" ]]; do sleep 0.5; done
