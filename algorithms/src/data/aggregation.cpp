@@ -2,7 +2,9 @@
 #include "prsgd/algorithms/aggregation.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -58,28 +60,46 @@ void compare_exchange_weighted(double* __restrict a, double* __restrict b, doubl
   }
 }
 
-double sum_of_squares(const float* x, const float* ref, std::size_t len) {
+// Σ (x − ref)² (ref null: Σ x²) over one block, in 8 float lanes added up in double.
+template <bool Ref>
+double block_sum_of_squares(const float* x, const float* ref, std::size_t m) {
   constexpr std::size_t lanes = 8;
-  double total = 0;
-  for (std::size_t b = 0; b < len; b += block_floats) {
-    const std::size_t m = std::min(block_floats, len - b);
-    float part[lanes] = {};
-    std::size_t k = 0;
-    for (; k + lanes <= m; k += lanes) {
-      for (std::size_t l = 0; l < lanes; ++l) {
-        const float d = x[b + k + l] - (ref != nullptr ? ref[b + k + l] : 0.0F);
-        part[l] += d * d;
+  std::array<float, lanes> part{};
+  std::size_t k = 0;
+  for (; k + lanes <= m; k += lanes) {
+    for (std::size_t l = 0; l < lanes; ++l) {
+      float d = x[k + l];
+      if constexpr (Ref) {
+        d -= ref[k + l];
       }
-    }
-    for (; k < m; ++k) {
-      const float d = x[b + k] - (ref != nullptr ? ref[b + k] : 0.0F);
-      part[0] += d * d;
-    }
-    for (float p : part) {
-      total += static_cast<double>(p);
+      part[l] += d * d;
     }
   }
+  for (; k < m; ++k) {
+    float d = x[k];
+    if constexpr (Ref) {
+      d -= ref[k];
+    }
+    part[0] += d * d;
+  }
+  double total = 0;
+  for (float p : part) {
+    total += static_cast<double>(p);
+  }
   return total;
+}
+
+// ‖x_i − ref‖² for every input, block by block so that each block of ref is read from memory once.
+template <bool Ref>
+std::vector<double> sums_of_squares(std::span<const contribution> inputs, const float* ref, std::size_t len) {
+  std::vector<double> sums(inputs.size(), 0.0);
+  for (std::size_t b = 0; b < len; b += block_floats) {
+    const std::size_t m = std::min(block_floats, len - b);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      sums[i] += block_sum_of_squares<Ref>(inputs[i].params.data() + b, Ref ? ref + b : nullptr, m);
+    }
+  }
+  return sums;
 }
 
 double median(std::vector<double> v) {
@@ -92,6 +112,110 @@ double median(std::vector<double> v) {
 }
 
 bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
+
+// The register kernel for equal weights and N <= max_register_inputs: per coordinate, the N updates are
+// loaded into N locals, sorted by Batcher's network (min/max, fully unrolled for the N at hand) and
+// weighed with the fixed coefficients; the compiler vectorises the loop over coordinates, so the values
+// never leave the vector registers. On x86-64 the kernels also get an AVX2 clone picked at load time
+// (min/max and products: the same results on either path). Not under ThreadSanitizer: the clones'
+// resolvers are IFUNCs that run before the TSan runtime starts (see layers.cpp).
+#if defined(__SANITIZE_THREAD__) || !defined(__x86_64__)
+#define PRSGD_AGGREGATION_WIDE_VECTORS
+#else
+#define PRSGD_AGGREGATION_WIDE_VECTORS __attribute__((target_clones("avx2", "default")))
+#endif
+
+constexpr std::size_t max_register_inputs = 16;
+
+struct comparator_list {
+  std::array<std::pair<std::uint8_t, std::uint8_t>, 80> pairs{};  // Batcher's network for 16 has 63
+  std::size_t size = 0;
+};
+
+constexpr comparator_list batcher(std::size_t n) {
+  comparator_list net;
+  for (std::size_t p = 1; p < n; p <<= 1U) {
+    for (std::size_t k = p; k >= 1; k >>= 1U) {
+      for (std::size_t j = k % p; j + k < n; j += 2 * k) {
+        for (std::size_t i = 0; i < std::min(k, n - j - k); ++i) {
+          if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
+            net.pairs[net.size++] = {static_cast<std::uint8_t>(i + j), static_cast<std::uint8_t>(i + j + k)};
+          }
+        }
+      }
+    }
+  }
+  return net;
+}
+
+struct register_args {
+  const float* const* xs;
+  const float* ref;  // never null here: zeros when the inputs are the updates
+  const float* coef;  // N fixed coefficients, already multiplied by s
+  float* out;
+  std::size_t len;
+};
+
+template <std::size_t N>
+[[gnu::always_inline]] inline void register_kernel(const register_args& a) {
+  static constexpr comparator_list net = batcher(N);
+  const float* x[N];
+  float c[N];
+  for (std::size_t i = 0; i < N; ++i) {
+    x[i] = a.xs[i];
+    c[i] = a.coef[i];
+  }
+  // No __restrict: out may alias ref (element k of ref is read before out[k] is written).
+  const float* ref = a.ref;
+  float* out = a.out;
+  for (std::size_t k = 0; k < a.len; ++k) {
+    float v[N];
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < N; ++i) {
+      v[i] = x[i][k] - ref[k];
+    }
+#pragma GCC unroll 80
+    for (std::size_t q = 0; q < net.size; ++q) {
+      const float lo = std::min(v[net.pairs[q].first], v[net.pairs[q].second]);
+      const float hi = std::max(v[net.pairs[q].first], v[net.pairs[q].second]);
+      v[net.pairs[q].first] = lo;
+      v[net.pairs[q].second] = hi;
+    }
+    float acc = 0;
+#pragma GCC unroll 16
+    for (std::size_t j = 0; j < N; ++j) {
+      acc += c[j] * v[j];
+    }
+    out[k] = ref[k] + acc;
+  }
+}
+
+#define PRSGD_AGGREGATION_REGISTER_KERNEL(N) \
+  PRSGD_AGGREGATION_WIDE_VECTORS void register_kernel_##N(const register_args& a) { register_kernel<N>(a); }
+PRSGD_AGGREGATION_REGISTER_KERNEL(1)
+PRSGD_AGGREGATION_REGISTER_KERNEL(2)
+PRSGD_AGGREGATION_REGISTER_KERNEL(3)
+PRSGD_AGGREGATION_REGISTER_KERNEL(4)
+PRSGD_AGGREGATION_REGISTER_KERNEL(5)
+PRSGD_AGGREGATION_REGISTER_KERNEL(6)
+PRSGD_AGGREGATION_REGISTER_KERNEL(7)
+PRSGD_AGGREGATION_REGISTER_KERNEL(8)
+PRSGD_AGGREGATION_REGISTER_KERNEL(9)
+PRSGD_AGGREGATION_REGISTER_KERNEL(10)
+PRSGD_AGGREGATION_REGISTER_KERNEL(11)
+PRSGD_AGGREGATION_REGISTER_KERNEL(12)
+PRSGD_AGGREGATION_REGISTER_KERNEL(13)
+PRSGD_AGGREGATION_REGISTER_KERNEL(14)
+PRSGD_AGGREGATION_REGISTER_KERNEL(15)
+PRSGD_AGGREGATION_REGISTER_KERNEL(16)
+#undef PRSGD_AGGREGATION_REGISTER_KERNEL
+
+using register_fn = void (*)(const register_args&);
+constexpr std::array<register_fn, max_register_inputs> register_kernels{
+    &register_kernel_1,  &register_kernel_2,  &register_kernel_3,  &register_kernel_4,
+    &register_kernel_5,  &register_kernel_6,  &register_kernel_7,  &register_kernel_8,
+    &register_kernel_9,  &register_kernel_10, &register_kernel_11, &register_kernel_12,
+    &register_kernel_13, &register_kernel_14, &register_kernel_15, &register_kernel_16};
 
 // Per block of coordinates: u_i = x_i − ref for every input, sorted per coordinate by a sorting network.
 // Equal weights (the common case) sort floats and weigh the j-th smallest with the same coefficient in
@@ -139,6 +263,19 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
   }
   const double inv_keep = 1 / (1 - 2 * beta);
   const auto scale = static_cast<float>(s);
+  if (equal && n <= max_register_inputs) {
+    std::vector<const float*> xs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      xs[i] = inputs[i].params.data();
+    }
+    std::vector<float> coef(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      coef[j] = scale * fixed_r[j];
+    }
+    std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
+    register_kernels[n - 1]({xs.data(), ref != nullptr ? ref : zeros.data(), coef.data(), out.data(), len});
+    return;
+  }
   for (std::size_t b = 0; b < len; b += block_floats) {
     const std::size_t m = std::min(block_floats, len - b);
     if (equal) {
@@ -262,17 +399,23 @@ expected<void> validate(const aggregate_options& options) {
 }
 
 expected<std::vector<double>> update_norms(std::span<const contribution> inputs, std::span<const float> reference) {
-  std::vector<double> norms;
-  norms.reserve(inputs.size());
+  if (inputs.empty()) {
+    return std::vector<double>{};
+  }
+  const std::size_t len = inputs[0].params.size();
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!reference.empty() && inputs[i].params.size() != reference.size()) {
+    const std::size_t want = reference.empty() ? len : reference.size();
+    if (inputs[i].params.size() != want) {
       return fail(errc::invalid_argument, "update_norms: input " + std::to_string(i) + " has " +
-                                              std::to_string(inputs[i].params.size()) + " floats, reference has " +
-                                              std::to_string(reference.size()));
+                                              std::to_string(inputs[i].params.size()) + " floats, " +
+                                              (reference.empty() ? "input 0" : "the reference") + " has " +
+                                              std::to_string(want));
     }
-    norms.push_back(std::sqrt(sum_of_squares(inputs[i].params.data(),
-                                             reference.empty() ? nullptr : reference.data(),
-                                             inputs[i].params.size())));
+  }
+  auto norms = reference.empty() ? sums_of_squares<false>(inputs, nullptr, len)
+                                 : sums_of_squares<true>(inputs, reference.data(), len);
+  for (auto& v : norms) {
+    v = std::sqrt(v);
   }
   return norms;
 }
