@@ -45,8 +45,8 @@ void compare_exchange(float* __restrict a, float* __restrict b, std::size_t m) {
 
 // The same in double, carrying each value's weight along (the weighted path works in double: the median's
 // coefficients divide by 2 * median_tie_mass, which would magnify float rounding of the cumulative weights).
-void compare_exchange_weighted(double* __restrict a, double* __restrict b, double* __restrict wa,
-                               double* __restrict wb, std::size_t m) {
+void compare_exchange_weighted(double* __restrict a, double* __restrict b, double* __restrict wa, double* __restrict wb,
+                               std::size_t m) {
   for (std::size_t k = 0; k < m; ++k) {
     const bool swap = b[k] < a[k];
     const double va = a[k];
@@ -150,7 +150,7 @@ constexpr comparator_list batcher(std::size_t n) {
 
 struct register_args {
   const float* const* xs;
-  const float* ref;  // never null here: zeros when the inputs are the updates
+  const float* ref;   // never null here: zeros when the inputs are the updates
   const float* coef;  // N fixed coefficients, already multiplied by s
   float* out;
   std::size_t len;
@@ -378,8 +378,8 @@ std::string_view to_string(aggregate_rule rule) noexcept {
 }
 
 expected<aggregate_rule> parse_aggregate_rule(std::string_view name) {
-  for (auto rule : {aggregate_rule::mean, aggregate_rule::trimmed_mean, aggregate_rule::median,
-                    aggregate_rule::norm_clip}) {
+  for (auto rule :
+       {aggregate_rule::mean, aggregate_rule::trimmed_mean, aggregate_rule::median, aggregate_rule::norm_clip}) {
     if (name == to_string(rule)) {
       return rule;
     }
@@ -406,10 +406,9 @@ expected<std::vector<double>> update_norms(std::span<const contribution> inputs,
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::size_t want = reference.empty() ? len : reference.size();
     if (inputs[i].params.size() != want) {
-      return fail(errc::invalid_argument, "update_norms: input " + std::to_string(i) + " has " +
-                                              std::to_string(inputs[i].params.size()) + " floats, " +
-                                              (reference.empty() ? "input 0" : "the reference") + " has " +
-                                              std::to_string(want));
+      return fail(errc::invalid_argument,
+                  "update_norms: input " + std::to_string(i) + " has " + std::to_string(inputs[i].params.size()) +
+                      " floats, " + (reference.empty() ? "input 0" : "the reference") + " has " + std::to_string(want));
     }
   }
   auto norms = reference.empty() ? sums_of_squares<false>(inputs, nullptr, len)
@@ -473,22 +472,16 @@ expected<void> aggregate(std::span<const contribution> inputs, std::span<const d
                                               std::to_string(len));
     }
     if (!positive_finite(weights[i])) {
-      return fail(errc::invalid_argument, "aggregate: weight " + std::to_string(i) + " is " +
-                                              std::to_string(weights[i]) + " (must be > 0)");
+      return fail(errc::invalid_argument,
+                  "aggregate: weight " + std::to_string(i) + " is " + std::to_string(weights[i]) + " (must be > 0)");
     }
     s += weights[i];
   }
   const float* ref = reference.empty() ? nullptr : reference.data();
   switch (options.rule) {
-    case aggregate_rule::mean:
-      linear_rule(inputs, weights, ref, out);
-      return {};
-    case aggregate_rule::trimmed_mean:
-      coordinate_rule(inputs, weights, ref, options.trim, s, out);
-      return {};
-    case aggregate_rule::median:
-      coordinate_rule(inputs, weights, ref, 0.5 - median_tie_mass, s, out);
-      return {};
+    case aggregate_rule::mean: linear_rule(inputs, weights, ref, out); return {};
+    case aggregate_rule::trimmed_mean: coordinate_rule(inputs, weights, ref, options.trim, s, out); return {};
+    case aggregate_rule::median: coordinate_rule(inputs, weights, ref, 0.5 - median_tie_mass, s, out); return {};
     case aggregate_rule::norm_clip: {
       auto norms = update_norms(inputs, reference);
       PRSGD_TRY(norms);

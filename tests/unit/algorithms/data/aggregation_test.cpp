@@ -76,7 +76,8 @@ std::vector<float> reference_rule(const std::vector<std::vector<float>>& models,
 }
 
 TEST(AggregationTest, ParsesEveryRuleAndNamesTheChoicesOnATypo) {
-  for (auto r : {aggregate_rule::mean, aggregate_rule::trimmed_mean, aggregate_rule::median, aggregate_rule::norm_clip}) {
+  for (auto r :
+       {aggregate_rule::mean, aggregate_rule::trimmed_mean, aggregate_rule::median, aggregate_rule::norm_clip}) {
     const auto parsed = parse_aggregate_rule(to_string(r));
     ASSERT_TRUE(parsed.has_value());
     EXPECT_EQ(*parsed, r);
@@ -126,7 +127,8 @@ TEST(AggregationTest, WeightedTrimmedMeanKeepsTheMiddleMass) {
   // r = 0.15/0.5, 0.2/0.5, 0.15/0.5, 0 → 0.3 + 0.8 + 0.9.
   EXPECT_NEAR(combine1({4, 3, 1, 2}, {0.2, 0.2, 0.4, 0.2}, rule(aggregate_rule::trimmed_mean, 0.25)), 2.0, 1e-5);
   // Equal weights, β = 1/4 of 4: the mean of the two middle values.
-  EXPECT_NEAR(combine1({100, 1, 2, -50}, {0.25, 0.25, 0.25, 0.25}, rule(aggregate_rule::trimmed_mean, 0.25)), 1.5, 1e-5);
+  EXPECT_NEAR(combine1({100, 1, 2, -50}, {0.25, 0.25, 0.25, 0.25}, rule(aggregate_rule::trimmed_mean, 0.25)), 1.5,
+              1e-5);
   // β = 0: the weighted mean.
   EXPECT_NEAR(combine1({1, 3}, {0.25, 0.75}, rule(aggregate_rule::trimmed_mean, 0)), 2.5, 1e-6);
 }
@@ -145,7 +147,8 @@ TEST(AggregationTest, TheWeightSumScalesTheCombinedUpdate) {
 TEST(AggregationTest, NormClipScalesLongUpdatesDownToTheRadius) {
   const std::vector<std::vector<float>> models{{3, 4}, {1, 0}};
   std::vector<float> out(2);
-  ASSERT_TRUE(aggregate(wrap(models), std::vector<double>{0.5, 0.5}, {}, rule(aggregate_rule::norm_clip, 0.25, 2), out));
+  ASSERT_TRUE(
+      aggregate(wrap(models), std::vector<double>{0.5, 0.5}, {}, rule(aggregate_rule::norm_clip, 0.25, 2), out));
   EXPECT_NEAR(out[0], 0.5 * (1.2 + 1), 1e-6);  // (3,4) clipped to norm 2 is (1.2, 1.6)
   EXPECT_NEAR(out[1], 0.5 * 1.6, 1e-6);
   // clip 0: the median of the norms 5 and 1, 3: (3,4) becomes (1.8, 2.4).
@@ -182,15 +185,15 @@ TEST(AggregationTest, VectorisedKernelMatchesTheDefinitionForEveryNAndWeights) {
           x = weight(gen);
         }
       }
-      for (const auto& [r, beta] : {std::pair{aggregate_rule::trimmed_mean, 0.2},
-                                    std::pair{aggregate_rule::trimmed_mean, 0.0},
-                                    std::pair{aggregate_rule::median, 0.5 - median_tie_mass}}) {
+      for (const auto& [r, beta] :
+           {std::pair{aggregate_rule::trimmed_mean, 0.2}, std::pair{aggregate_rule::trimmed_mean, 0.0},
+            std::pair{aggregate_rule::median, 0.5 - median_tie_mass}}) {
         std::vector<float> out(len);
         ASSERT_TRUE(aggregate(wrap(models), w, ref, rule(r, r == aggregate_rule::median ? 0.25 : beta), out));
         const auto want = reference_rule(models, w, ref, beta);
         for (std::size_t k = 0; k < len; ++k) {
-          ASSERT_NEAR(out[k], want[k], 2e-4) << "n=" << n << " equal=" << equal << " rule=" << to_string(r)
-                                              << " k=" << k;
+          ASSERT_NEAR(out[k], want[k], 2e-4)
+              << "n=" << n << " equal=" << equal << " rule=" << to_string(r) << " k=" << k;
         }
       }
     }
