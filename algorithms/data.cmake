@@ -2,7 +2,8 @@
 # Data sets, sharding, averaging kernels, outer optimiser, wire codecs and schedules.
 list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/fashion_mnist.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/averaging.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/averaging.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/aggregation.cpp)
 list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/sharding.cpp)
 list(APPEND PRSGD_ALGORITHMS_SOURCES

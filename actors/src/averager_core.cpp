@@ -162,6 +162,12 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
       return fail(errc::invalid_argument, "averager: per-worker interval of worker " + std::to_string(id) + " is 0");
     }
   }
+  if (auto ok = algorithms::validate(config.aggregate); !ok) {
+    return fail(errc::invalid_argument, "averager: " + ok.error().message());
+  }
+  if (!(config.screen_k == 0 || (std::isfinite(config.screen_k) && config.screen_k >= 1))) {
+    return fail(errc::invalid_argument, "averager: screen_k must be 0 (off) or >= 1");
+  }
   if (!(config.minibatch_momentum >= 0 && config.minibatch_momentum < 1)) {
     return fail(errc::invalid_argument, "averager: minibatch momentum must be in [0, 1)");
   }
@@ -639,16 +645,40 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
   round_metrics rm = open_record(by_deadline);
   std::vector<float> next;  // x̄_{r+1}; a new buffer, since workers may still hold x̄_r
   if (!submissions_.empty()) {
-    const round_inputs inputs = collect(rm);
+    round_inputs inputs = collect(rm);
+    screen(inputs, rm);
     const auto rule = weigh(inputs);
     last_rule_ = rule;
     rm.rule = std::string(rule_name(rule));
+    rm.aggregate = std::string(algorithms::to_string(config_.aggregate.rule));
     bool averaged = false;
     std::vector<float> avg = average(inputs, rule, averaged);
     if (config_.consensus_every > 0 && round_ % config_.consensus_every == 0) {
       rm.consensus_distance = consensus_distance(inputs.contributions, avg);
     }
+    // The optimiser states change only if x̄_{r+1} is adopted.
+    auto outer_before = outer_;
+    auto momentum_before = minibatch_momentum_;
     next = outer_step(std::move(avg), averaged);
+    if (!all_finite(next)) {
+      // Finite inputs can still overflow (huge values, momentum): keep x̄_r rather than adopt and
+      // checkpoint a NaN/Inf model that would stall the job across restarts.
+      ++refused_rounds_;
+      rm.refused = true;
+      rm.submissions = 0;
+      rm.samples = 0;
+      if (refused_rounds_ == 1) {
+        PRSGD_LOG(error, log_component) << "round " << round_ << ": the new x̄ has NaN/Inf; round refused, x̄ kept "
+                                        << "(later refusals are counted in the metrics lines, not logged)";
+      }
+      outer_ = std::move(outer_before);
+      minibatch_momentum_ = std::move(momentum_before);
+      next = *model_;
+      for (const auto& [id, sub] : submissions_) {
+        unaccept(id, "round refused: the combined x̄ was not finite");
+      }
+      submissions_.clear();  // nothing of this round entered x̄
+    }
     account();
   } else {
     next = *model_;  // an empty round leaves x̄ unchanged
@@ -748,10 +778,63 @@ algorithms::averaging_rule averager_core::weigh(const round_inputs& in) const {
   return in.steps_differ ? algorithms::averaging_rule::step_normalised : algorithms::averaging_rule::by_samples;
 }
 
-// Averages the submissions into a new buffer; `ok` says whether averaging succeeded (else x̄ is kept).
+// Leaves out of the round every update whose norm is more than screen_k times the round's median (the
+// submission is not counted: it never enters x̄). Updates are x_i − x̄, or the gradients themselves.
+void averager_core::screen(round_inputs& in, round_metrics& rm) {
+  if (config_.screen_k <= 0 || in.contributions.size() < 3) {
+    return;
+  }
+  const bool gradients = config_.mode == training_mode::minibatch_sgd;
+  const auto norms = algorithms::update_norms(in.contributions, gradients ? std::span<const float>{}
+                                                                          : std::span<const float>(*model_));
+  if (!norms) {
+    return;  // every size was checked on receipt
+  }
+  const auto verdict = algorithms::screen_updates(*norms, config_.screen_k);
+  if (verdict.rejected.empty()) {
+    return;
+  }
+  std::vector<member_id> ids;
+  for (const auto& [id, s] : submissions_) {
+    ids.push_back(id);
+  }
+  round_inputs kept;
+  for (std::size_t i : verdict.kept) {
+    kept.contributions.push_back(in.contributions[i]);
+    kept.steps_differ = kept.steps_differ || in.contributions[i].steps != in.contributions[verdict.kept[0]].steps;
+  }
+  for (std::size_t i : verdict.rejected) {
+    const member_id id = ids[i];
+    const double ratio = (*norms)[i] / verdict.median_norm;
+    rm.screened.emplace_back(id, ratio);
+    rm.samples -= submissions_.at(id).msg.samples;
+    PRSGD_LOG(warn, log_component) << "round " << round_ << ": left out the update of worker " << id << ": norm "
+                                   << (*norms)[i] << " is " << ratio << " x the round's median "
+                                   << verdict.median_norm << " (limit " << config_.screen_k << " x)";
+    unaccept(id, "left out by the outlier screen (update norm " + std::to_string(ratio) + " x the median)");
+    submissions_.erase(id);
+    ++screened_total_;
+  }
+  rm.submissions = submissions_.size();
+  in = std::move(kept);
+}
+
+// Combines the submissions into a new buffer; `ok` says whether it succeeded (else x̄ is kept).
 std::vector<float> averager_core::average(const round_inputs& in, algorithms::averaging_rule rule, bool& ok) const {
   std::vector<float> avg(model_size_);
-  auto done = algorithms::average(in.contributions, *model_, rule, avg);
+  const auto combine = [&]() -> expected<void> {
+    if (config_.aggregate.rule == algorithms::aggregate_rule::mean) {
+      return algorithms::average(in.contributions, *model_, rule, avg);
+    }
+    auto weights = algorithms::averaging_weights(in.contributions, rule);
+    PRSGD_TRY(weights);
+    // Gradients (minibatch_sgd) are the updates themselves: the reference is zero.
+    const bool gradients = config_.mode == training_mode::minibatch_sgd;
+    return algorithms::aggregate(in.contributions, *weights,
+                                 gradients ? std::span<const float>{} : std::span<const float>(*model_),
+                                 config_.aggregate, avg);
+  };
+  auto done = combine();
   ok = done.has_value();
   if (!ok) {
     // Every input was validated, so this is not peer behaviour; keep x̄ rather than corrupt it.
@@ -963,6 +1046,19 @@ void averager_core::record(const model_msg& m, submission_status s, std::string 
                                     << (reason.empty() ? "" : ": ") << reason;
   }
   accounting_.push_back({m.round, m.member, m.incarnation, s, std::move(reason)});
+}
+
+// Turns member `id`'s accepted record of the open round into a rejected one (it did not enter x̄ after all).
+void averager_core::unaccept(member_id id, std::string reason) {
+  for (auto it = accounting_.rbegin(); it != accounting_.rend(); ++it) {
+    if (it->round == round_ && it->member == id && it->status == submission_status::accepted) {
+      it->status = submission_status::rejected;
+      it->reason = std::move(reason);
+      --counters_.accepted;
+      ++counters_.rejected;
+      return;
+    }
+  }
 }
 
 void averager_core::prune_accounting() {

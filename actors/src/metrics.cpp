@@ -67,6 +67,19 @@ std::string to_json_line(const round_metrics& m) {
   key(out, "interval_max"); put_number(out, m.interval_max);
   key(out, "step_size"); put_number(out, m.step_size);
   key(out, "rule"); out += json_quote(m.rule);
+  key(out, "aggregate"); out += json_quote(m.aggregate.empty() ? std::string{"none"} : m.aggregate);
+  key(out, "refused"); out += m.refused ? "true" : "false";
+  key(out, "screened");
+  out += '{';
+  for (std::size_t i = 0; i < m.screened.size(); ++i) {
+    if (i > 0) {
+      out += ',';
+    }
+    out += json_quote(std::to_string(m.screened[i].first));
+    out += ':';
+    put_number(out, m.screened[i].second);
+  }
+  out += '}';
   key(out, "arrival_s");
   out += '{';
   bool first = true;

@@ -6,3 +6,10 @@ if(TARGET benchmark::benchmark)
     DEPS prsgd::algorithms benchmark::benchmark)
   prsgd_compute_options(prsgd_averaging_bench)
 endif()
+# Robust aggregation (trimmed mean, median, norm clip, the screen) against the mean.
+if(TARGET benchmark::benchmark)
+  prsgd_add_executable(prsgd_aggregation_bench
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/aggregation_bench.cpp
+    DEPS prsgd::algorithms benchmark::benchmark)
+  prsgd_compute_options(prsgd_aggregation_bench)
+endif()

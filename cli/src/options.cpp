@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <string_view>
@@ -15,6 +16,7 @@
 
 #include "prsgd/actors/averager_core.hpp"
 #include "prsgd/actors/protocol.hpp"
+#include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/averaging.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
 #include "prsgd/algorithms/schedule.hpp"
@@ -134,6 +136,11 @@ std::vector<option_def> schedule_table(schedule_options& o) {
       {"--outer-lr", "Outer learning rate (> 0)", &o.outer_lr},
       {"--outer-momentum", "Outer momentum in [0, 1)", &o.outer_momentum},
       {"--averaging", "auto | uniform | samples | step-normalised", &o.averaging},
+      {"--aggregate", "How the weighted updates combine: mean | trimmed-mean | median | norm-clip", &o.aggregate},
+      {"--trim", "Weight mass trimmed-mean removes from each end of every coordinate, in [0, 0.5)", &o.trim},
+      {"--clip", "Update norm bound of norm-clip (0 = the round's median update norm)", &o.clip},
+      {"--screen-k", "Leave out updates with norm > k x the round's median update norm (0 = off; else >= 1)",
+       &o.screen_k},
       {"--eval-every", "Evaluate x̄ on the test set every K rounds (0 = at every epoch end and at the end)",
        &o.eval_every},
       {"--checkpoint-every", "Checkpoint every K rounds (0 = never)", &o.checkpoint_every},
@@ -722,6 +729,16 @@ expected<void> validate(const schedule_options& o) {
   }
   if (o.averaging != "auto") {
     PRSGD_TRY(parsed("--averaging", algorithms::parse_averaging_rule(o.averaging), "auto"));
+  }
+  PRSGD_TRY(parsed("--aggregate", algorithms::parse_aggregate_rule(o.aggregate)));
+  if (!(o.trim >= 0 && o.trim < 0.5)) {
+    return bad("--trim must be in [0, 0.5) (got " + str(o.trim) + ")");
+  }
+  if (!(std::isfinite(o.clip) && o.clip >= 0)) {
+    return bad("--clip must be >= 0 (got " + str(o.clip) + ")");
+  }
+  if (!(o.screen_k == 0 || (std::isfinite(o.screen_k) && o.screen_k >= 1))) {
+    return bad("--screen-k must be 0 (off) or >= 1 (got " + str(o.screen_k) + ")");
   }
   PRSGD_TRY(parsed("--deadline", actors::parse_deadline_policy(o.deadline)));
   PRSGD_TRY(at_least(o.deadline_ms, 1, "--deadline-ms"));

@@ -117,6 +117,10 @@ struct prometheus_metrics::impl {
       counter(r, "prsgd_duplicate_total", "MODELs dropped because the same (worker, round, incarnation) was counted.");
   prometheus::Counter& rejected =
       counter(r, "prsgd_rejected_total", "MODELs dropped for any other reason (not a member, bad size, NaN, ...).");
+  prometheus::Counter& screened = counter(
+      r, "prsgd_screened_total", "Submissions the outlier screen left out (update norm > k x the round's median).");
+  prometheus::Counter& refused_rounds =
+      counter(r, "prsgd_refused_rounds_total", "Rounds refused because the combined x_bar had NaN/Inf (x_bar kept).");
   prometheus::Counter& removed =
       counter(r, "prsgd_removed_total", "Members removed before submitting (LEAVE, heartbeat timeout, restart).");
   prometheus::Counter& admitted = counter(r, "prsgd_admitted_total", "Joiners admitted at a round close.");
@@ -205,6 +209,10 @@ void prometheus_metrics::record(const actors::round_metrics& m) {
   s.late.Increment(num(m.late));
   s.duplicate.Increment(num(m.duplicate));
   s.rejected.Increment(num(m.rejected));
+  s.screened.Increment(static_cast<double>(m.screened.size()));
+  if (m.refused) {
+    s.refused_rounds.Increment();
+  }
   s.removed.Increment(static_cast<double>(m.removed));
   s.admitted.Increment(static_cast<double>(m.admitted));
   if (m.closed_by_deadline) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
 #include "prsgd/algorithms/schedule.hpp"
 
@@ -39,6 +40,12 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
   PRSGD_TRY(mode);
   core.mode = *mode;
   core.rule = averaging_rule_for(s, o.model);
+  auto aggregate = algorithms::parse_aggregate_rule(s.aggregate);
+  PRSGD_TRY(aggregate);
+  core.aggregate.rule = *aggregate;
+  core.aggregate.trim = s.trim;
+  core.aggregate.clip = s.clip;
+  core.screen_k = s.screen_k;
   if (core.mode == actors::training_mode::minibatch_sgd) {
     core.minibatch_momentum = o.model.momentum;  // the averager takes the SGD step (workers send gradients)
   }

@@ -7,6 +7,9 @@ if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_averaging_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/averaging_test.cpp
     DEPS prsgd::algorithms)
+  prsgd_add_test(prsgd_aggregation_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/aggregation_test.cpp
+    DEPS prsgd::algorithms)
 endif()
 if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_sharding_test

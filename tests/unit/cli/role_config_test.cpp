@@ -94,6 +94,40 @@ TEST(RoleConfigTest, EveryEnumMapsThroughTheLibraryParsers) {
   EXPECT_EQ(*cfg->core.rule, algorithms::averaging_rule::step_normalised);
 }
 
+TEST(RoleConfigTest, AggregationDefaultsToTheMeanWithTheScreenOn) {
+  const auto o = parse_averager({});
+  auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
+  ASSERT_TRUE(cfg.has_value());
+  EXPECT_EQ(cfg->core.aggregate.rule, algorithms::aggregate_rule::mean);
+  EXPECT_DOUBLE_EQ(cfg->core.screen_k, 4.0);
+}
+
+TEST(RoleConfigTest, AggregationOptionsReachTheCore) {
+  const auto o = parse_averager({"--aggregate", "trimmed-mean", "--trim", "0.1", "--clip", "2.5", "--screen-k", "0"});
+  auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  EXPECT_EQ(cfg->core.aggregate.rule, algorithms::aggregate_rule::trimmed_mean);
+  EXPECT_DOUBLE_EQ(cfg->core.aggregate.trim, 0.1);
+  EXPECT_DOUBLE_EQ(cfg->core.aggregate.clip, 2.5);
+  EXPECT_DOUBLE_EQ(cfg->core.screen_k, 0.0);
+  const auto median = parse_averager({"--aggregate", "median"});
+  auto m = averager_config_from(median, fake_data(), plan_for(median), 1);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->core.aggregate.rule, algorithms::aggregate_rule::median);
+}
+
+TEST(RoleConfigTest, BadAggregationValuesAreUsageErrorsNamingTheOption) {
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--aggregate", "krum"}, {"--trim", "0.5"}, {"--trim", "-0.1"}, {"--clip", "-1"}, {"--screen-k", "0.5"},
+           {"--screen-k", "-2"}}) {
+    auto c = parse_command_line({"prsgd", "averager", "--listen", "tcp://127.0.0.1:7500", flag, value});
+    ASSERT_FALSE(c.has_value()) << flag << " " << value;
+    EXPECT_EQ(c.error().code, errc::invalid_argument);
+    EXPECT_NE(c.error().context.find(flag), std::string::npos) << c.error().context;
+    EXPECT_EQ(c.error().context.find('\n'), std::string::npos);
+  }
+}
+
 TEST(RoleConfigTest, PerWorkerIntervalsAreKeyedByWorkerId) {
   const auto o = parse_averager({"--interval-policy", "per-worker", "--intervals", "4,8,16"});
   auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);

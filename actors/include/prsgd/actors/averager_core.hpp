@@ -17,6 +17,7 @@
 #include "prsgd/actors/checkpoint_store.hpp"
 #include "prsgd/actors/metrics.hpp"
 #include "prsgd/actors/protocol.hpp"
+#include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/averaging.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
 #include "prsgd/algorithms/schedule.hpp"
@@ -99,6 +100,15 @@ struct averager_config {
   /// x̄ −= γ·b); the buffer is checkpointed. In [0, 1).
   double minibatch_momentum = 0;
 
+  /// How the round's weighted updates x_i − x̄ (the gradients themselves in minibatch_sgd mode) are
+  /// combined: mean (the averaging above), trimmed mean, coordinate-wise median or norm clipping
+  /// (algorithms/aggregation.hpp).
+  algorithms::aggregate_options aggregate;
+  /// Outlier screen: an update whose norm exceeds screen_k × the round's (upper) median update norm is
+  /// left out of the round (logged, listed in the metrics line, never counted). 0 = off, else ≥ 1.
+  /// With fewer than 3 submissions nothing is screened (algorithms::screen_updates).
+  double screen_k = 4.0;
+
   /// Outer optimiser applied to the averaged delta in restarted_sgd mode (DiLoCo; empty = plain averaging).
   std::optional<algorithms::outer_config> outer;
 
@@ -137,7 +147,8 @@ enum class submission_status : std::uint8_t {
   late,
   /// Same (worker, round, incarnation) already accepted.
   duplicate,
-  /// Not a member, stale worker incarnation, future round, wrong size, NaN/Inf, wrong kind.
+  /// Not a member, stale worker incarnation, future round, wrong size, NaN/Inf, wrong kind; or, at the
+  /// barrier, left out by the outlier screen or part of a round refused for a non-finite x̄.
   rejected,
 };
 
@@ -276,6 +287,10 @@ class averager_core {
   [[nodiscard]] const std::vector<submission_record>& accounting() const noexcept { return accounting_; }
   /// Returns how many times (worker, round)'s model entered an average: 0 or 1, never more.
   [[nodiscard]] int times_counted(round_t round, member_id member) const;
+  /// Returns how many submissions the outlier screen has left out, over this incarnation.
+  [[nodiscard]] std::uint64_t screened_total() const noexcept { return screened_total_; }
+  /// Returns how many rounds were refused because the new x̄ was not finite (x̄ kept), over this incarnation.
+  [[nodiscard]] std::uint64_t refused_rounds() const noexcept { return refused_rounds_; }
   /// Returns the averaging rule the last closed round used (empty before the first close).
   [[nodiscard]] std::optional<algorithms::averaging_rule> last_rule() const noexcept { return last_rule_; }
   /// Returns the state a checkpoint of this moment would hold (round r with x̄_r, members, schedule).
@@ -310,6 +325,7 @@ class averager_core {
   [[nodiscard]] round_metrics open_record(bool by_deadline) const;
   [[nodiscard]] round_inputs collect(round_metrics& rm);
   [[nodiscard]] algorithms::averaging_rule weigh(const round_inputs& in) const;
+  void screen(round_inputs& in, round_metrics& rm);
   [[nodiscard]] std::vector<float> average(const round_inputs& in, algorithms::averaging_rule rule, bool& ok) const;
   [[nodiscard]] std::vector<float> outer_step(std::vector<float> avg, bool averaged);
   void account();
@@ -332,6 +348,7 @@ class averager_core {
   }
   [[nodiscard]] std::uint64_t clamp_interval(double v) const;
   void record(const model_msg& m, submission_status s, std::string reason);
+  void unaccept(member_id id, std::string reason);
   void prune_accounting();
   [[nodiscard]] welcome_msg make_welcome(member_id id, incarnation_t inc, round_t admitted) const;
   [[nodiscard]] restart_msg make_restart(member_id id) const;
@@ -380,6 +397,8 @@ class averager_core {
   std::vector<submission_record> accounting_;
   std::map<std::pair<round_t, member_id>, int> counted_;
   std::optional<algorithms::averaging_rule> last_rule_;
+  std::uint64_t screened_total_ = 0;
+  std::uint64_t refused_rounds_ = 0;
 
   std::deque<held_line> lines_;                    // closed rounds' lines not yet released, in order
   std::deque<evaluation_request> eval_queue_;      // asked for, waiting for a free evaluator

@@ -62,6 +62,13 @@ struct round_metrics {
   double step_size = 0;
   /// The averaging rule used ("uniform", "samples", "step-normalised").
   std::string rule;
+  /// How the weighted updates were combined ("mean", "trimmed-mean", "median", "norm-clip"; empty for an
+  /// empty round).
+  std::string aggregate;
+  /// Submissions the outlier screen left out of this round: (worker, its update norm / the median norm).
+  std::vector<std::pair<member_id, double>> screened;
+  /// True when the combined x̄ was not finite: the round was refused and x̄ kept.
+  bool refused = false;
 };
 
 /// Returns `text` as a JSON string literal (see prsgd/common/json_quote.hpp).

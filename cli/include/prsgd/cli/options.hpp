@@ -107,6 +107,14 @@ struct schedule_options {
   /// auto (samples on IID shards; with non_iid, step-normalised when intervals differ) | uniform | samples |
   /// step-normalised.
   std::string averaging = "auto";
+  /// How the weighted updates x_i − x̄ are combined: mean | trimmed-mean | median | norm-clip.
+  std::string aggregate = "mean";
+  /// Weight mass removed from each end of every coordinate by trimmed-mean. @pre in [0, 0.5)
+  double trim = 0.25;
+  /// Norm bound of norm-clip (0 = the round's median update norm). @pre >= 0
+  double clip = 0;
+  /// Leave out an update whose norm exceeds k × the round's median update norm (0 = off). @pre 0 or >= 1
+  double screen_k = 4;
   /// When the barrier may close before every member submitted: none | fixed | adaptive (median + k·MAD of
   /// past arrival offsets).
   std::string deadline = "none";

@@ -1,0 +1,501 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/algorithms/aggregation.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace prsgd::algorithms {
+namespace {
+
+// 512 values per input: with N = 8, the float buffers (16 KiB) or the double values and weights of the
+// weighted path (64 KiB) stay in L1 / L2 while the sorting network runs over them.
+constexpr std::size_t block_floats = 512;
+
+// Batcher's odd-even merge sort for any n (comparators touching indices >= n are dropped, which is the
+// same as padding with +inf). n = 8 needs 19 comparators against 28 for odd-even transposition.
+std::vector<std::pair<std::size_t, std::size_t>> sorting_network(std::size_t n) {
+  std::vector<std::pair<std::size_t, std::size_t>> net;
+  for (std::size_t p = 1; p < n; p <<= 1U) {
+    for (std::size_t k = p; k >= 1; k >>= 1U) {
+      for (std::size_t j = k % p; j + k < n; j += 2 * k) {
+        for (std::size_t i = 0; i < std::min(k, n - j - k); ++i) {
+          if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
+            net.emplace_back(i + j, i + j + k);
+          }
+        }
+      }
+    }
+  }
+  return net;
+}
+
+// a[k] <= b[k] afterwards, for every k (min/max: vectorises without branches).
+void compare_exchange(float* __restrict a, float* __restrict b, std::size_t m) {
+  for (std::size_t k = 0; k < m; ++k) {
+    const float lo = std::min(a[k], b[k]);
+    const float hi = std::max(a[k], b[k]);
+    a[k] = lo;
+    b[k] = hi;
+  }
+}
+
+// The same in double, carrying each value's weight along (the weighted path works in double: the median's
+// coefficients divide by 2 * median_tie_mass, which would magnify float rounding of the cumulative weights).
+void compare_exchange_weighted(double* __restrict a, double* __restrict b, double* __restrict wa, double* __restrict wb,
+                               std::size_t m) {
+  for (std::size_t k = 0; k < m; ++k) {
+    const bool swap = b[k] < a[k];
+    const double va = a[k];
+    const double vb = b[k];
+    const double ga = wa[k];
+    const double gb = wb[k];
+    a[k] = swap ? vb : va;
+    b[k] = swap ? va : vb;
+    wa[k] = swap ? gb : ga;
+    wb[k] = swap ? ga : gb;
+  }
+}
+
+// Σ (x − ref)² (ref null: Σ x²) over one block, in 8 float lanes added up in double.
+template <bool Ref>
+double block_sum_of_squares(const float* x, const float* ref, std::size_t m) {
+  constexpr std::size_t lanes = 8;
+  std::array<float, lanes> part{};
+  std::size_t k = 0;
+  for (; k + lanes <= m; k += lanes) {
+    for (std::size_t l = 0; l < lanes; ++l) {
+      float d = x[k + l];
+      if constexpr (Ref) {
+        d -= ref[k + l];
+      }
+      part[l] += d * d;
+    }
+  }
+  for (; k < m; ++k) {
+    float d = x[k];
+    if constexpr (Ref) {
+      d -= ref[k];
+    }
+    part[0] += d * d;
+  }
+  double total = 0;
+  for (float p : part) {
+    total += static_cast<double>(p);
+  }
+  return total;
+}
+
+// ‖x_i − ref‖² for every input, block by block so that each block of ref is read from memory once.
+template <bool Ref>
+std::vector<double> sums_of_squares(std::span<const contribution> inputs, const float* ref, std::size_t len) {
+  std::vector<double> sums(inputs.size(), 0.0);
+  for (std::size_t b = 0; b < len; b += block_floats) {
+    const std::size_t m = std::min(block_floats, len - b);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      sums[i] += block_sum_of_squares<Ref>(inputs[i].params.data() + b, Ref ? ref + b : nullptr, m);
+    }
+  }
+  return sums;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) {
+    return 0;
+  }
+  std::sort(v.begin(), v.end());
+  const std::size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
+
+// The register kernel for equal weights and N <= max_register_inputs: per coordinate, the N updates are
+// loaded into N locals, sorted by Batcher's network (min/max, fully unrolled for the N at hand) and
+// weighed with the fixed coefficients; the compiler vectorises the loop over coordinates, so the values
+// never leave the vector registers. On x86-64 the kernels also get an AVX2 clone picked at load time
+// (min/max and products: the same results on either path). Not under ThreadSanitizer: the clones'
+// resolvers are IFUNCs that run before the TSan runtime starts (see layers.cpp).
+#if defined(__SANITIZE_THREAD__) || !defined(__x86_64__)
+#define PRSGD_AGGREGATION_WIDE_VECTORS
+#else
+#define PRSGD_AGGREGATION_WIDE_VECTORS __attribute__((target_clones("avx2", "default")))
+#endif
+
+constexpr std::size_t max_register_inputs = 16;
+
+struct comparator_list {
+  std::array<std::pair<std::uint8_t, std::uint8_t>, 80> pairs{};  // Batcher's network for 16 has 63
+  std::size_t size = 0;
+};
+
+constexpr comparator_list batcher(std::size_t n) {
+  comparator_list net;
+  for (std::size_t p = 1; p < n; p <<= 1U) {
+    for (std::size_t k = p; k >= 1; k >>= 1U) {
+      for (std::size_t j = k % p; j + k < n; j += 2 * k) {
+        for (std::size_t i = 0; i < std::min(k, n - j - k); ++i) {
+          if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
+            net.pairs[net.size++] = {static_cast<std::uint8_t>(i + j), static_cast<std::uint8_t>(i + j + k)};
+          }
+        }
+      }
+    }
+  }
+  return net;
+}
+
+struct register_args {
+  const float* const* xs;
+  const float* ref;   // never null here: zeros when the inputs are the updates
+  const float* coef;  // N fixed coefficients, already multiplied by s
+  float* out;
+  std::size_t len;
+};
+
+template <std::size_t N>
+[[gnu::always_inline]] inline void register_kernel(const register_args& a) {
+  static constexpr comparator_list net = batcher(N);
+  const float* x[N];
+  float c[N];
+  for (std::size_t i = 0; i < N; ++i) {
+    x[i] = a.xs[i];
+    c[i] = a.coef[i];
+  }
+  // No __restrict: out may alias ref (element k of ref is read before out[k] is written).
+  const float* ref = a.ref;
+  float* out = a.out;
+  for (std::size_t k = 0; k < a.len; ++k) {
+    float v[N];
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < N; ++i) {
+      v[i] = x[i][k] - ref[k];
+    }
+#pragma GCC unroll 80
+    for (std::size_t q = 0; q < net.size; ++q) {
+      const float lo = std::min(v[net.pairs[q].first], v[net.pairs[q].second]);
+      const float hi = std::max(v[net.pairs[q].first], v[net.pairs[q].second]);
+      v[net.pairs[q].first] = lo;
+      v[net.pairs[q].second] = hi;
+    }
+    float acc = 0;
+#pragma GCC unroll 16
+    for (std::size_t j = 0; j < N; ++j) {
+      acc += c[j] * v[j];
+    }
+    out[k] = ref[k] + acc;
+  }
+}
+
+#define PRSGD_AGGREGATION_REGISTER_KERNEL(N) \
+  PRSGD_AGGREGATION_WIDE_VECTORS void register_kernel_##N(const register_args& a) { register_kernel<N>(a); }
+PRSGD_AGGREGATION_REGISTER_KERNEL(1)
+PRSGD_AGGREGATION_REGISTER_KERNEL(2)
+PRSGD_AGGREGATION_REGISTER_KERNEL(3)
+PRSGD_AGGREGATION_REGISTER_KERNEL(4)
+PRSGD_AGGREGATION_REGISTER_KERNEL(5)
+PRSGD_AGGREGATION_REGISTER_KERNEL(6)
+PRSGD_AGGREGATION_REGISTER_KERNEL(7)
+PRSGD_AGGREGATION_REGISTER_KERNEL(8)
+PRSGD_AGGREGATION_REGISTER_KERNEL(9)
+PRSGD_AGGREGATION_REGISTER_KERNEL(10)
+PRSGD_AGGREGATION_REGISTER_KERNEL(11)
+PRSGD_AGGREGATION_REGISTER_KERNEL(12)
+PRSGD_AGGREGATION_REGISTER_KERNEL(13)
+PRSGD_AGGREGATION_REGISTER_KERNEL(14)
+PRSGD_AGGREGATION_REGISTER_KERNEL(15)
+PRSGD_AGGREGATION_REGISTER_KERNEL(16)
+#undef PRSGD_AGGREGATION_REGISTER_KERNEL
+
+using register_fn = void (*)(const register_args&);
+constexpr std::array<register_fn, max_register_inputs> register_kernels{
+    &register_kernel_1,  &register_kernel_2,  &register_kernel_3,  &register_kernel_4,
+    &register_kernel_5,  &register_kernel_6,  &register_kernel_7,  &register_kernel_8,
+    &register_kernel_9,  &register_kernel_10, &register_kernel_11, &register_kernel_12,
+    &register_kernel_13, &register_kernel_14, &register_kernel_15, &register_kernel_16};
+
+// Per block of coordinates: u_i = x_i − ref for every input, sorted per coordinate by a sorting network.
+// Equal weights (the common case) sort floats and weigh the j-th smallest with the same coefficient in
+// every coordinate; unequal weights sort (value, weight) pairs in double and compute each coordinate's
+// coefficients from its cumulative weights.
+void sort_block_equal(std::span<const contribution> inputs, const float* ref, std::size_t b, std::size_t m,
+                      const std::vector<std::pair<std::size_t, std::size_t>>& net, float* vals) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const float* x = inputs[i].params.data() + b;
+    float* v = vals + i * block_floats;
+    if (ref != nullptr) {
+      for (std::size_t k = 0; k < m; ++k) {
+        v[k] = x[k] - ref[b + k];
+      }
+    } else {
+      std::copy_n(x, m, v);
+    }
+  }
+  for (const auto& [i, j] : net) {
+    compare_exchange(vals + i * block_floats, vals + j * block_floats, m);
+  }
+}
+
+// The trimmed mean (median: β = 1/2 − median_tie_mass) of every coordinate, written as
+// out = ref + s · Σ_j r_j v_(j) over the sorted updates v_(j).
+void coordinate_rule(std::span<const contribution> inputs, std::span<const double> weights, const float* ref,
+                     double beta, double s, std::span<float> out) {
+  const std::size_t n = inputs.size();
+  const std::size_t len = out.size();
+  const auto net = sorting_network(n);
+  const bool equal = std::all_of(weights.begin(), weights.end(), [&](double w) { return w == weights[0]; });
+  std::vector<float> vals(equal ? n * block_floats : 0);
+  std::vector<double> vals_d(equal ? 0 : n * block_floats);
+  std::vector<double> qs(equal ? 0 : n * block_floats);
+  std::vector<double> acc(block_floats);
+  std::vector<double> cum(block_floats);
+  std::vector<float> acc_f(block_floats);
+  // Equal weights: the coefficient of the j-th smallest value is the same in every coordinate.
+  std::vector<float> fixed_r;
+  if (equal) {
+    const std::vector<double> q(n, 1.0 / static_cast<double>(n));
+    for (double r : trimmed_coefficients(q, beta)) {
+      fixed_r.push_back(static_cast<float>(r));
+    }
+  }
+  const double inv_keep = 1 / (1 - 2 * beta);
+  const auto scale = static_cast<float>(s);
+  if (equal && n <= max_register_inputs) {
+    std::vector<const float*> xs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      xs[i] = inputs[i].params.data();
+    }
+    std::vector<float> coef(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      coef[j] = scale * fixed_r[j];
+    }
+    std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
+    register_kernels[n - 1]({xs.data(), ref != nullptr ? ref : zeros.data(), coef.data(), out.data(), len});
+    return;
+  }
+  for (std::size_t b = 0; b < len; b += block_floats) {
+    const std::size_t m = std::min(block_floats, len - b);
+    if (equal) {
+      sort_block_equal(inputs, ref, b, m, net, vals.data());
+      std::fill_n(acc_f.data(), m, 0.0F);
+      for (std::size_t j = 0; j < n; ++j) {
+        if (fixed_r[j] == 0) {
+          continue;
+        }
+        const float r = fixed_r[j];
+        const float* v = vals.data() + j * block_floats;
+        for (std::size_t k = 0; k < m; ++k) {
+          acc_f[k] += r * v[k];
+        }
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        const float* x = inputs[i].params.data() + b;
+        double* v = vals_d.data() + i * block_floats;
+        for (std::size_t k = 0; k < m; ++k) {
+          v[k] = static_cast<double>(x[k]) - (ref != nullptr ? static_cast<double>(ref[b + k]) : 0.0);
+        }
+        std::fill_n(qs.data() + i * block_floats, m, weights[i] / s);
+      }
+      for (const auto& [i, j] : net) {
+        compare_exchange_weighted(vals_d.data() + i * block_floats, vals_d.data() + j * block_floats,
+                                  qs.data() + i * block_floats, qs.data() + j * block_floats, m);
+      }
+      std::fill_n(cum.data(), m, 0.0);
+      std::fill_n(acc.data(), m, 0.0);
+      for (std::size_t j = 0; j < n; ++j) {
+        const double* v = vals_d.data() + j * block_floats;
+        const double* q = qs.data() + j * block_floats;
+        const bool last = j + 1 == n;
+        for (std::size_t k = 0; k < m; ++k) {
+          const double lo = cum[k];
+          const double hi = last ? 1.0 : lo + q[k];  // the last value closes the mass exactly
+          cum[k] = hi;
+          const double kept = std::max(0.0, std::min(hi, 1 - beta) - std::max(lo, beta));
+          acc[k] += kept * inv_keep * v[k];
+        }
+      }
+      for (std::size_t k = 0; k < m; ++k) {
+        acc_f[k] = static_cast<float>(acc[k]);
+      }
+    }
+    float* o = out.data() + b;
+    if (ref != nullptr) {
+      const float* p = ref + b;  // o may alias p: element k of p is read before o[k] is written
+      for (std::size_t k = 0; k < m; ++k) {
+        o[k] = p[k] + scale * acc_f[k];
+      }
+    } else {
+      for (std::size_t k = 0; k < m; ++k) {
+        o[k] = scale * acc_f[k];
+      }
+    }
+  }
+}
+
+// out = ref + Σ_i c_i u_i (the mean with c_i = w_i, norm_clip with c_i = w_i · min(1, C/‖u_i‖)).
+void linear_rule(std::span<const contribution> inputs, std::span<const double> coefs, const float* ref,
+                 std::span<float> out) {
+  const std::size_t len = out.size();
+  std::vector<float> acc(block_floats);
+  for (std::size_t b = 0; b < len; b += block_floats) {
+    const std::size_t m = std::min(block_floats, len - b);
+    std::fill_n(acc.data(), m, 0.0F);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const float c = static_cast<float>(coefs[i]);
+      const float* x = inputs[i].params.data() + b;
+      if (ref != nullptr) {
+        const float* p = ref + b;
+        for (std::size_t k = 0; k < m; ++k) {
+          acc[k] += c * (x[k] - p[k]);
+        }
+      } else {
+        for (std::size_t k = 0; k < m; ++k) {
+          acc[k] += c * x[k];
+        }
+      }
+    }
+    float* o = out.data() + b;
+    for (std::size_t k = 0; k < m; ++k) {
+      o[k] = (ref != nullptr ? ref[b + k] : 0.0F) + acc[k];
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(aggregate_rule rule) noexcept {
+  switch (rule) {
+    case aggregate_rule::mean: return "mean";
+    case aggregate_rule::trimmed_mean: return "trimmed-mean";
+    case aggregate_rule::median: return "median";
+    case aggregate_rule::norm_clip: return "norm-clip";
+  }
+  return "unknown";
+}
+
+expected<aggregate_rule> parse_aggregate_rule(std::string_view name) {
+  for (auto rule :
+       {aggregate_rule::mean, aggregate_rule::trimmed_mean, aggregate_rule::median, aggregate_rule::norm_clip}) {
+    if (name == to_string(rule)) {
+      return rule;
+    }
+  }
+  return fail(errc::invalid_argument,
+              "unknown aggregation rule '" + std::string{name} + "' (mean | trimmed-mean | median | norm-clip)");
+}
+
+expected<void> validate(const aggregate_options& options) {
+  if (!(options.trim >= 0 && options.trim < 0.5)) {
+    return fail(errc::invalid_argument, "trim must be in [0, 0.5) (got " + std::to_string(options.trim) + ")");
+  }
+  if (!(std::isfinite(options.clip) && options.clip >= 0)) {
+    return fail(errc::invalid_argument, "clip must be >= 0 (got " + std::to_string(options.clip) + ")");
+  }
+  return {};
+}
+
+expected<std::vector<double>> update_norms(std::span<const contribution> inputs, std::span<const float> reference) {
+  if (inputs.empty()) {
+    return std::vector<double>{};
+  }
+  const std::size_t len = inputs[0].params.size();
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::size_t want = reference.empty() ? len : reference.size();
+    if (inputs[i].params.size() != want) {
+      return fail(errc::invalid_argument,
+                  "update_norms: input " + std::to_string(i) + " has " + std::to_string(inputs[i].params.size()) +
+                      " floats, " + (reference.empty() ? "input 0" : "the reference") + " has " + std::to_string(want));
+    }
+  }
+  auto norms = reference.empty() ? sums_of_squares<false>(inputs, nullptr, len)
+                                 : sums_of_squares<true>(inputs, reference.data(), len);
+  for (auto& v : norms) {
+    v = std::sqrt(v);
+  }
+  return norms;
+}
+
+screen_result screen_updates(std::span<const double> norms, double k) {
+  screen_result r;
+  if (!norms.empty()) {
+    std::vector<double> sorted(norms.begin(), norms.end());
+    std::sort(sorted.begin(), sorted.end());
+    r.median_norm = sorted[sorted.size() / 2];  // the upper median: see the header
+  }
+  const bool active = norms.size() >= 3 && r.median_norm > 0;
+  for (std::size_t i = 0; i < norms.size(); ++i) {
+    // !(norm <= limit) also rejects a NaN norm.
+    if (active && !(norms[i] <= k * r.median_norm)) {
+      r.rejected.push_back(i);
+    } else {
+      r.kept.push_back(i);
+    }
+  }
+  return r;
+}
+
+std::vector<double> trimmed_coefficients(std::span<const double> q, double beta) {
+  std::vector<double> r(q.size());
+  double lo = 0;
+  for (std::size_t j = 0; j < q.size(); ++j) {
+    const double hi = j + 1 == q.size() ? 1.0 : lo + q[j];
+    r[j] = std::max(0.0, std::min(hi, 1 - beta) - std::max(lo, beta)) / (1 - 2 * beta);
+    lo = hi;
+  }
+  return r;
+}
+
+expected<void> aggregate(std::span<const contribution> inputs, std::span<const double> weights,
+                         std::span<const float> reference, const aggregate_options& options, std::span<float> out) {
+  PRSGD_TRY(validate(options));
+  if (inputs.empty()) {
+    return fail(errc::invalid_argument, "aggregate: no inputs");
+  }
+  if (weights.size() != inputs.size()) {
+    return fail(errc::invalid_argument, "aggregate: " + std::to_string(weights.size()) + " weights for " +
+                                            std::to_string(inputs.size()) + " inputs");
+  }
+  const std::size_t len = out.size();
+  if (!reference.empty() && reference.size() != len) {
+    return fail(errc::invalid_argument, "aggregate: reference has " + std::to_string(reference.size()) +
+                                            " floats, out has " + std::to_string(len));
+  }
+  double s = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].params.size() != len) {
+      return fail(errc::invalid_argument, "aggregate: input " + std::to_string(i) + " has " +
+                                              std::to_string(inputs[i].params.size()) + " floats, out has " +
+                                              std::to_string(len));
+    }
+    if (!positive_finite(weights[i])) {
+      return fail(errc::invalid_argument,
+                  "aggregate: weight " + std::to_string(i) + " is " + std::to_string(weights[i]) + " (must be > 0)");
+    }
+    s += weights[i];
+  }
+  const float* ref = reference.empty() ? nullptr : reference.data();
+  switch (options.rule) {
+    case aggregate_rule::mean: linear_rule(inputs, weights, ref, out); return {};
+    case aggregate_rule::trimmed_mean: coordinate_rule(inputs, weights, ref, options.trim, s, out); return {};
+    case aggregate_rule::median: coordinate_rule(inputs, weights, ref, 0.5 - median_tie_mass, s, out); return {};
+    case aggregate_rule::norm_clip: {
+      auto norms = update_norms(inputs, reference);
+      PRSGD_TRY(norms);
+      const double c = options.clip > 0 ? options.clip : median(*norms);
+      std::vector<double> coefs(inputs.size());
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const double nrm = (*norms)[i];
+        coefs[i] = weights[i] * (nrm > c ? c / nrm : 1.0);
+      }
+      linear_rule(inputs, coefs, ref, out);
+      return {};
+    }
+  }
+  return fail(errc::invalid_argument, "aggregate: unknown rule");
+}
+
+}  // namespace prsgd::algorithms

@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/algorithms/aggregation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using prsgd::errc;
+using namespace prsgd::algorithms;
+
+// Not a multiple of the kernel's 512-float block, so the last block is partial.
+constexpr std::size_t len = 512 * 3 + 37;
+
+std::vector<contribution> wrap(const std::vector<std::vector<float>>& models) {
+  std::vector<contribution> out;
+  for (const auto& m : models) {
+    out.push_back({m, 1, 1});
+  }
+  return out;
+}
+
+// One coordinate per model: models[i] = {values[i]}.
+std::vector<std::vector<float>> scalars(const std::vector<float>& values) {
+  std::vector<std::vector<float>> out;
+  for (float v : values) {
+    out.push_back({v});
+  }
+  return out;
+}
+
+float combine1(const std::vector<float>& values, const std::vector<double>& weights, aggregate_options o) {
+  const auto models = scalars(values);
+  const auto in = wrap(models);
+  std::vector<float> out(1);
+  const auto done = aggregate(in, weights, {}, o, out);
+  EXPECT_TRUE(done.has_value()) << done.error().message();
+  return out[0];
+}
+
+aggregate_options rule(aggregate_rule r, double trim = 0.25, double clip = 0) { return {r, trim, clip}; }
+
+// The definition, written the slow way: sort (value, weight) pairs per coordinate in double and weigh the
+// sorted values with trimmed_coefficients.
+std::vector<float> reference_rule(const std::vector<std::vector<float>>& models, const std::vector<double>& w,
+                                  const std::vector<float>& ref, double beta) {
+  const double s = std::accumulate(w.begin(), w.end(), 0.0);
+  std::vector<float> out(ref.size());
+  for (std::size_t k = 0; k < ref.size(); ++k) {
+    std::vector<std::pair<double, double>> vq;
+    for (std::size_t i = 0; i < models.size(); ++i) {
+      vq.emplace_back(static_cast<double>(models[i][k]) - ref[k], w[i] / s);
+    }
+    std::sort(vq.begin(), vq.end());
+    std::vector<double> q;
+    for (const auto& p : vq) {
+      q.push_back(p.second);
+    }
+    const auto r = trimmed_coefficients(q, beta);
+    double acc = 0;
+    for (std::size_t j = 0; j < r.size(); ++j) {
+      acc += r[j] * vq[j].first;
+    }
+    out[k] = static_cast<float>(ref[k] + s * acc);
+  }
+  return out;
+}
+
+TEST(AggregationTest, ParsesEveryRuleAndNamesTheChoicesOnATypo) {
+  for (auto r :
+       {aggregate_rule::mean, aggregate_rule::trimmed_mean, aggregate_rule::median, aggregate_rule::norm_clip}) {
+    const auto parsed = parse_aggregate_rule(to_string(r));
+    ASSERT_TRUE(parsed.has_value());
+    EXPECT_EQ(*parsed, r);
+  }
+  const auto bad = parse_aggregate_rule("trimmed");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code, errc::invalid_argument);
+  EXPECT_NE(bad.error().message().find("mean | trimmed-mean | median | norm-clip"), std::string::npos);
+}
+
+TEST(AggregationTest, TrimmedCoefficientsRemoveWeightMassFromBothEnds) {
+  const auto quarter = trimmed_coefficients(std::vector<double>(4, 0.25), 0.25);
+  EXPECT_EQ(quarter, (std::vector<double>{0, 0.5, 0.5, 0}));
+  const auto fifth = trimmed_coefficients(std::vector<double>(5, 0.2), 0.2);
+  for (std::size_t j = 0; j < 5; ++j) {
+    EXPECT_NEAR(fifth[j], j == 0 || j == 4 ? 0.0 : 1.0 / 3, 1e-12) << j;
+  }
+  // A fractional trim takes part of the extreme values' mass: c = .25 .5 .75 1, keep [0.1, 0.9].
+  const auto partial = trimmed_coefficients(std::vector<double>(4, 0.25), 0.1);
+  EXPECT_NEAR(partial[0], 0.15 / 0.8, 1e-12);
+  EXPECT_NEAR(partial[1], 0.25 / 0.8, 1e-12);
+  EXPECT_NEAR(partial[2], 0.25 / 0.8, 1e-12);
+  EXPECT_NEAR(partial[3], 0.15 / 0.8, 1e-12);
+  // β = 0 is the weighted mean.
+  EXPECT_EQ(trimmed_coefficients(std::vector<double>{0.3, 0.7}, 0), (std::vector<double>{0.3, 0.7}));
+}
+
+TEST(AggregationTest, MedianOfEqualWeightsIsTheMiddleValueOrTheMeanOfTheTwoMiddleOnes) {
+  EXPECT_FLOAT_EQ(combine1({3, -1, 7}, {1.0 / 3, 1.0 / 3, 1.0 / 3}, rule(aggregate_rule::median)), 3);
+  EXPECT_NEAR(combine1({1, 10, 2, 3}, {0.25, 0.25, 0.25, 0.25}, rule(aggregate_rule::median)), 2.5, 1e-4);
+  EXPECT_FLOAT_EQ(combine1({5}, {1}, rule(aggregate_rule::median)), 5);
+  // Two values: the median is their mean.
+  EXPECT_NEAR(combine1({1, 4}, {0.5, 0.5}, rule(aggregate_rule::median)), 2.5, 1e-4);
+}
+
+TEST(AggregationTest, WeightedMedianIsWhereTheCumulativeWeightCrossesOneHalf) {
+  // Sorted: 1 (0.1), 2 (0.2), 5 (0.7): the cumulative weight crosses 1/2 inside the value 5.
+  EXPECT_FLOAT_EQ(combine1({5, 1, 2}, {0.7, 0.1, 0.2}, rule(aggregate_rule::median)), 5);
+  // Exactly 1/2 after the second value: the mean of the values on either side.
+  EXPECT_NEAR(combine1({1, 2, 3}, {0.25, 0.25, 0.5}, rule(aggregate_rule::median)), 2.5, 1e-4);
+  // Weights that do not sum to 1 (step-normalised) scale the result by their sum.
+  EXPECT_FLOAT_EQ(combine1({5, 1, 2}, {1.4, 0.2, 0.4}, rule(aggregate_rule::median)), 10);
+}
+
+TEST(AggregationTest, WeightedTrimmedMeanKeepsTheMiddleMass) {
+  // Sorted 1 (0.4), 2 (0.2), 3 (0.2), 4 (0.2), β = 0.25: c = .4 .6 .8 1, keep [0.25, 0.75]:
+  // r = 0.15/0.5, 0.2/0.5, 0.15/0.5, 0 → 0.3 + 0.8 + 0.9.
+  EXPECT_NEAR(combine1({4, 3, 1, 2}, {0.2, 0.2, 0.4, 0.2}, rule(aggregate_rule::trimmed_mean, 0.25)), 2.0, 1e-5);
+  // Equal weights, β = 1/4 of 4: the mean of the two middle values.
+  EXPECT_NEAR(combine1({100, 1, 2, -50}, {0.25, 0.25, 0.25, 0.25}, rule(aggregate_rule::trimmed_mean, 0.25)), 1.5,
+              1e-5);
+  // β = 0: the weighted mean.
+  EXPECT_NEAR(combine1({1, 3}, {0.25, 0.75}, rule(aggregate_rule::trimmed_mean, 0)), 2.5, 1e-6);
+}
+
+TEST(AggregationTest, TheWeightSumScalesTheCombinedUpdate) {
+  // Step-normalised weights need not sum to 1: x̄' = x̄ + s·A(u; q) with s = Σ w.
+  const std::vector<std::vector<float>> models{{2}, {4}, {30}};
+  const std::vector<float> ref{1};
+  std::vector<float> out(1);
+  ASSERT_TRUE(aggregate(wrap(models), std::vector<double>{0.5, 0.5, 0.5}, ref, rule(aggregate_rule::median), out));
+  EXPECT_NEAR(out[0], 1 + 1.5 * 3, 1e-5);  // median update 3, s = 1.5
+  ASSERT_TRUE(aggregate(wrap(models), std::vector<double>{0.5, 0.5, 0.5}, ref, rule(aggregate_rule::mean), out));
+  EXPECT_NEAR(out[0], 1 + 0.5 * (1 + 3 + 29), 1e-5);
+}
+
+TEST(AggregationTest, NormClipScalesLongUpdatesDownToTheRadius) {
+  const std::vector<std::vector<float>> models{{3, 4}, {1, 0}};
+  std::vector<float> out(2);
+  ASSERT_TRUE(
+      aggregate(wrap(models), std::vector<double>{0.5, 0.5}, {}, rule(aggregate_rule::norm_clip, 0.25, 2), out));
+  EXPECT_NEAR(out[0], 0.5 * (1.2 + 1), 1e-6);  // (3,4) clipped to norm 2 is (1.2, 1.6)
+  EXPECT_NEAR(out[1], 0.5 * 1.6, 1e-6);
+  // clip 0: the median of the norms 5 and 1, 3: (3,4) becomes (1.8, 2.4).
+  ASSERT_TRUE(aggregate(wrap(models), std::vector<double>{0.5, 0.5}, {}, rule(aggregate_rule::norm_clip), out));
+  EXPECT_NEAR(out[0], 0.5 * (1.8 + 1), 1e-6);
+  EXPECT_NEAR(out[1], 0.5 * 2.4, 1e-6);
+}
+
+TEST(AggregationTest, VectorisedKernelMatchesTheDefinitionForEveryNAndWeights) {
+  std::mt19937 gen(7);
+  std::normal_distribution<float> value(0.0F, 1.0F);
+  std::uniform_real_distribution<double> weight(0.1, 3.0);
+  for (std::size_t n = 1; n <= 9; ++n) {
+    std::vector<std::vector<float>> models(n, std::vector<float>(len));
+    std::vector<float> ref(len);
+    for (auto& x : ref) {
+      x = value(gen);
+    }
+    for (auto& m : models) {
+      for (auto& x : m) {
+        x = value(gen);
+      }
+    }
+    // A few exact ties, which the sort must keep consistent with their weights.
+    for (std::size_t k = 0; k < len; k += 97) {
+      for (auto& m : models) {
+        m[k] = 0.5F;
+      }
+    }
+    for (const bool equal : {true, false}) {
+      std::vector<double> w(n, 1.0 / static_cast<double>(n));
+      if (!equal) {
+        for (auto& x : w) {
+          x = weight(gen);
+        }
+      }
+      for (const auto& [r, beta] :
+           {std::pair{aggregate_rule::trimmed_mean, 0.2}, std::pair{aggregate_rule::trimmed_mean, 0.0},
+            std::pair{aggregate_rule::median, 0.5 - median_tie_mass}}) {
+        std::vector<float> out(len);
+        ASSERT_TRUE(aggregate(wrap(models), w, ref, rule(r, r == aggregate_rule::median ? 0.25 : beta), out));
+        const auto want = reference_rule(models, w, ref, beta);
+        for (std::size_t k = 0; k < len; ++k) {
+          ASSERT_NEAR(out[k], want[k], 2e-4)
+              << "n=" << n << " equal=" << equal << " rule=" << to_string(r) << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(AggregationTest, MedianAndTrimmedMeanIgnoreOneHugeUpdate) {
+  std::mt19937 gen(3);
+  std::normal_distribution<float> value(0.0F, 0.01F);
+  const std::vector<float> ref(len, 1.0F);
+  std::vector<std::vector<float>> models(4, ref);
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (auto& x : models[i]) {
+      x += value(gen);
+    }
+  }
+  for (auto& x : models[3]) {
+    x = 1e6F;  // a poisoned model
+  }
+  for (auto r : {aggregate_rule::median, aggregate_rule::trimmed_mean}) {
+    std::vector<float> out(len);
+    ASSERT_TRUE(aggregate(wrap(models), std::vector<double>(4, 0.25), ref, rule(r, 0.25), out));
+    for (float x : out) {
+      ASSERT_LT(std::abs(x - 1.0F), 0.05F) << to_string(r);
+    }
+  }
+}
+
+TEST(AggregationTest, OutMayAliasTheReference) {
+  std::vector<std::vector<float>> models{std::vector<float>(len, 3), std::vector<float>(len, 5),
+                                         std::vector<float>(len, 4)};
+  std::vector<float> ref(len, 1);
+  ASSERT_TRUE(aggregate(wrap(models), std::vector<double>(3, 1.0 / 3), ref, rule(aggregate_rule::median), ref));
+  for (float x : ref) {
+    ASSERT_FLOAT_EQ(x, 4);
+  }
+}
+
+TEST(AggregationTest, RefusesBadOptionsWeightsAndSizes) {
+  const std::vector<std::vector<float>> models{{1}, {2}};
+  std::vector<float> out(1);
+  EXPECT_FALSE(aggregate(wrap(models), std::vector<double>{1, 1}, {}, rule(aggregate_rule::trimmed_mean, 0.5), out));
+  EXPECT_FALSE(aggregate(wrap(models), std::vector<double>{1, 1}, {}, rule(aggregate_rule::trimmed_mean, -0.1), out));
+  EXPECT_FALSE(aggregate(wrap(models), std::vector<double>{1, 1}, {}, rule(aggregate_rule::norm_clip, 0.25, -1), out));
+  EXPECT_FALSE(aggregate(wrap(models), std::vector<double>{1}, {}, rule(aggregate_rule::median), out));
+  EXPECT_FALSE(aggregate(wrap(models), std::vector<double>{1, 0}, {}, rule(aggregate_rule::median), out));
+  EXPECT_FALSE(aggregate(wrap(models), std::vector<double>{1, std::nan("")}, {}, rule(aggregate_rule::median), out));
+  EXPECT_FALSE(aggregate({}, {}, {}, rule(aggregate_rule::median), out));
+  std::vector<float> two(2);
+  EXPECT_FALSE(aggregate(wrap(models), std::vector<double>{1, 1}, {}, rule(aggregate_rule::median), two));
+  const std::vector<float> ref{0, 0};
+  EXPECT_FALSE(aggregate(wrap(models), std::vector<double>{1, 1}, ref, rule(aggregate_rule::median), out));
+}
+
+TEST(AggregationTest, UpdateNormsAreDistancesFromTheReference) {
+  const std::vector<std::vector<float>> models{{4, 5}, {1, 1}};
+  const std::vector<float> ref{1, 1};
+  const auto norms = update_norms(wrap(models), ref);
+  ASSERT_TRUE(norms.has_value());
+  EXPECT_DOUBLE_EQ((*norms)[0], 5);
+  EXPECT_DOUBLE_EQ((*norms)[1], 0);
+  const auto from_zero = update_norms(wrap(models), {});
+  ASSERT_TRUE(from_zero.has_value());
+  EXPECT_NEAR((*from_zero)[0], std::sqrt(41.0), 1e-6);
+  const std::vector<float> short_ref{1};
+  EXPECT_FALSE(update_norms(wrap(models), short_ref).has_value());
+}
+
+TEST(AggregationTest, ScreenRejectsNormsAboveKTimesTheMedian) {
+  const std::vector<double> norms{1.0, 1.1, 0.9, 50.0};
+  const auto r = screen_updates(norms, 4);
+  EXPECT_EQ(r.rejected, (std::vector<std::size_t>{3}));
+  EXPECT_EQ(r.kept, (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_DOUBLE_EQ(r.median_norm, 1.1);  // the upper median of 0.9 1.0 1.1 50
+  // Just at the limit is kept.
+  EXPECT_TRUE(screen_updates(std::vector<double>{1, 1, 4}, 4).rejected.empty());
+  // A NaN norm is rejected.
+  EXPECT_EQ(screen_updates(std::vector<double>{1, 1, std::nan("")}, 4).rejected, (std::vector<std::size_t>{2}));
+}
+
+TEST(AggregationTest, ScreenRejectsNothingWithTwoUpdatesOrAZeroMedian) {
+  // With two updates neither can be told to be the outlier.
+  EXPECT_TRUE(screen_updates(std::vector<double>{1, 1000}, 2).rejected.empty());
+  EXPECT_TRUE(screen_updates(std::vector<double>{1000}, 2).rejected.empty());
+  EXPECT_TRUE(screen_updates(std::vector<double>{}, 2).kept.empty());
+  // Most workers sent x̄ back unchanged: no scale to judge against.
+  EXPECT_TRUE(screen_updates(std::vector<double>{0, 0, 0, 5}, 2).rejected.empty());
+}
+
+TEST(AggregationTest, ScreenKeepsAMajority) {
+  // Half of the norms huge: the median is between the groups, so at most ⌊(N−1)/2⌋ go.
+  const auto r = screen_updates(std::vector<double>{1, 1, 1, 1e9, 1e9}, 1);
+  EXPECT_EQ(r.rejected, (std::vector<std::size_t>{3, 4}));
+  // Even N: the upper median is the limit's base, so half never go.
+  const auto even = screen_updates(std::vector<double>{1, 1, 1e9, 1e9}, 1);
+  EXPECT_TRUE(even.rejected.empty());
+  EXPECT_EQ(screen_updates(std::vector<double>{1, 1, 1.2, 1e9}, 4).rejected, (std::vector<std::size_t>{3}));
+}
+
+}  // namespace
