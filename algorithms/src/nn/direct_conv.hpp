@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Direct AVX-512 kernels for stride-1 "same" convolutions (odd k, padding (k - 1) / 2), used by
-// conv2d_layer in layers.cpp instead of im2col + sgemm where they apply. Private to layers.cpp.
+// conv2d_layer (conv2d.cpp) instead of im2col + sgemm where they apply, and by pooling.cpp's AVX-512 rows.
+// Private to those two files.
 //
 // Layouts, per sample:
 // - xp: the input padded to cin planes of hp x wp floats, the image at row p, column p, zeros elsewhere;
@@ -61,7 +62,7 @@ struct plan {
   [[nodiscard]] index plane_p() const { return hp * wp; }
 };
 
-/// Whether the CPU runs these kernels (AVX-512F); also picks layers.cpp's AVX-512 pool rows.
+/// Whether the CPU runs these kernels (AVX-512F); also picks pooling.cpp's AVX-512 rows.
 inline bool cpu_supported() {
 #if PRSGD_NN_DIRECT_CONV
   static const bool yes = __builtin_cpu_supports("avx512f") != 0;
@@ -270,8 +271,8 @@ PRSGD_NN_DIRECT_TARGET void weight_grad_sample_t(const plan& p, const float* xp,
   }
 }
 
-// GCC 12 warns about the undefined pass-through operand (_mm512_undefined_ps) inside its own unpack /
-// shuffle intrinsics: -Wmaybe-uninitialized at -O2 and above, -Wuninitialized at -O1.
+// GCC 12 warns about the undefined pass-through operand inside its own unpack / shuffle intrinsics: as
+// -Wmaybe-uninitialized at -O3, as -Wuninitialized at -O1 (the ci preset).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -301,7 +302,7 @@ PRSGD_NN_DIRECT_TARGET inline void transpose16(__m512* r) {
   }
 }
 
-/// Lanes [0, n) of a 16-lane mask (none for n <= 0, all for n >= 16); also used by layers.cpp's pool.
+/// Lanes [0, n) of a 16-lane mask (none for n <= 0, all for n >= 16); also used by pooling.cpp.
 inline __mmask16 first_lanes(index n) {
   if (n <= 0) {
     return 0;
@@ -400,7 +401,7 @@ PRSGD_NN_DIRECT_TARGET inline pool2_max max_of_window(__m512 a0, __m512 a1, __m5
 /// floats each; h and w even) plus bias[c] (if not null) as pooled (h/2 x w/2 positions, cout floats
 /// each), and for each pooled position and 16-channel group the four masks of the channels whose
 /// gradient goes to the window's top-left, top-right, bottom-left and bottom-right input (none where the
-/// maximum is not positive). Ties and NaNs as in layers.cpp's max pool: the first maximum in scan order.
+/// maximum is not positive). Ties and NaNs as in pooling.cpp's max pool: the first maximum in scan order.
 PRSGD_NN_DIRECT_TARGET inline void relu_max_pool2_sample(const float* out, index out_w, index h, index w, index cout,
                                                          const float* bias, float* pooled, std::uint16_t* masks) {
   const index below = out_w * cout;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Layer fusions that network_builder (model.cpp) applies and layers.cpp implements. Private.
+// Layer fusions that network_builder (model.cpp) applies and conv2d.cpp implements. Private.
 #pragma once
 
 #include <memory>

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Winograd F(2x2, 5x5) for stride-1 "same" 5x5 convolutions with 16 or 32 input channels and a multiple
 // of 16 output channels (fmnist-cnn's conv2 forward, 16 -> 32, and its input gradient, 32 -> 16), used by
-// conv2d_layer in layers.cpp instead of direct_conv::forward_sample() where it applies; also the weight
+// conv2d_layer (conv2d.cpp) instead of direct_conv::forward_sample() where it applies; also the weight
 // gradient (even sides, cout % 32 == 0) instead of direct_conv::weight_grad_sample(). Private to
-// layers.cpp.
+// conv2d.cpp.
 //
 // Each 2x2 output tile is A^T [(G g G^T) . (B^T d B)] A over the tile's 6x6 input patch d: 36 products per
 // input / output channel pair instead of the direct convolution's 100, the products summed over input
