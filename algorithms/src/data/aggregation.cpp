@@ -118,7 +118,7 @@ bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 // weighed with the fixed coefficients; the compiler vectorises the loop over coordinates, so the values
 // never leave the vector registers. On x86-64 the kernels also get an AVX2 clone picked at load time
 // (min/max and products: the same results on either path). Not under ThreadSanitizer: the clones'
-// resolvers are IFUNCs that run before the TSan runtime starts (see layers.cpp).
+// resolvers are IFUNCs that run before the TSan runtime starts (see algorithms/src/nn/layer_kernels.hpp).
 #if defined(__SANITIZE_THREAD__) || !defined(__x86_64__)
 #define PRSGD_AGGREGATION_WIDE_VECTORS
 #else
