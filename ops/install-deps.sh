@@ -5,7 +5,8 @@
 #   ops/install-deps.sh            build + tests + examples (PyTorch too: the export tests load prsgd's
 #                                  weights into the PyTorch twins; libpng for `prsgd predict`)
 #   ops/install-deps.sh --bench    also CAF and gnuplot for bench/ and ops/paper-experiment
-#   ops/install-deps.sh --lint     also clang and clang-tidy (the clang-tsa preset, .clang-tidy)
+#                                  clang for the fuzz targets (the fuzz preset, ops/fuzz.sh)
+#   ops/install-deps.sh --lint     also clang-tidy (.clang-tidy; clang itself is always installed)
 set -euo pipefail
 
 packages=(
@@ -18,12 +19,12 @@ packages=(
   iproute2 procps python3 python3-numpy python3-sklearn
   libblas-dev libopenblas0-pthread
   libpng-dev python3-torch
-  clang-format
+  clang-format clang
 )
 case "${1:-}" in
   "") ;;
   --bench) packages+=(libcaf-dev libopenblas0-pthread gnuplot-nox) ;;
-  --lint) packages+=(clang clang-tidy) ;;
+  --lint) packages+=(clang-tidy) ;;
   *) echo "install-deps: unknown option '$1' (use --bench or --lint)" >&2; exit 2 ;;
 esac
 

@@ -2,17 +2,21 @@
 # SPDX-License-Identifier: Apache-2.0
 # The README's test command: installs dependencies, checks layering and documentation links, builds and
 # runs every unit and integration test twice (Release with -Werror, then ASan+UBSan), and builds a
-# consumer project against the installed package. Prints ctest's summary for each run.
+# consumer project against the installed package, and runs every fuzz target briefly (ops/fuzz.sh). Prints
+# ctest's summary for each run and the fuzzers' execution counts.
 #   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
 #   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again)
+#                        and five minutes of fuzzing per target
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${PRSGD_JOBS:-$(nproc)}"
 full=0
+# Seconds of fuzzing per target in the default run: the build plus six targets stay under four minutes.
+fuzz_seconds=15
 for arg in "$@"; do
   case "$arg" in
     --full) full=1 ;;
-    -h|--help) sed -n '3,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ops/test.sh: unknown argument '$arg' (use --full or --help)" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +38,12 @@ cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs"
 
+echo "=== fuzz targets, ${fuzz_seconds} s each (clang, ASan + UBSan) ==="
+ops/fuzz.sh --seconds "$fuzz_seconds"
+
 if ((full)); then
+  echo "=== fuzz targets, 300 s each ==="
+  ops/fuzz.sh --seconds 300
   echo "=== ThreadSanitizer build ==="
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$jobs"
