@@ -81,18 +81,20 @@ inline constexpr std::string_view separator{"\xF0\x9F\x92\xA5PART", 8};
   } while (false)
 
 /// Returns a directory of this process only, created on first use under TMPDIR (ops/fuzz.sh points TMPDIR
-/// at /dev/shm when it can, so the file-based decoders read from memory). Removed at exit.
+/// at /dev/shm when it can, so the file-based decoders read from memory). Removed when the process exits.
 [[nodiscard]] inline const std::filesystem::path& scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("prsgd-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    std::atexit([] {
+  struct owned_dir {
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("prsgd-fuzz-" + std::to_string(::getpid()));
+    owned_dir() { std::filesystem::create_directories(path); }
+    owned_dir(const owned_dir&) = delete;
+    owned_dir& operator=(const owned_dir&) = delete;
+    ~owned_dir() {
       std::error_code ec;
-      std::filesystem::remove_all(scratch_dir(), ec);
-    });
-    return d;
-  }();
-  return dir;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const owned_dir dir;
+  return dir.path;
 }
 
 /// Writes `bytes` to `path`, replacing it.
