@@ -17,6 +17,7 @@
 
 namespace {
 
+// magic, version, payload size, CRC-32 (actors/src/checkpoint.cpp).
 constexpr std::size_t header_size = 8 + 4 + 8 + 4;
 
 template <class T>
@@ -83,18 +84,17 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
   full.outer_momentum = {0.01F, 0.02F, 0.03F, 0.04F};
   full.identity = act::checkpoint_model{"fmnist-mlp", 1, 28, 28, 10, "fashion-mnist", "0123abcd"};
   const act::checkpoint_state empty;
-  constexpr std::size_t header = 24;
   for (const auto& [name, s] : {std::pair{"plain", plain}, std::pair{"identity", full}, std::pair{"empty", empty}}) {
     const bytes encoded = act::encode_checkpoint(s);
     seed(std::string(name) + "-file", encoded);
     // The target's second form: the version byte, then the payload (it writes the header itself).
     bytes v2{2};
-    v2.insert(v2.end(), encoded.begin() + header, encoded.end());
+    v2.insert(v2.end(), encoded.begin() + header_size, encoded.end());
     seed(std::string(name) + "-payload-v2", v2);
     if (!s.identity) {
       // A version-1 payload is version 2's without the trailing "no identity" byte.
       bytes v1{1};
-      v1.insert(v1.end(), encoded.begin() + header, encoded.end() - 1);
+      v1.insert(v1.end(), encoded.begin() + header_size, encoded.end() - 1);
       seed(std::string(name) + "-payload-v1", v1);
     }
   }
