@@ -6,7 +6,8 @@
 #                                  weights into the PyTorch twins; libpng for `prsgd predict`; podman,
 #                                  debootstrap, Slurm and kubectl for the deployment tests)
 #   ops/install-deps.sh --bench    also CAF and gnuplot for bench/ and ops/paper-experiment
-#   ops/install-deps.sh --lint     also clang and clang-tidy (the clang-tsa preset, .clang-tidy)
+#                                  clang for the fuzz targets (the fuzz preset, ops/fuzz.sh)
+#   ops/install-deps.sh --lint     also clang-tidy (.clang-tidy; clang itself is always installed)
 set -euo pipefail
 
 packages=(
@@ -19,7 +20,7 @@ packages=(
   iproute2 procps python3 python3-numpy python3-sklearn
   libblas-dev libopenblas0-pthread
   libpng-dev python3-torch
-  clang-format
+  clang-format clang
   podman runc catatonit debootstrap slurm-wlm munge
 )
 # The Kubernetes render check needs kubectl; Debian's comes with kubernetes-client, which cannot be
@@ -28,7 +29,7 @@ command -v kubectl >/dev/null || packages+=(kubernetes-client)
 case "${1:-}" in
   "") ;;
   --bench) packages+=(libcaf-dev libopenblas0-pthread gnuplot-nox) ;;
-  --lint) packages+=(clang clang-tidy) ;;
+  --lint) packages+=(clang-tidy) ;;
   *) echo "install-deps: unknown option '$1' (use --bench or --lint)" >&2; exit 2 ;;
 esac
 

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The README's test command: installs dependencies, checks layering and documentation links, builds and
-# runs every unit and integration test twice (Release with -Werror, then ASan+UBSan), and builds a
-# consumer project against the installed package. Prints ctest's summary for each run.
+# runs every unit and integration test twice (Release with -Werror, then ASan+UBSan), builds a consumer
+# project against the installed package, and fuzzes the decoders that need no library briefly
+# (ops/fuzz.sh). Prints ctest's summary for each run and the fuzzers' execution counts.
 #   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
 #   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again),
-#                        the container image built from source and the .deb installed in a container
+#                        the container image built from source, the .deb installed in a container
+#                        and five minutes of fuzzing per target
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${PRSGD_JOBS:-$(nproc)}"
 full=0
+# The default run fuzzes the targets that compile only their decoder (the training codec, the checkpoint
+# and safetensors readers), 15 s each; --full fuzzes all six for 300 s each.
+fuzz_seconds=15
+fuzz_quick=(codec checkpoint safetensors)
 for arg in "$@"; do
   case "$arg" in
     --full) full=1 ;;
-    -h|--help) sed -n '3,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ops/test.sh: unknown argument '$arg' (use --full or --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,6 +41,9 @@ cmake --preset ci >/dev/null
 cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs"
 
+echo "=== fuzz targets ${fuzz_quick[*]}, ${fuzz_seconds} s each (clang, ASan + UBSan) ==="
+ops/fuzz.sh --seconds "$fuzz_seconds" "${fuzz_quick[@]}"
+
 if ((full)); then
   echo "=== container image from source; the .deb installed in a container (docs/deployment.md) ==="
   ops/container/build --tag localhost/prsgd:full-test
@@ -42,6 +51,9 @@ if ((full)); then
   rm -rf build/package
   cpack -G DEB --config build/ci-release/CPackConfig.cmake -B build/package >/dev/null
   ops/container/deb-install-test build/package/prsgd_*.deb
+
+  echo "=== fuzz targets, 300 s each ==="
+  ops/fuzz.sh --seconds 300
 
   echo "=== ThreadSanitizer build ==="
   cmake --preset tsan >/dev/null

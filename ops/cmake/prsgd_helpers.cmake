@@ -17,7 +17,7 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
 endif()
 # GCC 12 reports false -Wmaybe-uninitialized on moves inside std::variant under ASan, and
 # atomic_thread_fence (Boost.Asio) under TSan: keep them visible but not fatal in sanitizer builds.
-if(PRSGD_SANITIZERS)
+if(PRSGD_SANITIZERS AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(prsgd_warnings INTERFACE -Wno-error=maybe-uninitialized)
   if(PRSGD_SANITIZERS STREQUAL "thread")
     target_compile_options(prsgd_warnings INTERFACE -Wno-error=tsan)

@@ -7,6 +7,13 @@
 
 namespace prsgd::algorithms::json {
 
+value::value() = default;
+value::value(const value&) = default;
+value::value(value&&) noexcept = default;
+value& value::operator=(const value&) = default;
+value& value::operator=(value&&) noexcept = default;
+value::~value() = default;
+
 namespace {
 
 constexpr int max_depth = 64;

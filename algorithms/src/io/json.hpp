@@ -25,6 +25,15 @@ struct value {
   std::vector<value> items;
   std::vector<std::pair<std::string, value>> members;
 
+  // Declared here and defaulted in json.cpp, where `value` is complete: implicit ones would instantiate
+  // std::pair<std::string, value> while `value` is still incomplete, which clang with libstdc++ refuses.
+  value();
+  value(const value&);
+  value(value&&) noexcept;
+  value& operator=(const value&);
+  value& operator=(value&&) noexcept;
+  ~value();
+
   /// Returns the member `key` of an object, or null when absent.
   [[nodiscard]] const value* find(std::string_view key) const;
   /// Returns the value as an unsigned integer if it is a number written as one that fits in 64 bits.

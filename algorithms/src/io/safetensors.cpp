@@ -79,6 +79,10 @@ struct entry {
 
 expected<entry> parse_entry(const std::string& name, const json::value& v) {
   const std::string where = "tensor " + json_quote(name) + ": ";
+  if (name.empty()) {
+    // The writer refuses an empty name too; no state_dict key is empty.
+    return bad_file("a tensor has an empty name");
+  }
   if (v.type != json::value::kind::object) {
     return bad_file(where + "must be an object");
   }

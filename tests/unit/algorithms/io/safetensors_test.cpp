@@ -155,6 +155,11 @@ TEST(SafetensorsTest, RefusesMalformedFiles) {
   EXPECT_NE(decode_error(raw_file("{\"__metadata__\":{\"k\":1}}", 0)).find("string"), std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"__metadata__\":[]}", 0)).find("object"), std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"t\":\"x\"}", 0)).find("object"), std::string::npos);
+  // A name the writer refuses (found by the safetensors fuzz target: a file the reader accepted could not be
+  // written back).
+  EXPECT_NE(decode_error(raw_file("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4))
+                .find("empty name"),
+            std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"t\\ud800\":1}", 0)).find("surrogate"), std::string::npos);
   EXPECT_NE(decode_error(raw_file(std::string(100, '[') + std::string(100, ']'), 0)).find("start"), std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}", 0)).find("deeper"),

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Builds the libFuzzer targets of tests/fuzz (the fuzz preset: clang, ASan + UBSan) and runs each one for a
+# while, starting from its committed seed corpus. Prints the executions each target reached; exits 1 when a
+# target crashes, leaks or breaks a property, naming the reproducer file (replay it: build/fuzz/tests/fuzz/
+# fuzz_<target> <file>).
+#   ops/fuzz.sh [--seconds N] [target...]   fuzz each target N seconds (default 600); default: every target
+#   ops/fuzz.sh --make-seeds [target...]     regenerate the committed seed corpora (tests/fuzz/corpus/)
+#   ops/fuzz.sh --list                       print the target names
+# New inputs the fuzzer finds go to build/fuzz/corpus/<target>/ (kept between runs, never committed by this
+# script); crash reproducers to build/fuzz/artifacts/<target>/; each run's output to build/fuzz/logs/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+targets_all=(codec envelope checkpoint safetensors npy csv)
+jobs="${PRSGD_JOBS:-$(nproc)}"
+seconds=600
+make_seeds=0
+targets=()
+usage() { sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; }
+while (($#)); do
+  case "$1" in
+    --seconds)
+      [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "ops/fuzz.sh: --seconds needs a whole number >= 1" >&2; exit 2; }
+      seconds="$2"; shift 2 ;;
+    --make-seeds) make_seeds=1; shift ;;
+    --list) printf '%s\n' "${targets_all[@]}"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "ops/fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *)
+      if [[ ! " ${targets_all[*]} " =~ " $1 " ]]; then
+        echo "ops/fuzz.sh: unknown target '$1' (targets: ${targets_all[*]})" >&2
+        exit 2
+      fi
+      targets+=("$1"); shift ;;
+  esac
+done
+((${#targets[@]})) || targets=("${targets_all[@]}")
+
+if ! command -v clang++ >/dev/null; then
+  echo "ops/fuzz.sh: clang++ not found (ops/install-deps.sh installs it)" >&2
+  exit 2
+fi
+build=build/fuzz
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs" --target "${targets[@]/#/fuzz_}"
+if ((make_seeds)); then
+  # Each target writes its own seeds (LLVMFuzzerInitialize, from the real encoder) and exits.
+  for t in "${targets[@]}"; do
+    PRSGD_FUZZ_WRITE_SEEDS=tests/fuzz/corpus "$build/tests/fuzz/fuzz_$t"
+  done
+  exit 0
+fi
+
+# The npy and csv targets write their inputs to files: keep those in memory when /dev/shm is there.
+if [[ -d /dev/shm && -w /dev/shm ]]; then
+  export TMPDIR=/dev/shm
+fi
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+failed=()
+for t in "${targets[@]}"; do
+  corpus="$build/corpus/$t" artifacts="$build/artifacts/$t" log="$build/logs/$t.log"
+  mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
+  # New inputs go to the first directory (the build's corpus); the committed seeds are only read.
+  # -timeout: one input taking this long is reported as a hang.
+  status=0
+  "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || status=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  size=$(find "$corpus" -type f | wc -l)
+  if ((status == 0)); then
+    echo "fuzz $t: ${runs:-?} executions in ${seconds} s (${speed:-?}/s), $size inputs in $corpus"
+  else
+    echo "fuzz $t: FAILED (exit $status) after ${runs:-?} executions; log $log"
+    grep -E '^(==[0-9]+==ERROR|SUMMARY|fuzz property failed)|runtime error' "$log" | head -5 | sed 's/^/  /' || true
+    grep -E 'Test unit written to|artifact_prefix' "$log" | sed 's/^/  /' || true
+    failed+=("$t")
+  fi
+done
+if ((${#failed[@]})); then
+  echo "ops/fuzz.sh: ${#failed[@]} target(s) failed: ${failed[*]}" >&2
+  exit 1
+fi
