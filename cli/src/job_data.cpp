@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "prsgd/algorithms/dataset_registry.hpp"
+#include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/algorithms/schedule.hpp"
 
 namespace prsgd::cli {
@@ -85,6 +86,29 @@ expected<void> check_model_fits(const model_options& o, const job_data& data) {
                                     m.error().context);
   }
   return {};
+}
+
+namespace {
+
+std::string shape_text(const algorithms::model_config& m) {
+  return std::to_string(m.input.channels) + "x" + std::to_string(m.input.height) + "x" + std::to_string(m.input.width);
+}
+
+}  // namespace
+
+expected<std::string> model_fingerprint(const model_options& o, const job_data& data) {
+  auto m = algorithms::model_registry::instance().make(o.model, data.model);
+  if (!m) {
+    return fail(m.error().code, "--model " + o.model + " does not fit --dataset " + data.name + ": " +
+                                    m.error().context);
+  }
+  return o.model + " in=" + shape_text(data.model) + " out=" + std::to_string(data.model.num_classes) +
+         " params=" + std::to_string((*m)->params().size());
+}
+
+std::string data_fingerprint(const job_data& data) {
+  return data.name + " n=" + std::to_string(data.train_size) + " shape=" + shape_text(data.model) +
+         " classes=" + std::to_string(data.model.num_classes);
 }
 
 expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std::size_t train_size) {
