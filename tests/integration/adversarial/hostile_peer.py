@@ -57,7 +57,7 @@ class Job:
 
     def start_averager(self, extra=()):
         endpoint_file = os.path.join(self.dir, "averager.endpoint")
-        self.start("averager", ["averager", "--listen", "tcp://127.0.0.1:0", "--endpoint-file", endpoint_file,
+        self.start("averager", ["averager", "--listen", "tcp://127.0.0.1:*", "--endpoint-file", endpoint_file,
                                 "--model", "fmnist-mlp", "--rounds", str(ROUNDS), "--interval", "4", "--batch", "32",
                                 "--min-workers", "2", "--max-workers", "3", "--heartbeat-ms", "100",
                                 "--heartbeat-timeout-ms", "1500", "--idle-rounds", "2", "--eval-every", "0",

@@ -70,7 +70,7 @@ TEST_F(ClusterScriptTest, UpStatusLogsDown) {
 
   // The stand-in writes its arguments first thing; wait for them with a deadline.
   wait_until([&] { return !log("worker-1").empty(); }, 10s, 50ms);
-  EXPECT_NE(log("averager").find("args: averager --listen tcp://127.0.0.1:7500 --min-workers 2 --model fmnist-mlp "
+  EXPECT_NE(log("averager").find("args: averager --min-workers 2 --listen tcp://127.0.0.1:7500 --model fmnist-mlp "
                                  "--rounds 3 --log-level debug"),
             std::string::npos)
       << log("averager");
