@@ -80,11 +80,7 @@ std::string unknown_dataset_message(const std::string& name) {
 }
 
 expected<void> check_model_fits(const model_options& o, const job_data& data) {
-  auto m = algorithms::model_registry::instance().make(o.model, data.model);
-  if (!m) {
-    return fail(m.error().code, "--model " + o.model + " does not fit --dataset " + data.name + ": " +
-                                    m.error().context);
-  }
+  PRSGD_TRY(model_fingerprint(o, data));  // builds the model, with the same error
   return {};
 }
 
