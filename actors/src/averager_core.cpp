@@ -471,6 +471,12 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   it->second.missed = 0;
   submissions_[m.member] = submission{m, clock_->now()};
   record(m, submission_status::accepted, "");
+  if (config_.idle_rounds > 0) {
+    // Whoever is still missing gets at least idle_rounds times as long as this submission took.
+    const auto took = std::max<clock::duration>(clock_->now() - round_start_, config_.heartbeat_timeout);
+    const auto at_least = round_start_ + took * static_cast<std::int64_t>(config_.idle_rounds);
+    idle_cutoff_ = idle_cutoff_ ? std::max(*idle_cutoff_, at_least) : at_least;
+  }
   out.routes.push_back({m.member, from});
   maybe_close(out);
   return with_wakeup(std::move(out));
@@ -641,8 +647,9 @@ void averager_core::start_round(actions& out) {
     send_restart(out, id);
   }
   idle_cutoff_.reset();
-  if (config_.idle_rounds > 0) {
-    const auto each = std::max<clock::duration>(last_round_duration_, config_.heartbeat_timeout);
+  if (config_.idle_rounds > 0 && last_round_duration_) {
+    // The first round of an incarnation has no measure yet: its cutoff is set by its first submission.
+    const auto each = std::max<clock::duration>(*last_round_duration_, config_.heartbeat_timeout);
     idle_cutoff_ = round_start_ + each * static_cast<std::int64_t>(config_.idle_rounds);
   }
   PRSGD_LOG(debug, log_component) << "round " << round_ << " starts with " << members_.size() << " members";

@@ -1069,6 +1069,30 @@ TEST_F(AveragerCoreTest, MemberThatHeartbeatsButNeverSubmitsIsRemoved) {
   EXPECT_EQ(core->drops().at("idle"), 1U);
 }
 
+TEST_F(AveragerCoreTest, SlowFirstRoundRemovesNobodyThatSubmitsWithinTheIdleLimit) {
+  cfg.idle_rounds = 2;
+  cfg.min_workers = 2;
+  make();
+  (void)join(1);
+  (void)join(2);
+  const auto wait = [&](int seconds) {
+    for (int i = 0; i < seconds; ++i) {
+      clk.advance(1s);
+      (void)heartbeat(1);
+      (void)heartbeat(2);
+      (void)run(core->tick());
+    }
+  };
+  wait(20);  // a slow first round: no previous round to measure against
+  EXPECT_EQ(members(), (std::vector<member_id>{1, 2}));
+  (void)submit(1, 0, 1.0F);
+  wait(15);  // worker 2 takes 35 s: within 2 x the 20 s worker 1 took
+  EXPECT_EQ(members(), (std::vector<member_id>{1, 2}));
+  (void)submit(2, 0, 1.0F);
+  EXPECT_EQ(core->round(), 1U);
+  EXPECT_FALSE(core->drops().contains("idle"));
+}
+
 TEST_F(AveragerCoreTest, MemberThatMissesDeadlineClosedRoundsIsRemoved) {
   cfg.idle_rounds = 2;
   cfg.deadline = deadline_policy::fixed;

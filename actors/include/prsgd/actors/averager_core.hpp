@@ -138,7 +138,9 @@ struct averager_config {
   std::size_t shards = 0;
   /// A member that has not submitted for this many rounds is removed (0 = never). A round counts when it
   /// closed without the member (a deadline), or when it has been open for this many times the previous
-  /// round's duration (at least heartbeat_timeout each) and the member still has not submitted.
+  /// round's duration, and this many times as long as any accepted submission of the round took (each at
+  /// least heartbeat_timeout), and the member still has not submitted. The first round of an incarnation
+  /// has no previous round: there the wait starts with its first accepted submission.
   std::uint64_t idle_rounds = 2;
 };
 
@@ -426,7 +428,7 @@ class averager_core {
   std::map<std::pair<origin_t, incarnation_t>, member_id> joins_;  // (connection, JOIN nonce) -> member
   member_id next_member_ = 1;
   std::size_t num_shards_ = 1;
-  clock::duration last_round_duration_{};
+  std::optional<clock::duration> last_round_duration_;  // of the last round this incarnation closed
   std::optional<clock::time_point> idle_cutoff_;
   std::vector<submission_record> accounting_;
   std::map<std::pair<round_t, member_id>, int> counted_;
