@@ -17,7 +17,7 @@ packages=(
   libspdlog-dev libcli11-dev libyaml-cpp-dev zlib1g-dev prometheus-cpp-dev
   dataset-fashion-mnist
   espeak-ng sox
-  iproute2 procps python3 python3-numpy python3-sklearn
+  iproute2 procps python3 python3-numpy python3-sklearn python3-zmq python3-msgpack
   libblas-dev libopenblas0-pthread
   libpng-dev python3-torch
   clang-format clang

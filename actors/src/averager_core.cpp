@@ -4,6 +4,7 @@
 #include "prsgd/algorithms/schedule.hpp"
 #include "prsgd/common/check.hpp"
 #include "prsgd/common/log.hpp"
+#include "prsgd/common/secure_random.hpp"
 
 #include <Eigen/Core>
 
@@ -75,6 +76,10 @@ std::string_view to_string(submission_status s) noexcept {
     case submission_status::rejected: return "rejected";
   }
   return "unknown";
+}
+
+std::string_view to_string(auth_failure f) noexcept {
+  return f == auth_failure::bad_token ? "bad_token" : "wrong_connection";
 }
 
 std::string_view to_string(averager_state s) noexcept {
@@ -182,6 +187,7 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
   config.max_evaluations = std::max<std::size_t>(config.max_evaluations, 1);
 
   averager_core core{std::move(config), clk};
+  core.num_shards_ = core.config_.shards > 0 ? core.config_.shards : core.config_.min_workers;
   const auto now = clk.now();
   core.started_at_ = now;
   core.next_heartbeat_ = now + core.config_.heartbeat_interval;
@@ -230,6 +236,8 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
     core.resumed_from_ = resumed->round;
     for (const auto& m : resumed->members) {
       core.restored_[m.member] = m;
+      // Ids of this incarnation never repeat the checkpoint's, so nothing addressed to one can match.
+      core.next_member_ = std::max(core.next_member_, m.member + 1);
     }
     if (!core.restored_.empty()) {
       core.state_ = averager_state::rejoin_wait;
@@ -278,86 +286,84 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
     reply(out, m.member, stop_msg{m.member, m.incarnation, incarnation_, round_}, from);
     return with_wakeup(std::move(out));
   }
-  bool replaced = false;
-  if (auto it = members_.find(m.member); it != members_.end()) {
-    if (m.incarnation < it->second.incarnation) {
-      PRSGD_LOG(info, log_component) << "ignoring JOIN of worker " << m.member << " from stale incarnation "
-                                     << m.incarnation << " (current " << it->second.incarnation << ")";
-      return with_wakeup(std::move(out));
-    }
-    if (m.incarnation == it->second.incarnation) {
-      // A repeated JOIN from a member: the worker may have lost our WELCOME or RESTART; answer again.
-      it->second.last_seen = now;
-      out.routes.push_back({m.member, from});
-      send_to(out, m.member, make_welcome(m.member, m.incarnation, round_));
-      if (state_ == averager_state::collecting && !submissions_.contains(m.member)) {
-        send_to(out, m.member, make_restart(m.member));
-      }
-      return with_wakeup(std::move(out));
-    }
-    remove_worker(m.member, "rejoined with a new incarnation");
-    replaced = true;
+  if (auto why = mismatch(m)) {
+    ++counters_.refused;
+    ++drops_["refused"];
+    PRSGD_LOG(warn, log_component) << "refused a JOIN from connection " << from << ": " << *why;
+    reply(out, 0, refused_msg{0, m.incarnation, incarnation_, round_, *why}, from);
+    return with_wakeup(std::move(out));
   }
-  if (auto it = pending_.find(m.member); it != pending_.end()) {
-    if (m.incarnation < it->second.incarnation) {
-      return with_wakeup(std::move(out));
-    }
-    it->second.incarnation = m.incarnation;
-    it->second.last_seen = now;
-  } else {
-    member_entry e;
-    e.incarnation = m.incarnation;
-    e.last_seen = now;
-    e.interval = config_.interval;
-    e.speed = m.speed_hint > 0 && std::isfinite(m.speed_hint) ? m.speed_hint : 0;
-    if (auto r = restored_.find(m.member); r != restored_.end()) {
-      e.interval = r->second.interval;
-      if (r->second.speed > 0) {
-        e.speed = r->second.speed;
+  // The same JOIN again (same nonce, same connection): the worker has not seen our WELCOME yet. Answer with
+  // the WELCOME once more, and with the round's RESTART only if none went to the member this round.
+  if (auto j = joins_.find({from, m.incarnation}); j != joins_.end()) {
+    const member_id id = j->second;
+    for (auto* set : {&members_, &pending_}) {
+      if (auto it = set->find(id); it != set->end()) {
+        it->second.last_seen = now;
+        const bool member = set == &members_;
+        send_to(out, id, make_welcome(id, it->second, member ? round_ : round_ + 1));
+        if (member && state_ == averager_state::collecting && !submissions_.contains(id)) {
+          send_restart(out, id);
+        }
+        return with_wakeup(std::move(out));
       }
     }
-    pending_[m.member] = e;
-    PRSGD_LOG(info, log_component) << "worker " << m.member << " (incarnation " << m.incarnation
-                                   << ") joins; admitted at the next barrier";
+    joins_.erase(j);  // the member was removed since: this JOIN makes a new one
   }
-  restored_.erase(m.member);
-  out.routes.push_back({m.member, from});
+  const auto shard = free_shard();
+  if (!shard) {
+    // Every shard is held by a live member or joiner: the worker repeats its JOIN until one is free.
+    ++drops_["no_free_shard"];
+    PRSGD_LOG(debug, log_component) << "JOIN from connection " << from << " waits: all " << num_shards_
+                                    << " shards are held";
+    return with_wakeup(std::move(out));
+  }
+  const member_id id = next_member_++;
+  member_entry e;
+  e.incarnation = m.incarnation;
+  e.last_seen = now;
+  e.interval = config_.interval;
+  e.speed = m.speed_hint > 0 && std::isfinite(m.speed_hint) ? m.speed_hint : 0;
+  e.token = secure_random_u64();
+  e.origin = from;
+  e.shard = *shard;
+  pending_[id] = e;
+  joins_[{from, m.incarnation}] = id;
+  PRSGD_LOG(info, log_component) << "worker joins as member " << id << " (shard " << *shard << " of " << num_shards_
+                                 << "); admitted at the next barrier";
+  // After a resume, any joiner stands in for one checkpointed member: ids are not carried across incarnations.
+  if (!restored_.empty()) {
+    restored_.erase(restored_.begin());
+  }
+  out.routes.push_back({id, from});
   // (3) waits for min_workers joiners only before the first round of a fresh job.
   const bool enough = round_ > 0 || resumed_from_.has_value() || pending_.size() >= config_.min_workers;
   const bool starts_now = (state_ == averager_state::idle && enough) ||
                           (state_ == averager_state::rejoin_wait && restored_.empty());
   const round_t admitted = state_ == averager_state::collecting ? round_ + 1 : round_;
-  send_to(out, m.member, make_welcome(m.member, m.incarnation, admitted));
+  send_to(out, id, make_welcome(id, e, admitted));
   if (starts_now) {
     start_round(out);  // (1)/(3) idle -> collecting, (4) rejoin_wait -> collecting
-  } else if (replaced) {
-    maybe_close(out);  // the old incarnation may have been the last one the barrier waited for
   }
   return with_wakeup(std::move(out));
 }
 
-actions averager_core::on_leave(const leave_msg& m, origin_t /*from*/) {
+actions averager_core::on_leave(const leave_msg& m, origin_t from) {
   actions out;
-  if (state_ == averager_state::stopped) {
+  if (state_ == averager_state::stopped || !authorised(m.member, m.token, from, "LEAVE")) {
     return with_wakeup(std::move(out));
   }
-  auto matches = [&](const std::map<member_id, member_entry>& set) {
-    auto it = set.find(m.member);
-    return it != set.end() && it->second.incarnation == m.incarnation;
-  };
-  if (matches(members_) || matches(pending_)) {
+  const auto* e = find_entry(m.member);
+  if (e != nullptr && e->incarnation == m.incarnation) {
     remove_worker(m.member, "left");
     maybe_close(out);
-  } else if (restored_.erase(m.member) > 0 && state_ == averager_state::rejoin_wait && restored_.empty() &&
-             !pending_.empty()) {
-    start_round(out);
   }
   return with_wakeup(std::move(out));
 }
 
 actions averager_core::on_heartbeat(const heartbeat_msg& m, origin_t from) {
   actions out;
-  if (m.from_averager || state_ == averager_state::stopped) {
+  if (m.from_averager || state_ == averager_state::stopped || !authorised(m.member, m.token, from, "HEARTBEAT")) {
     return with_wakeup(std::move(out));
   }
   for (auto* set : {&members_, &pending_}) {
@@ -384,6 +390,9 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   if (m.params) {
     round_bytes_in_ += m.params->size() * sizeof(float);
   }
+  if (!authorised(m.member, m.token, from, "MODEL")) {
+    return with_wakeup(std::move(out));
+  }
   if (m.averager_incarnation != incarnation_) {
     if (m.averager_incarnation < incarnation_) {
       record(m, submission_status::late,
@@ -393,7 +402,7 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
       }
     } else {
       record(m, submission_status::rejected,
-             "names a future averager incarnation " + std::to_string(m.averager_incarnation));
+             "names a future averager incarnation " + std::to_string(m.averager_incarnation), "incarnation");
     }
     return with_wakeup(std::move(out));
   }
@@ -403,7 +412,7 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
     return with_wakeup(std::move(out));
   }
   if (m.round > round_ || state_ != averager_state::collecting) {
-    record(m, submission_status::rejected, "round " + std::to_string(m.round) + " is not open");
+    record(m, submission_status::rejected, "round " + std::to_string(m.round) + " is not open", "round");
     return with_wakeup(std::move(out));
   }
   if (auto s = submissions_.find(m.member); s != submissions_.end() && s->second.msg.incarnation == m.incarnation) {
@@ -412,39 +421,68 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   }
   auto it = members_.find(m.member);
   if (it == members_.end()) {
-    record(m, submission_status::rejected, "worker is not a member of round " + std::to_string(round_));
+    record(m, submission_status::rejected, "worker is not a member of round " + std::to_string(round_), "not_member");
     if (!pending_.contains(m.member)) {
       reply(out, m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}, from);
     }
     return with_wakeup(std::move(out));
   }
   if (it->second.incarnation != m.incarnation) {
-    record(m, submission_status::rejected, "stale worker incarnation " + std::to_string(m.incarnation) +
-                                               " (member has " + std::to_string(it->second.incarnation) + ")");
+    record(m, submission_status::rejected,
+           "stale worker incarnation " + std::to_string(m.incarnation) + " (member has " +
+               std::to_string(it->second.incarnation) + ")",
+           "incarnation");
     return with_wakeup(std::move(out));
   }
   it->second.last_seen = clock_->now();
   const bool want_gradient = config_.mode == training_mode::minibatch_sgd;
+  // The claims are checked against what this member was assigned: its interval (fewer steps only when the
+  // worker says the round was cut short), at most steps x batch samples, a finite loss over at most the
+  // samples it claims.
+  const std::uint64_t assigned = want_gradient ? 1 : it->second.interval;
+  const std::uint64_t batch = config_.spec.batch_size;
   std::string reason;
+  std::string_view code;
   if (m.is_gradient != want_gradient) {
     reason = want_gradient ? "a model in minibatch_sgd mode" : "a gradient in restarted_sgd mode";
+    code = "kind";
   } else if (!m.params) {
     reason = "no parameters";
+    code = "size";
   } else if (m.params->size() != model_size_) {
     reason = "size " + std::to_string(m.params->size()) + " != model size " + std::to_string(model_size_);
+    code = "size";
   } else if (m.steps == 0 || m.samples == 0) {
     reason = "zero steps or samples";
-  } else if (!std::isfinite(m.loss_sum)) {
-    reason = "non-finite loss";
+    code = "steps";
+  } else if (m.steps > assigned || (m.steps < assigned && !m.cut)) {
+    reason = std::to_string(m.steps) + " steps, assigned " + std::to_string(assigned) +
+             (m.steps < assigned ? " (fewer only when cut short)" : "");
+    code = "steps";
+  } else if (batch > 0 && (m.samples - 1) / batch + 1 > m.steps) {
+    reason = std::to_string(m.samples) + " samples > " + std::to_string(m.steps) + " steps x batch " +
+             std::to_string(batch);
+    code = "samples";
+  } else if (!std::isfinite(m.loss_sum) || m.loss_count > m.samples) {
+    reason = std::isfinite(m.loss_sum) ? "loss covers more samples than claimed" : "non-finite loss";
+    code = "loss";
   } else if (!all_finite(*m.params)) {
     reason = "NaN/Inf in parameters";
+    code = "non_finite";
   }
   if (!reason.empty()) {
-    record(m, submission_status::rejected, reason);
+    record(m, submission_status::rejected, reason, code);
     return with_wakeup(std::move(out));
   }
+  it->second.missed = 0;
   submissions_[m.member] = submission{m, clock_->now()};
   record(m, submission_status::accepted, "");
+  if (config_.idle_rounds > 0) {
+    // Whoever is still missing gets at least idle_rounds times as long as this submission took.
+    const auto took = std::max<clock_source::duration>(clock_->now() - round_start_, config_.heartbeat_timeout);
+    const auto at_least = round_start_ + took * static_cast<std::int64_t>(config_.idle_rounds);
+    idle_cutoff_ = idle_cutoff_ ? std::max(*idle_cutoff_, at_least) : at_least;
+  }
   out.routes.push_back({m.member, from});
   maybe_close(out);
   return with_wakeup(std::move(out));
@@ -468,6 +506,9 @@ actions averager_core::tick() {
     const auto inc = members_.contains(id) ? members_[id].incarnation : pending_[id].incarnation;
     remove_worker(id, "heartbeat timeout");
     send_to(out, id, removed_msg{id, inc, incarnation_, round_});
+  }
+  if (state_ == averager_state::collecting && idle_cutoff_ && now >= *idle_cutoff_) {
+    remove_idle(out);
   }
   if (state_ == averager_state::rejoin_wait && now >= rejoin_until_) {
     PRSGD_LOG(info, log_component) << "rejoin grace over; " << restored_.size() << " checkpointed members did not return";
@@ -561,6 +602,9 @@ std::optional<clock_source::time_point> averager_core::next_wakeup() const {
   if (state_ == averager_state::rejoin_wait) {
     t = std::min(t, rejoin_until_);
   }
+  if (state_ == averager_state::collecting && idle_cutoff_) {
+    t = std::min(t, *idle_cutoff_);
+  }
   return t;
 }
 
@@ -572,6 +616,7 @@ actions averager_core::with_wakeup(actions out) const {
 // ---- membership --------------------------------------------------------------------------------------
 
 void averager_core::remove_worker(member_id id, const char* why) {
+  std::erase_if(joins_, [id](const auto& kv) { return kv.second == id; });
   if (members_.erase(id) > 0) {
     if (state_ == averager_state::collecting && !submissions_.contains(id)) {
       ++round_removed_;
@@ -605,8 +650,13 @@ void averager_core::start_round(actions& out) {
   round_step_size_ = current_step_size();
   compute_deadline();
   for (const auto& [id, e] : members_) {
-    send_to(out, id, make_restart(id));
-    round_bytes_out_ += model_size_ * sizeof(float);
+    send_restart(out, id);
+  }
+  idle_cutoff_.reset();
+  if (config_.idle_rounds > 0 && last_round_duration_) {
+    // The first round of an incarnation has no measure yet: its cutoff is set by its first submission.
+    const auto each = std::max<clock_source::duration>(*last_round_duration_, config_.heartbeat_timeout);
+    idle_cutoff_ = round_start_ + each * static_cast<std::int64_t>(config_.idle_rounds);
   }
   PRSGD_LOG(debug, log_component) << "round " << round_ << " starts with " << members_.size() << " members";
 }
@@ -643,6 +693,19 @@ void averager_core::maybe_close(actions& out) {
 // (6): the round's accepted submissions become x̄_{r+1}; then the next round starts (or the job ends).
 void averager_core::close_barrier(actions& out, bool by_deadline) {
   round_metrics rm = open_record(by_deadline);
+  last_round_duration_ = clock_->now() - round_start_;
+  idle_cutoff_.reset();
+  // A member the round closed without (a deadline) missed it; idle_rounds misses in a row remove it.
+  std::vector<std::pair<member_id, incarnation_t>> idle;
+  for (auto& [id, e] : members_) {
+    if (!submissions_.contains(id) && config_.idle_rounds > 0 && ++e.missed >= config_.idle_rounds) {
+      idle.emplace_back(id, e.incarnation);
+    }
+  }
+  for (const auto& [id, inc] : idle) {
+    send_to(out, id, removed_msg{id, inc, incarnation_, round_});
+    remove_worker(id, "no submission in the last rounds");
+  }
   std::vector<float> next;  // x̄_{r+1}; a new buffer, since workers may still hold x̄_r
   if (!submissions_.empty()) {
     round_inputs inputs = collect(rm);
@@ -689,6 +752,7 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
   rm.late = round_counters_.late;
   rm.duplicate = round_counters_.duplicate;
   rm.rejected = round_counters_.rejected;
+  rm.unauthorised = round_counters_.unauthorised;
   rm.admitted = pending_.size();
   if (rm.rule.empty()) {
     rm.rule = "none";
@@ -962,7 +1026,7 @@ void averager_core::assign_intervals() {
   std::vector<double> speeds;
   speeds.reserve(members_.size());
   for (const auto& [id, e] : members_) {
-    const auto it = config_.per_worker_intervals.find(id);
+    const auto it = config_.per_worker_intervals.find(e.shard);
     schedule.per_worker.push_back(to_int(it != config_.per_worker_intervals.end() ? it->second : config_.interval));
     speeds.push_back(e.speed);
   }
@@ -1029,7 +1093,10 @@ void averager_core::compute_deadline() {
 
 // ---- bookkeeping -------------------------------------------------------------------------------------
 
-void averager_core::record(const model_msg& m, submission_status s, std::string reason) {
+void averager_core::record(const model_msg& m, submission_status s, std::string reason, std::string_view code) {
+  if (!code.empty()) {
+    ++drops_[std::string{code}];
+  }
   switch (s) {
     case submission_status::accepted: ++counters_.accepted; ++round_counters_.accepted; break;
     case submission_status::late: ++counters_.late; ++round_counters_.late; break;
@@ -1094,13 +1161,112 @@ checkpoint_state averager_core::snapshot() const {
   return s;
 }
 
-welcome_msg averager_core::make_welcome(member_id id, incarnation_t inc, round_t admitted) const {
-  return welcome_msg{id, inc, incarnation_, round_, admitted, config_.mode, model_size_, config_.heartbeat_interval};
+welcome_msg averager_core::make_welcome(member_id id, const member_entry& e, round_t admitted) const {
+  welcome_msg w{id, e.incarnation, incarnation_, round_, admitted, config_.mode, model_size_, config_.heartbeat_interval};
+  w.token = e.token;
+  w.shard_index = e.shard;
+  w.num_shards = num_shards_;
+  w.spec = config_.spec;
+  return w;
 }
 
 restart_msg averager_core::make_restart(member_id id) const {
   const auto& e = members_.at(id);
   return restart_msg{id, e.incarnation, incarnation_, round_, model_, e.interval, round_step_size_, config_.mode};
+}
+
+void averager_core::send_restart(actions& out, member_id id) {
+  auto& e = members_.at(id);
+  if (e.restarted == round_) {
+    return;  // at most one RESTART per member and round, however many JOINs ask
+  }
+  e.restarted = round_;
+  send_to(out, id, make_restart(id));
+  round_bytes_out_ += model_size_ * sizeof(float);
+}
+
+// Removes every member that has not submitted by the idle cutoff (it heartbeats, so the timeout misses it).
+void averager_core::remove_idle(actions& out) {
+  idle_cutoff_.reset();
+  std::vector<std::pair<member_id, incarnation_t>> idle;
+  for (const auto& [id, e] : members_) {
+    if (!submissions_.contains(id)) {
+      idle.emplace_back(id, e.incarnation);
+    }
+  }
+  for (const auto& [id, inc] : idle) {
+    ++drops_["idle"];
+    send_to(out, id, removed_msg{id, inc, incarnation_, round_});
+    remove_worker(id, "no submission within the idle limit");
+  }
+}
+
+const averager_core::member_entry* averager_core::find_entry(member_id member) const {
+  for (const auto* set : {&members_, &pending_}) {
+    if (auto it = set->find(member); it != set->end()) {
+      return &it->second;
+    }
+  }
+  return nullptr;
+}
+
+bool averager_core::authorised(member_id member, session_token token, origin_t from, std::string_view what) {
+  const auto* e = find_entry(member);
+  if (e == nullptr) {
+    return true;  // names nobody we know: the handlers treat it as a stranger
+  }
+  std::optional<auth_failure> failure;
+  if (token != e->token) {
+    failure = auth_failure::bad_token;
+  } else if (from != e->origin) {
+    failure = auth_failure::wrong_connection;
+  }
+  if (!failure) {
+    return true;
+  }
+  ++counters_.unauthorised;
+  ++round_counters_.unauthorised;
+  ++drops_[std::string{to_string(*failure)}];
+  PRSGD_LOG(debug, log_component) << "dropped " << what << " naming member " << member << " from connection " << from
+                                  << ": " << to_string(*failure);
+  return false;
+}
+
+std::optional<std::string> averager_core::mismatch(const join_msg& m) const {
+  const auto differs = [](const std::string& job, const std::string& worker) {
+    return !job.empty() && worker != job;
+  };
+  if (differs(config_.spec.model, m.model_fingerprint)) {
+    return "model mismatch: the job trains " + config_.spec.model + ", the worker has " +
+           (m.model_fingerprint.empty() ? std::string{"no model fingerprint"} : m.model_fingerprint);
+  }
+  if (differs(config_.spec.data, m.data_fingerprint)) {
+    return "data mismatch: the job trains on " + config_.spec.data + ", the worker has " +
+           (m.data_fingerprint.empty() ? std::string{"no data fingerprint"} : m.data_fingerprint);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> averager_core::free_shard() const {
+  std::vector<bool> held(num_shards_, false);
+  for (const auto* set : {&members_, &pending_}) {
+    for (const auto& [id, e] : *set) {
+      if (e.shard < held.size()) {
+        held[e.shard] = true;
+      }
+    }
+  }
+  for (std::size_t k = 0; k < held.size(); ++k) {
+    if (!held[k]) {
+      return k;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> averager_core::shard_of(member_id member) const {
+  const auto* e = find_entry(member);
+  return e == nullptr ? std::nullopt : std::optional<std::uint64_t>{e->shard};
 }
 
 // ---- evaluations and metrics lines ------------------------------------------------------------------

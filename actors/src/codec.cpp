@@ -23,7 +23,15 @@ enum class wire_type : std::uint8_t {
   restart = 6,
   removed = 7,
   stop = 8,
+  refused = 9,
 };
+
+// msgpack strings in a header are at most 256 bytes (parse_header's unpack limit).
+constexpr std::size_t max_header_string = 256;
+
+std::string clipped(const std::string& text) {
+  return text.size() <= max_header_string ? text : text.substr(0, max_header_string);
+}
 
 // Packs the header as a msgpack map with short string keys.
 class header_writer {
@@ -149,7 +157,7 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
                                             std::to_string(protocol_version));
     }
     const auto t = r.get<std::uint8_t>("t");
-    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::stop)) {
+    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::refused)) {
       return fail(errc::protocol_error, "unknown message type " + std::to_string(t));
     }
     out.type = static_cast<wire_type>(t);
@@ -189,12 +197,26 @@ expected<void> expect_no_payload(const multipart& msg) {
 
 // One encoder per message type; the variant overloads below dispatch to them.
 multipart encode_one(const welcome_msg& m) {
-  header_writer w{wire_type::welcome, common_fields + 4};
+  header_writer w{wire_type::welcome, common_fields + 11};
   put_common(w, m);
   w.put("ad", m.admitted_round);
   w.put("md", static_cast<std::uint8_t>(m.mode));
   w.put("ms", m.model_size);
   w.put("hb", static_cast<std::int64_t>(m.heartbeat_interval.count()));
+  w.put("k", m.token);
+  w.put("sh", m.shard_index);
+  w.put("ns", m.num_shards);
+  w.put("mf", clipped(m.spec.model));
+  w.put("df", clipped(m.spec.data));
+  w.put("bs", m.spec.batch_size);
+  w.put("sd", m.spec.seed);
+  return {w.finish()};
+}
+
+multipart encode_one(const refused_msg& m) {
+  header_writer w{wire_type::refused, common_fields + 1};
+  put_common(w, m);
+  w.put("why", clipped(m.reason));
   return {w.finish()};
 }
 
@@ -209,9 +231,10 @@ multipart encode_one(const restart_msg& m) {
 }
 
 multipart encode_one(const heartbeat_msg& m) {
-  header_writer w{wire_type::heartbeat, common_fields + 1};
+  header_writer w{wire_type::heartbeat, common_fields + 2};
   put_common(w, m);
   w.put("fa", m.from_averager);
+  w.put("k", m.token);
   return {w.finish()};
 }
 
@@ -228,21 +251,26 @@ multipart encode_one(const stop_msg& m) {
 }
 
 multipart encode_one(const join_msg& m) {
-  header_writer w{wire_type::join, common_fields + 1};
+  header_writer w{wire_type::join, common_fields + 3};
   put_common(w, m);
   w.put("s", m.speed_hint);
+  w.put("mf", clipped(m.model_fingerprint));
+  w.put("df", clipped(m.data_fingerprint));
   return {w.finish()};
 }
 
 multipart encode_one(const leave_msg& m) {
-  header_writer w{wire_type::leave, common_fields};
+  header_writer w{wire_type::leave, common_fields + 1};
   put_common(w, m);
+  w.put("k", m.token);
   return {w.finish()};
 }
 
 multipart encode_one(const model_msg& m) {
-  header_writer w{wire_type::model, common_fields + 6};
+  header_writer w{wire_type::model, common_fields + 8};
   put_common(w, m);
+  w.put("k", m.token);
+  w.put("ct", m.cut);
   w.put("st", m.steps);
   w.put("sa", m.samples);
   w.put("ls", m.loss_sum);
@@ -282,6 +310,23 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.mode = get_mode(r);
         m.model_size = r.get<std::uint64_t>("ms");
         m.heartbeat_interval = std::chrono::nanoseconds{r.get<std::int64_t>("hb")};
+        m.token = r.get<session_token>("k");
+        m.shard_index = r.get<std::uint64_t>("sh");
+        m.num_shards = r.get<std::uint64_t>("ns");
+        if (m.num_shards == 0 || m.shard_index >= m.num_shards) {
+          throw std::range_error("shard " + std::to_string(m.shard_index) + " of " + std::to_string(m.num_shards));
+        }
+        m.spec.model = r.get<std::string>("mf");
+        m.spec.data = r.get<std::string>("df");
+        m.spec.batch_size = r.get<std::uint64_t>("bs");
+        m.spec.seed = r.get<std::uint64_t>("sd");
+        return to_worker{m};
+      }
+      case wire_type::refused: {
+        PRSGD_TRY(expect_no_payload(msg));
+        refused_msg m;
+        get_common(r, m);
+        m.reason = r.get<std::string>("why");
         return to_worker{m};
       }
       case wire_type::restart: {
@@ -302,6 +347,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         heartbeat_msg m;
         get_common(r, m);
         m.from_averager = r.get<bool>("fa");
+        m.token = r.get<session_token>("k");
         return to_worker{m};
       }
       case wire_type::removed: {
@@ -338,12 +384,15 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         join_msg m;
         get_common(r, m);
         m.speed_hint = r.get_or<double>("s", 0.0);
+        m.model_fingerprint = r.get_or<std::string>("mf", {});
+        m.data_fingerprint = r.get_or<std::string>("df", {});
         return to_averager{m};
       }
       case wire_type::leave: {
         PRSGD_TRY(expect_no_payload(msg));
         leave_msg m;
         get_common(r, m);
+        m.token = r.get<session_token>("k");
         return to_averager{m};
       }
       case wire_type::heartbeat: {
@@ -351,6 +400,7 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         heartbeat_msg m;
         get_common(r, m);
         m.from_averager = r.get<bool>("fa");
+        m.token = r.get<session_token>("k");
         return to_averager{m};
       }
       case wire_type::model: {
@@ -361,6 +411,8 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.loss_sum = r.get<double>("ls");
         m.loss_count = r.get<std::uint64_t>("lc");
         m.is_gradient = r.get<bool>("g");
+        m.token = r.get<session_token>("k");
+        m.cut = r.get_or<bool>("ct", false);
         auto params = read_payload(msg, r.get<std::uint64_t>("n"), limits);
         if (!params) {
           return std::move(params).error();

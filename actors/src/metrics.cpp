@@ -60,6 +60,7 @@ std::string to_json_line(const round_metrics& m) {
   key(out, "late"); put_number(out, m.late);
   key(out, "duplicate"); put_number(out, m.duplicate);
   key(out, "rejected"); put_number(out, m.rejected);
+  key(out, "unauthorised"); put_number(out, m.unauthorised);
   key(out, "removed"); put_number(out, static_cast<std::uint64_t>(m.removed));
   key(out, "admitted"); put_number(out, static_cast<std::uint64_t>(m.admitted));
   key(out, "closed_by_deadline"); out += m.closed_by_deadline ? "true" : "false";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "prsgd/algorithms/model.hpp"
@@ -14,15 +15,39 @@ struct worker_actor::trainer {
   std::unique_ptr<algorithms::model> model;
   std::optional<algorithms::sgd> optimiser;
   std::optional<algorithms::shard_sampler> sampler;
+  /// The shard, batch size and seed `sampler` was made for.
+  std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t> sampled{};
 };
 
 namespace {
 
 // Runs one train_task on the compute pool. Touches only `t` (owned by this job) and read-only data.
+// Makes the sampler for the shard the averager assigned (again when the assignment changes). The task's batch
+// size and seed are the job's (WELCOME); zero means the worker's own.
+void fit_sampler(worker_actor::trainer& t, const algorithms::dataset& data, const train_task& task,
+                 algorithms::shard_config shard, std::size_t own_batch) {
+  const std::uint64_t batch = task.batch_size > 0 ? task.batch_size : own_batch;
+  const std::uint64_t seed = task.batch_size > 0 ? task.seed : shard.seed;
+  const auto key = std::make_tuple(task.shard_index, task.num_shards, batch, seed);
+  if (t.sampler && t.sampled == key) {
+    return;
+  }
+  shard.seed = seed;
+  auto s = algorithms::shard_sampler::make(data.labels, static_cast<int>(task.shard_index),
+                                           static_cast<int>(task.num_shards), shard, static_cast<std::size_t>(batch));
+  if (!s) {
+    throw std::runtime_error("cannot shard the data: " + s.error().message());
+  }
+  t.sampler.emplace(std::move(*s));
+  t.sampled = key;
+}
+
 train_result run_task(worker_actor::trainer& t, const algorithms::dataset& data, const train_task& task,
-                      bool keep_momentum, std::chrono::microseconds slowdown, const std::atomic<bool>& cancel) {
+                      const algorithms::shard_config& shard, std::size_t own_batch, bool keep_momentum,
+                      std::chrono::microseconds slowdown, const std::atomic<bool>& cancel) {
   train_result r;
   r.round = task.round;
+  fit_sampler(t, data, task, shard, own_batch);
   auto ok = t.model->set_params(*task.model);
   if (!ok) {
     throw std::runtime_error("restart model does not fit: " + ok.error().message());
@@ -98,14 +123,7 @@ void worker_actor::on_start() {
     quit(error{errc::invalid_argument, "worker has no training set"});
     return;
   }
-  auto s = algorithms::shard_sampler::make(config_.train_set->labels, config_.shard_index, config_.num_shards,
-                                           config_.shard, config_.batch_size);
-  if (!s) {
-    PRSGD_LOG(error, "worker") << "cannot shard data: " << s.error().message();
-    quit(s.error());
-    return;
-  }
-  t->sampler.emplace(std::move(*s));
+  // The sampler is made for the shard the averager assigns (fit_sampler, at the first task).
   trainer_ = std::move(t);
 }
 
@@ -156,6 +174,12 @@ void worker_actor::apply(actions a) {
   if (a.task) {
     start_task(std::move(*a.task));
   }
+  if (a.refused) {
+    refusal_ = *a.refused;
+    if (config_.on_refused) {
+      config_.on_refused(*a.refused);
+    }
+  }
   if (a.stopped && !finished_) {
     finished_ = true;
     if (timer_) {
@@ -191,7 +215,11 @@ void worker_actor::start_task(train_task task) {
   auto cancel = cancel_;
   const bool keep = config_.keep_momentum;
   const auto slow = config_.slowdown;
-  run_compute([t, data, task = std::move(task), keep, slow, cancel]() { return run_task(*t, *data, task, keep, slow, *cancel); },
+  const auto shard = config_.shard;
+  const auto batch = config_.batch_size;
+  run_compute([t, data, task = std::move(task), shard, batch, keep, slow, cancel]() {
+                return run_task(*t, *data, task, shard, batch, keep, slow, *cancel);
+              },
               [this, cancel](expected<train_result> r) {
                 busy_ = false;
                 if (finished_) {

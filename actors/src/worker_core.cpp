@@ -37,10 +37,16 @@ worker_core::worker_core(worker_config config, const clock_source& clk) : config
 }
 
 join_msg worker_core::make_join() const {
-  return join_msg{config_.member, config_.incarnation, averager_incarnation_, last_finished_, config_.speed_hint};
+  return join_msg{0,
+                  config_.incarnation,
+                  averager_incarnation_,
+                  last_finished_,
+                  config_.speed_hint,
+                  config_.model_fingerprint,
+                  config_.data_fingerprint};
 }
 
-void worker_core::send(actions& out, any_msg m) const { out.sends.push_back({config_.member, std::move(m), std::nullopt}); }
+void worker_core::send(actions& out, any_msg m) const { out.sends.push_back({member_, std::move(m), std::nullopt}); }
 
 actions worker_core::with_wakeup(actions out) const {
   out.wakeup = next_wakeup();
@@ -63,6 +69,8 @@ void worker_core::rejoin(actions& out) {
     out.cancel_task = true;
   }
   state_ = worker_state::joining;  // (7)
+  member_ = 0;  // a new JOIN makes a new member
+  token_ = 0;
   send(out, make_join());
   next_join_ = clock_->now() + config_.join_retry;
 }
@@ -80,8 +88,14 @@ void worker_core::on_welcome(const welcome_msg& m, actions& out) {
   }
   if (state_ == worker_state::joining) {
     state_ = worker_state::welcomed;  // (2)
-    PRSGD_LOG(info, log_component) << "worker " << config_.member << " welcomed by averager incarnation "
-                                   << m.averager_incarnation << ", admitted at round " << m.admitted_round;
+    member_ = m.member;
+    token_ = m.token;
+    shard_index_ = m.shard_index;
+    num_shards_ = m.num_shards;
+    spec_ = m.spec;
+    PRSGD_LOG(info, log_component) << "joined as member " << member_ << " (shard " << shard_index_ << " of "
+                                   << num_shards_ << ") of averager incarnation " << m.averager_incarnation
+                                   << ", admitted at round " << m.admitted_round;
   }
   (void)out;
 }
@@ -109,7 +123,8 @@ void worker_core::accept_restart(const restart_msg& m, actions& out) {
   interval_ = std::max<std::uint64_t>(m.interval, 1);
   mode_ = m.mode;
   state_ = worker_state::training;  // (3)/(6)
-  out.task = train_task{m.round, m.model, interval_, m.step_size, m.mode};
+  out.task = train_task{m.round, m.model, interval_, m.step_size, m.mode, shard_index_, num_shards_, spec_.batch_size,
+                        spec_.seed};
 }
 
 actions worker_core::on_message(const to_worker& msg) {
@@ -119,15 +134,29 @@ actions worker_core::on_message(const to_worker& msg) {
   }
   std::visit(
       [&](const auto& m) {
-        if (m.member != config_.member) {
-          return;  // misaddressed
-        }
         using T = std::decay_t<decltype(m)>;
+        // A WELCOME or REFUSED answers our JOIN (its nonce); everything else must name the member we became.
         if constexpr (std::is_same_v<T, welcome_msg>) {
-          if (m.incarnation == config_.incarnation) {
+          if (m.incarnation == config_.incarnation && m.member != 0 &&
+              (state_ == worker_state::joining || m.member == member_)) {
             last_heard_ = clock_->now();
             on_welcome(m, out);
           }
+          return;
+        } else if constexpr (std::is_same_v<T, refused_msg>) {
+          if (m.incarnation == config_.incarnation && state_ == worker_state::joining) {
+            PRSGD_LOG(error, log_component) << "the averager refused this worker: " << m.reason;
+            state_ = worker_state::stopped;
+            out.stopped = true;
+            out.refused = m.reason;
+          }
+          return;
+        }
+        if (m.member != member_) {
+          return;  // misaddressed
+        }
+        if constexpr (std::is_same_v<T, welcome_msg> || std::is_same_v<T, refused_msg>) {
+          // handled above
         } else if constexpr (std::is_same_v<T, restart_msg>) {
           if (m.incarnation == config_.incarnation) {
             last_heard_ = clock_->now();
@@ -139,7 +168,7 @@ actions worker_core::on_message(const to_worker& msg) {
           }
           last_heard_ = clock_->now();
           if (m.averager_incarnation > averager_incarnation_ && state_ != worker_state::joining) {
-            PRSGD_LOG(info, log_component) << "worker " << config_.member << " sees new averager incarnation "
+            PRSGD_LOG(info, log_component) << "member " << member_ << " sees new averager incarnation "
                                            << m.averager_incarnation << "; rejoining";
             rejoin(out);  // (7)
           }
@@ -150,7 +179,7 @@ actions worker_core::on_message(const to_worker& msg) {
           last_heard_ = clock_->now();
           // Only rejoin once per removal: while joining, the pending JOIN (and its retries) suffice.
           if (state_ != worker_state::joining) {
-            PRSGD_LOG(info, log_component) << "worker " << config_.member << " removed by averager incarnation "
+            PRSGD_LOG(info, log_component) << "member " << member_ << " removed by averager incarnation "
                                            << m.averager_incarnation << "; rejoining";
             rejoin(out);  // (7)
           }
@@ -175,7 +204,8 @@ actions worker_core::on_trained(const train_result& r) {
     return with_wakeup(std::move(out));
   }
   model_msg m;
-  m.member = config_.member;
+  m.member = member_;
+  m.token = token_;
   m.incarnation = config_.incarnation;
   m.averager_incarnation = averager_incarnation_;
   m.round = r.round;
@@ -200,7 +230,7 @@ actions worker_core::tick() {
   }
   const auto now = clock_->now();
   if (state_ != worker_state::joining && now - last_heard_ > config_.averager_timeout) {
-    PRSGD_LOG(warn, log_component) << "worker " << config_.member << ": averager silent; rejoining";
+    PRSGD_LOG(warn, log_component) << "member " << member_ << ": averager silent; rejoining";
     rejoin(out);
     last_heard_ = now;  // one rejoin per silence period; JOIN retries continue below
   } else if (state_ == worker_state::joining && now >= next_join_) {
@@ -208,7 +238,9 @@ actions worker_core::tick() {
     next_join_ = now + config_.join_retry;
   }
   if (now >= next_heartbeat_) {
-    send(out, heartbeat_msg{config_.member, config_.incarnation, averager_incarnation_, round_, false});
+    if (member_ != 0) {  // before the first WELCOME there is no member to speak for
+      send(out, heartbeat_msg{member_, config_.incarnation, averager_incarnation_, round_, false, token_});
+    }
     next_heartbeat_ = now + config_.heartbeat_interval;
   }
   return with_wakeup(std::move(out));
@@ -220,7 +252,9 @@ actions worker_core::leave() {
     return with_wakeup(std::move(out));
   }
   out.cancel_task = state_ == worker_state::training;
-  send(out, leave_msg{config_.member, config_.incarnation, averager_incarnation_, round_});
+  if (member_ != 0) {
+    send(out, leave_msg{member_, config_.incarnation, averager_incarnation_, round_, token_});
+  }
   state_ = worker_state::left;  // (8)
   out.stopped = true;
   return with_wakeup(std::move(out));

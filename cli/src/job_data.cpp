@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "prsgd/algorithms/dataset_registry.hpp"
+#include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/algorithms/schedule.hpp"
 
 namespace prsgd::cli {
@@ -78,13 +79,36 @@ std::string unknown_dataset_message(const std::string& name) {
   return "unknown --dataset '" + name + "' (registered: " + known + "; a --plugin can add more)";
 }
 
-expected<std::size_t> check_model_fits(const model_options& o, const job_data& data) {
+namespace {
+
+std::string shape_text(const algorithms::model_config& m) {
+  return std::to_string(m.input.channels) + "x" + std::to_string(m.input.height) + "x" + std::to_string(m.input.width);
+}
+
+// Builds the model once: its parameter count, or why it does not fit the data set (one line).
+expected<std::size_t> params_of(const model_options& o, const job_data& data) {
   auto m = algorithms::model_registry::instance().make(o.model, data.model);
   if (!m) {
     return fail(m.error().code, "--model " + o.model + " does not fit --dataset " + data.name + ": " +
                                     m.error().context);
   }
   return (*m)->num_params();
+}
+
+}  // namespace
+
+expected<std::size_t> check_model_fits(const model_options& o, const job_data& data) { return params_of(o, data); }
+
+expected<std::string> model_fingerprint(const model_options& o, const job_data& data) {
+  auto params = params_of(o, data);
+  PRSGD_TRY(params);
+  return o.model + " in=" + shape_text(data.model) + " out=" + std::to_string(data.model.num_classes) +
+         " params=" + std::to_string(*params);
+}
+
+std::string data_fingerprint(const job_data& data) {
+  return data.name + " n=" + std::to_string(data.train_size) + " shape=" + shape_text(data.model) +
+         " classes=" + std::to_string(data.model.num_classes);
 }
 
 expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std::size_t train_size) {

@@ -553,8 +553,6 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
     } else {
       add(w.argv, "--head", endpoints.head);
     }
-    add(w.argv, "--worker-id", text(i));
-    add(w.argv, "--num-workers", text(o.workers));
     int slow = 0;
     if (o.slowdown_ms.size() == 1) {
       slow = o.slowdown_ms.front();

@@ -147,6 +147,9 @@ std::vector<option_def> schedule_table(schedule_options& o) {
       {"--checkpoint-dir", "Checkpoint directory; a checkpoint there is resumed", &o.checkpoint_dir, true},
       {"--min-workers", "Workers that must join before round 0; N in the epoch length (0 = 1; local: --workers)",
        &o.min_workers},
+      {"--max-workers", "Data shards: at most this many members train at once, more wait (0 = --min-workers)",
+       &o.max_workers},
+      {"--idle-rounds", "Remove a member that has not submitted for this many rounds (0 = never)", &o.idle_rounds},
   };
 }
 
@@ -359,12 +362,6 @@ struct parser {
                            "With --head: give up when no averager is registered within this many ms")
         ->capture_default_str()
         ->group("Network");
-    worker_cmd->add_option("--worker-id", worker.worker_id, "Worker id and shard index (-1 = assigned)")
-        ->capture_default_str()
-        ->group("Network");
-    worker_cmd->add_option("--num-workers", worker.num_workers, "Number of data shards")
-        ->capture_default_str()
-        ->group("Network");
     worker_cmd->add_option("--slowdown-ms", worker.slowdown_ms, "Artificial delay per local step in ms")
         ->capture_default_str()
         ->group("Network");
@@ -372,7 +369,7 @@ struct parser {
     add_model(*worker_cmd, worker.model);
     add_liveness(*worker_cmd, worker.liveness);
     add_security(*worker_cmd, worker.security);
-    worker_cmd->footer("Example: prsgd worker --averager tcp://127.0.0.1:7500 --worker-id 0 --num-workers 4");
+    worker_cmd->footer("Example: prsgd worker --averager tcp://127.0.0.1:7500 --model fmnist-mlp");
 
     head_cmd = app.add_subcommand("head", "Run the head node: membership and names for a multi-host cluster");
     head_cmd->add_option("--listen", head.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7400 (required)")
@@ -769,6 +766,12 @@ expected<void> validate(const schedule_options& o) {
     return bad("--checkpoint-every needs --checkpoint-dir");
   }
   PRSGD_TRY(at_least(o.min_workers, 0, "--min-workers"));
+  PRSGD_TRY(at_least(o.idle_rounds, 0, "--idle-rounds"));
+  PRSGD_TRY(at_least(o.max_workers, 0, "--max-workers"));
+  if (o.max_workers > 0 && o.max_workers < o.min_workers) {
+    return bad("--max-workers must not be below --min-workers (got " + str(o.max_workers) + " < " +
+               str(o.min_workers) + ")");
+  }
   PRSGD_TRY(parsed("--mode", actors::parse_training_mode(o.mode)));
   return {};
 }
@@ -821,12 +824,6 @@ expected<void> validate(const worker_options& o) {
   PRSGD_TRY(at_least(o.head_timeout_ms, 1, "--head-timeout-ms"));
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
     return bad("a worker with CURVE keys needs --curve-server-key (the averager's public key file)");
-  }
-  PRSGD_TRY(at_least(o.worker_id, -1, "--worker-id"));
-  PRSGD_TRY(at_least(o.num_workers, 1, "--num-workers"));
-  if (o.worker_id >= o.num_workers) {
-    return bad("--worker-id must be below --num-workers (got " + str(o.worker_id) + " >= " + str(o.num_workers) +
-               ")");
   }
   return at_least(o.slowdown_ms, 0, "--slowdown-ms");
 }

@@ -91,6 +91,14 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
   core.checkpoint_every = static_cast<std::uint64_t>(s.checkpoint_every);
   core.max_rounds = plan.rounds;
   core.min_workers = static_cast<std::size_t>(std::max(s.min_workers, 1));
+  core.idle_rounds = static_cast<std::uint64_t>(s.idle_rounds);
+  core.shards = static_cast<std::size_t>(std::max(s.max_workers, 0));
+  auto fingerprint = model_fingerprint(o.model, data);
+  PRSGD_TRY(fingerprint);
+  core.spec.model = std::move(*fingerprint);
+  core.spec.data = data_fingerprint(data);
+  core.spec.batch_size = static_cast<std::uint64_t>(o.model.batch);
+  core.spec.seed = o.model.seed;
 
   cfg.model_name = o.model.model;
   cfg.model = data.model;
@@ -104,14 +112,17 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
 }
 
 expected<actors::worker_actor_config> worker_config_from(const worker_options& o, const job_data& data,
-                                                         actors::member_id member, actors::incarnation_t incarnation) {
+                                                         actors::incarnation_t incarnation) {
   if (o.model.momentum_on_restart != "keep" && o.model.momentum_on_restart != "reset") {
     return fail(errc::invalid_argument,
                 "--momentum-on-restart must be keep or reset (got '" + o.model.momentum_on_restart + "')");
   }
   actors::worker_actor_config cfg;
-  cfg.core.member = member;
   cfg.core.incarnation = incarnation;
+  auto fingerprint = model_fingerprint(o.model, data);
+  PRSGD_TRY(fingerprint);
+  cfg.core.model_fingerprint = std::move(*fingerprint);
+  cfg.core.data_fingerprint = data_fingerprint(data);
   cfg.core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
   cfg.core.averager_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
   cfg.core.join_retry = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds{o.liveness.heartbeat_ms}, 200ms);
@@ -121,8 +132,6 @@ expected<actors::worker_actor_config> worker_config_from(const worker_options& o
   cfg.sgd.momentum = static_cast<float>(o.model.momentum);
   cfg.keep_momentum = o.model.momentum_on_restart == "keep";
   cfg.train_set = data.train;
-  cfg.num_shards = std::max(o.num_workers, 1);
-  cfg.shard_index = static_cast<int>(member % static_cast<actors::member_id>(cfg.num_shards));
   cfg.shard.seed = o.model.seed;
   if (o.model.non_iid) {
     cfg.shard.scheme = algorithms::shard_scheme::dirichlet;

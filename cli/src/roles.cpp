@@ -23,7 +23,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
 
@@ -38,6 +37,7 @@
 #include "prsgd/cli/progress.hpp"
 #include "prsgd/cli/role_config.hpp"
 #include "prsgd/common/log.hpp"
+#include "prsgd/common/secure_random.hpp"
 #include "prsgd/runtime/actor_system.hpp"
 #include "prsgd/transport/zmq_transport.hpp"
 
@@ -313,15 +313,8 @@ int run_worker(const worker_options& o) {
     std::fprintf(stderr, "prsgd worker: %s\n", fits.error().message().c_str());
     return exit_usage;
   }
-  const auto incarnation = now_ms();
-  actors::member_id member = 0;
-  if (o.worker_id >= 0) {
-    member = static_cast<actors::member_id>(o.worker_id);
-  } else {
-    std::random_device rd;
-    member = (static_cast<actors::member_id>(rd()) << 20U | (rd() & 0xFFFFFU)) & ((actors::member_id{1} << 52U) - 1);
-  }
-  auto mapped = worker_config_from(o, *data, member, incarnation);
+  const auto incarnation = secure_random_u64();
+  auto mapped = worker_config_from(o, *data, incarnation);
   if (!mapped) {
     std::fprintf(stderr, "prsgd worker: %s\n", mapped.error().message().c_str());
     return exit_usage;
@@ -329,12 +322,14 @@ int run_worker(const worker_options& o) {
   actors::worker_actor_config cfg = std::move(*mapped);
   done_flag finished;
   std::atomic<bool> stopped_by_averager{false};
+  std::string refusal;
+  cfg.on_refused = [&](const std::string& reason) { refusal = reason; };
   cfg.on_finished = [&](bool by_averager) {
     stopped_by_averager = by_averager;
     finished.set();
   };
 
-  auto tcfg = make_transport_config("worker-" + std::to_string(member), o.liveness, o.security);
+  auto tcfg = make_transport_config("worker-" + std::to_string(incarnation % 100000), o.liveness, o.security);
   if (!tcfg) {
     std::fprintf(stderr, "prsgd worker: %s\n", tcfg.error().message().c_str());
     return exit_usage;
@@ -362,9 +357,7 @@ int run_worker(const worker_options& o) {
     std::fprintf(stderr, "prsgd worker: cannot connect to %s: %s\n", averager.c_str(), ref.error().message().c_str());
     return exit_failure;
   }
-  PRSGD_LOG(info, "worker") << "worker " << member << " (incarnation " << incarnation << ", shard "
-                            << member % static_cast<actors::member_id>(std::max(o.num_workers, 1)) << " of "
-                            << std::max(o.num_workers, 1) << ") joining " << averager;
+  PRSGD_LOG(info, "worker") << "joining " << averager;
   int signals_seen = 0;
   int status = 0;
   while (!finished.wait_for(0ms)) {
@@ -387,6 +380,10 @@ int run_worker(const worker_options& o) {
   }
   link->stop();
   system.shutdown(5s);
+  if (status == 0 && !refusal.empty()) {
+    std::fprintf(stderr, "prsgd worker: the averager refused this worker: %s\n", refusal.c_str());
+    return exit_failure;
+  }
   if (status == 0) {
     PRSGD_LOG(info, "worker") << (stopped_by_averager ? "job finished" : "left the job");
   }

@@ -46,7 +46,7 @@ std::optional<listening> prsgd_job::start_averager(const std::vector<std::string
 }
 
 pid_t prsgd_job::start_worker(int id, const std::vector<std::string>& args) {
-  std::vector<std::string> full{"worker", "--averager", averager_endpoint_, "--worker-id", std::to_string(id)};
+  std::vector<std::string> full{"worker", "--averager", averager_endpoint_};
   full.insert(full.end(), args.begin(), args.end());
   return start("worker-" + std::to_string(id), full);
 }

@@ -56,7 +56,8 @@ class prsgd_job {
   /// Returns the endpoint of the last averager started by start_averager ("" before).
   [[nodiscard]] const std::string& averager_endpoint() const noexcept { return averager_endpoint_; }
 
-  /// Starts `prsgd worker --averager <averager_endpoint()> --worker-id <id> <args>` as worker-<id>.
+  /// Starts `prsgd worker --averager <averager_endpoint()> <args>` as worker-<id> (the averager assigns
+  /// the member id and shard; `id` only names the process and its log).
   pid_t start_worker(int id, const std::vector<std::string>& args);
 
   /// Waits at most scaled(`timeout`) for `pid`; returns its exit status (128 + signal), or nullopt.

@@ -109,8 +109,8 @@ class RecoveryTest : public ::testing::Test {
     return started ? started->pid : -1;
   }
 
-  pid_t start_worker(int id, int shards, const std::string& batch = "32", const std::string& slowdown_ms = "15") {
-    return job_.start_worker(id, {"--num-workers", std::to_string(shards), "--model", "fmnist-mlp", "--batch", batch,
+  pid_t start_worker(int id, const std::string& batch = "32", const std::string& slowdown_ms = "15") {
+    return job_.start_worker(id, {"--model", "fmnist-mlp", "--batch", batch,
                                   "--lr", "0.05", "--heartbeat-ms", "100", "--heartbeat-timeout-ms",
                                   std::to_string(timeout_ms_), "--slowdown-ms", slowdown_ms, "--progress", "off"});
   }
@@ -161,7 +161,7 @@ TEST_F(RecoveryTest, KilledWorkerIsDroppedAfterTheTimeoutAndARestartedOneRejoins
   ASSERT_GT(avg, 0);
   std::vector<pid_t> workers;
   for (int i = 0; i < 3; ++i) {
-    workers.push_back(start_worker(i, 3));
+    workers.push_back(start_worker(i));
   }
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 5; }, 60s))
       << log("averager");
@@ -177,7 +177,7 @@ TEST_F(RecoveryTest, KilledWorkerIsDroppedAfterTheTimeoutAndARestartedOneRejoins
                                                       l.get("members") == 2; }, 20s))
       << "the barrier must go on with the two survivors\n" << log("averager");
 
-  start_worker(2, 3);  // a new incarnation of the same worker id
+  start_worker(2);  // a new incarnation of the same worker id
   ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") &&
                                                       l.get("members") == 3; }, 30s))
       << "the restarted worker never rejoined\n" << log("averager") << log("worker-2");
@@ -210,8 +210,8 @@ TEST_F(RecoveryTest, WorkerGivenSigtermLeavesAtOnceInsteadOfTimingOut) {
   timeout_ms_ = 60'000;  // only LEAVE can explain a fast removal
   const pid_t avg = start_averager(averager_args(1000, {"--min-workers", "2"}));
   ASSERT_GT(avg, 0);
-  const pid_t w0 = start_worker(0, 2);
-  const pid_t w1 = start_worker(1, 2);
+  const pid_t w0 = start_worker(0);
+  const pid_t w1 = start_worker(1);
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 3; }, 60s)) << log("averager");
   const auto t0 = std::chrono::steady_clock::now();
   ::kill(w1, SIGTERM);
@@ -239,8 +239,8 @@ TEST_F(RecoveryTest, KilledAveragerResumesFromItsCheckpointAndNoRoundCountsTwice
   const std::vector<std::string> extra{"--min-workers", "2", "--checkpoint-dir", ckpt, "--checkpoint-every", "5"};
   const pid_t avg = start_averager(averager_args(40, extra));
   ASSERT_GT(avg, 0);
-  const pid_t w0 = start_worker(0, 2);
-  const pid_t w1 = start_worker(1, 2);
+  const pid_t w0 = start_worker(0);
+  const pid_t w1 = start_worker(1);
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 12; }, 60s)) << log("averager");
   ::kill(avg, SIGKILL);
   ASSERT_TRUE(wait_exit(avg, 5s));
@@ -290,8 +290,8 @@ TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothi
   const std::vector<std::string> extra{"--min-workers", "2", "--checkpoint-dir", ckpt, "--checkpoint-every", "1000"};
   const pid_t avg = start_averager(averager_args(30, extra));
   ASSERT_GT(avg, 0);
-  const pid_t w0 = start_worker(0, 2);
-  const pid_t w1 = start_worker(1, 2);
+  const pid_t w0 = start_worker(0);
+  const pid_t w1 = start_worker(1);
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 7; }, 60s)) << log("averager");
   ::kill(avg, SIGTERM);
   auto status = wait_exit(avg, 15s);
@@ -338,7 +338,7 @@ TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothi
 TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent) {
   const auto ckpt = job_.path("ckpt");
   auto args = [&] {
-    auto a = averager_args(120, {"--min-workers", "3", "--checkpoint-dir", ckpt, "--checkpoint-every", "10"});
+    auto a = averager_args(120, {"--min-workers", "3", "--max-workers", "4", "--checkpoint-dir", ckpt, "--checkpoint-every", "10"});
     for (std::size_t i = 0; i + 1 < a.size(); ++i) {
       if (a[i] == "--interval") {
         a[i + 1] = "8";
@@ -352,13 +352,13 @@ TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent)
   ASSERT_GT(avg, 0);
   std::vector<pid_t> workers;
   for (int i = 0; i < 3; ++i) {
-    workers.push_back(start_worker(i, 4, "64", "4"));
+    workers.push_back(start_worker(i, "64", "4"));
   }
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 15; }, 90s)) << log("averager");
   ::kill(workers[2], SIGKILL);
   ASSERT_TRUE(wait_exit(workers[2], 5s));
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("removed") >= 1; }, 20s)) << log("averager");
-  workers[2] = start_worker(3, 4, "64", "4");  // the fourth worker joins
+  workers[2] = start_worker(3, "64", "4");  // the fourth worker joins
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.arrival.contains(3); }, 30s))
       << "the fourth worker never entered an average\n" << log("averager") << log("worker-3");
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 50; }, 90s)) << log("averager");

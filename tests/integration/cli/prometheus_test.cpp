@@ -109,7 +109,7 @@ class PrometheusMetricsTest : public ::testing::Test {
   }
 
   pid_t start_worker(int id) {
-    return job_.start_worker(id, {"--num-workers", "2", "--model", "fmnist-mlp", "--batch", "32", "--heartbeat-ms",
+    return job_.start_worker(id, {"--model", "fmnist-mlp", "--batch", "32", "--heartbeat-ms",
                                   "100", "--heartbeat-timeout-ms", "3000", "--slowdown-ms", "15", "--progress", "off"});
   }
 

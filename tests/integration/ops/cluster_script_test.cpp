@@ -88,17 +88,15 @@ TEST_F(ClusterScriptTest, UpStatusLogsDown) {
   // The stand-in writes its arguments first thing; wait for them with a deadline.
   wait_until([&] { return !log("worker-1").empty(); }, 10s, 50ms);
   EXPECT_NE(log("averager")
-                .find("args: averager --endpoint-file " + run_dir_ +
+                .find("args: averager --min-workers 2 --endpoint-file " + run_dir_ +
                       "/averager.endpoint --listen tcp://127.0.0.1:7500 --model fmnist-mlp --rounds 3 "
                       "--epochs 2 --log-level debug"),
             std::string::npos)
       << log("averager");
-  EXPECT_NE(log("worker-0")
-                .find("args: worker --averager tcp://127.0.0.1:7500 --worker-id 0 --num-workers 2 "
-                      "--batch 32 --log-level debug"),
+  EXPECT_NE(log("worker-0").find("args: worker --averager tcp://127.0.0.1:7500 --batch 32 --log-level debug"),
             std::string::npos)
       << log("worker-0");
-  EXPECT_NE(log("worker-1").find("--worker-id 1 --num-workers 2 --slowdown-ms 20 --batch 32 --log-level debug"),
+  EXPECT_NE(log("worker-1").find("args: worker --averager tcp://127.0.0.1:7500 --slowdown-ms 20 --batch 32 --log-level debug"),
             std::string::npos)
       << log("worker-1");
   // Each role got only its own extra arguments.
@@ -108,7 +106,7 @@ TEST_F(ClusterScriptTest, UpStatusLogsDown) {
 
   auto logs = run({"logs", "--run-dir", run_dir_, "worker-0"});
   EXPECT_EQ(logs.status, 0);
-  EXPECT_NE(logs.out.find("--worker-id 0"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("args: worker --averager"), std::string::npos) << logs.out;
 
   // A second `up` from the same run dir is refused while the first runs.
   EXPECT_EQ(run({"up", h, "--run-dir", run_dir_, "--bin", fake_}).status, 2);

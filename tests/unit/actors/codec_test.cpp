@@ -193,3 +193,58 @@ TEST(CodecTest, TruncatedValidHeaderIsRejected) {
 
 }  // namespace
 }  // namespace prsgd::actors
+
+namespace prsgd::actors {
+namespace {
+
+TEST(CodecTest, IdentityFieldsRoundTrip) {
+  welcome_msg w{1, 2, 3, 4, 5, training_mode::restarted_sgd, 99, std::chrono::milliseconds(250)};
+  w.token = 0xFEEDFACECAFEBEEFULL;
+  w.shard_index = 2;
+  w.num_shards = 3;
+  w.spec = job_spec{"fmnist-mlp in=1x28x28 out=10 params=203530", "fashion-mnist n=60000", 64, 7};
+  auto wb = decode_to_worker(encode(to_worker{w}));
+  ASSERT_TRUE(wb) << wb.error().message();
+  const auto& wd = std::get<welcome_msg>(*wb);
+  EXPECT_EQ(wd.token, w.token);
+  EXPECT_EQ(wd.shard_index, 2U);
+  EXPECT_EQ(wd.num_shards, 3U);
+  EXPECT_EQ(wd.spec.model, w.spec.model);
+  EXPECT_EQ(wd.spec.data, w.spec.data);
+  EXPECT_EQ(wd.spec.batch_size, 64U);
+  EXPECT_EQ(wd.spec.seed, 7U);
+
+  w.shard_index = 3;  // not below num_shards
+  EXPECT_EQ(decode_to_worker(encode(to_worker{w})).error().code, errc::decode_failed);
+
+  auto rb = decode_to_worker(encode(to_worker{refused_msg{0, 5, 1, 0, "model mismatch: a vs b"}}));
+  ASSERT_TRUE(rb) << rb.error().message();
+  EXPECT_EQ(std::get<refused_msg>(*rb).reason, "model mismatch: a vs b");
+  EXPECT_EQ(std::get<refused_msg>(*rb).incarnation, 5U);
+
+  auto jb = decode_to_averager(encode(to_averager{join_msg{0, 5, 0, 0, 1.0, "m", "d"}}));
+  ASSERT_TRUE(jb);
+  EXPECT_EQ(std::get<join_msg>(*jb).model_fingerprint, "m");
+  EXPECT_EQ(std::get<join_msg>(*jb).data_fingerprint, "d");
+
+  model_msg m;
+  m.member = 4;
+  m.token = 77;
+  m.cut = true;
+  m.steps = 1;
+  m.samples = 1;
+  m.params = std::make_shared<const std::vector<float>>(2, 1.0F);
+  auto mb = decode_to_averager(encode(to_averager{m}));
+  ASSERT_TRUE(mb);
+  EXPECT_EQ(std::get<model_msg>(*mb).token, 77U);
+  EXPECT_TRUE(std::get<model_msg>(*mb).cut);
+  auto lb = decode_to_averager(encode(to_averager{leave_msg{4, 5, 1, 0, 99}}));
+  ASSERT_TRUE(lb);
+  EXPECT_EQ(std::get<leave_msg>(*lb).token, 99U);
+  auto hb = decode_to_averager(encode(to_averager{heartbeat_msg{4, 5, 1, 0, false, 98}}));
+  ASSERT_TRUE(hb);
+  EXPECT_EQ(std::get<heartbeat_msg>(*hb).token, 98U);
+}
+
+}  // namespace
+}  // namespace prsgd::actors

@@ -73,6 +73,7 @@ class DeterministicJobTest : public ::testing::Test {
     c.core.step_size = 0.05;
     c.core.max_rounds = rounds;
     c.core.min_workers = 2;
+    c.core.shards = 3;  // three workers train at once
     c.core.heartbeat_interval = 100ms;
     c.core.heartbeat_timeout = 1s;
     c.core.eval_every = 10;
@@ -92,16 +93,13 @@ class DeterministicJobTest : public ::testing::Test {
 
   worker_actor_config worker_cfg(job_record& rec, member_id id) const {
     worker_actor_config c;
-    c.core.member = id;
-    c.core.incarnation = 1;
+    c.core.incarnation = id;  // the JOIN nonce; the averager assigns member ids and shards
     c.core.heartbeat_interval = 100ms;
     c.core.join_retry = 200ms;
     c.core.averager_timeout = 3s;
     c.model_name = test::test_linear_model;
     c.model = test::test_linear_config();
     c.train_set = train_;
-    c.shard_index = static_cast<int>(id - 1);
-    c.num_shards = 3;
     c.batch_size = 16;
     c.on_finished = [&rec, id](bool stopped) { rec.finished[id] = stopped; };
     return c;

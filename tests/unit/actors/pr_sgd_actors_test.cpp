@@ -64,18 +64,15 @@ class PrSgdActorsTest : public ::testing::Test {
     return c;
   }
 
-  worker_actor_config worker_cfg(member_id id, int index, int shards) {
+  worker_actor_config worker_cfg(member_id id) {
     worker_actor_config c;
-    c.core.member = id;
-    c.core.incarnation = 1;
+    c.core.incarnation = id;  // the JOIN nonce; the averager assigns member ids and shards
     c.core.heartbeat_interval = 50ms;
     c.core.join_retry = 100ms;
     c.core.averager_timeout = 2s;
     c.model_name = test::test_linear_model;
     c.model = test::test_linear_config();
     c.train_set = train_;
-    c.shard_index = index;
-    c.num_shards = shards;
     c.batch_size = 16;
     return c;
   }
@@ -112,7 +109,7 @@ TEST_F(PrSgdActorsTest, ThreeWorkersTrainToConvergenceAndCountEachModelOnce) {
   auto avg = start_averager(system, averager_cfg(20), inproc("averager"), "inproc://averager", &links[0]);
   ASSERT_TRUE(avg) << avg.error().message();
   for (int w = 0; w < 3; ++w) {
-    auto wk = start_worker(system, worker_cfg(static_cast<member_id>(w + 1), w, 3), inproc("worker" + std::to_string(w)),
+    auto wk = start_worker(system, worker_cfg(static_cast<member_id>(w + 1)), inproc("worker" + std::to_string(w)),
                            avg->second, &links[static_cast<std::size_t>(w) + 1]);
     ASSERT_TRUE(wk) << wk.error().message();
   }

@@ -20,7 +20,6 @@ class WorkerCoreTest : public ::testing::Test {
 
   static worker_config config() {
     worker_config c;
-    c.member = 3;
     c.incarnation = 7;
     c.speed_hint = 12.5;
     c.heartbeat_interval = 1s;
@@ -30,7 +29,13 @@ class WorkerCoreTest : public ::testing::Test {
   }
 
   welcome_msg welcome(incarnation_t averager = 1, round_t admitted = 0) {
-    return welcome_msg{3, 7, averager, admitted, admitted, training_mode::restarted_sgd, 3, 1s};
+    welcome_msg w{3, 7, averager, admitted, admitted, training_mode::restarted_sgd, 3, 1s};
+    w.token = 0xC0FFEE;
+    w.shard_index = 1;
+    w.num_shards = 4;
+    w.spec.batch_size = 64;
+    w.spec.seed = 9;
+    return w;
   }
   restart_msg restart(round_t r, float v = 1.0F, incarnation_t averager = 1, std::uint64_t interval = 5) {
     return restart_msg{3, 7, averager, r, buffer(v), interval, 0.1, training_mode::restarted_sgd};
@@ -41,7 +46,9 @@ class WorkerCoreTest : public ::testing::Test {
   static std::vector<T> of(const actions& a) {
     std::vector<T> found;
     for (const auto& o : a.sends) {
-        EXPECT_EQ(o.member, 3U) << "a worker sends as itself";
+      if (!std::holds_alternative<join_msg>(o.msg)) {
+        EXPECT_EQ(o.member, 3U) << "a worker sends as the member it was welcomed as";
+      }
       if (const auto* t = std::get_if<T>(&o.msg)) {
         found.push_back(*t);
       }
@@ -57,7 +64,8 @@ TEST_F(WorkerCoreTest, StartSendsJoinWithIdentityAndSpeedHint) {
   auto a = worker.start();
   auto joins = of<join_msg>(a);
   ASSERT_EQ(joins.size(), 1U);
-  EXPECT_EQ(joins[0].member, 3U);
+  EXPECT_EQ(joins[0].member, 0U) << "the averager assigns the id";
+  EXPECT_EQ(joins[0].incarnation, 7U) << "the JOIN's nonce";
   EXPECT_EQ(joins[0].incarnation, 7U);
   EXPECT_DOUBLE_EQ(joins[0].speed_hint, 12.5);
   EXPECT_EQ(worker.state(), worker_state::joining);
@@ -147,13 +155,64 @@ TEST_F(WorkerCoreTest, NewAveragerIncarnationInHeartbeatTriggersRejoin) {
   EXPECT_EQ(models[0].averager_incarnation, 2U);
 }
 
-TEST_F(WorkerCoreTest, RestartThatOvertakesWelcomeFromNewIncarnationIsAccepted) {
+TEST_F(WorkerCoreTest, RestartFromANewerAveragerIncarnationIsAcceptedOnceWelcomed) {
   (void)worker.start();
+  EXPECT_FALSE(worker.on_message(restart(0, 1.0F, 3)).task.has_value()) << "no member id yet: not for us";
+  (void)worker.on_message(welcome(1));
   auto a = worker.on_message(restart(0, 1.0F, 3));
   ASSERT_TRUE(a.task.has_value());
   EXPECT_EQ(worker.averager_incarnation(), 3U);
-  (void)worker.on_message(welcome(3));
   EXPECT_EQ(worker.state(), worker_state::training);
+}
+
+TEST_F(WorkerCoreTest, WelcomeGivesTheMemberIdTokenShardAndJob) {
+  (void)worker.start();
+  auto other = welcome();
+  other.incarnation = 8;  // answers another worker's JOIN
+  (void)worker.on_message(other);
+  EXPECT_EQ(worker.state(), worker_state::joining);
+  (void)worker.on_message(welcome());
+  EXPECT_EQ(worker.member(), 3U);
+  EXPECT_EQ(worker.shard_index(), 1U);
+  EXPECT_EQ(worker.num_shards(), 4U);
+  auto a = worker.on_message(restart(0));
+  ASSERT_TRUE(a.task.has_value());
+  EXPECT_EQ(a.task->shard_index, 1U);
+  EXPECT_EQ(a.task->num_shards, 4U);
+  EXPECT_EQ(a.task->batch_size, 64U);
+  EXPECT_EQ(a.task->seed, 9U);
+  auto models = of<model_msg>(worker.on_trained(result(0)));
+  ASSERT_EQ(models.size(), 1U);
+  EXPECT_EQ(models[0].token, 0xC0FFEEU) << "every message of the member carries its token";
+  clk.advance(1s);
+  auto hb = of<heartbeat_msg>(worker.tick());
+  ASSERT_EQ(hb.size(), 1U);
+  EXPECT_EQ(hb[0].token, 0xC0FFEEU);
+  auto left = of<leave_msg>(worker.leave());
+  ASSERT_EQ(left.size(), 1U);
+  EXPECT_EQ(left[0].token, 0xC0FFEEU);
+}
+
+TEST_F(WorkerCoreTest, RefusedEndsTheWorkerWithTheReason) {
+  (void)worker.start();
+  auto a = worker.on_message(refused_msg{0, 8, 1, 0, "not ours"});
+  EXPECT_FALSE(a.stopped) << "answers another JOIN";
+  a = worker.on_message(refused_msg{0, 7, 1, 0, "model mismatch: the job trains a, the worker has b"});
+  EXPECT_TRUE(a.stopped);
+  ASSERT_TRUE(a.refused.has_value());
+  EXPECT_EQ(*a.refused, "model mismatch: the job trains a, the worker has b");
+  EXPECT_EQ(worker.state(), worker_state::stopped);
+  EXPECT_FALSE(worker.next_wakeup().has_value());
+}
+
+TEST_F(WorkerCoreTest, RejoinForgetsTheMemberIdAndAsksForANewOne) {
+  (void)worker.start();
+  (void)worker.on_message(welcome());
+  auto a = worker.on_message(removed_msg{3, 7, 1, 0});
+  auto joins = of<join_msg>(a);
+  ASSERT_EQ(joins.size(), 1U);
+  EXPECT_EQ(joins[0].member, 0U);
+  EXPECT_EQ(worker.member(), 0U);
 }
 
 TEST_F(WorkerCoreTest, RemovedTriggersOneRejoin) {
@@ -178,6 +237,9 @@ TEST_F(WorkerCoreTest, SilentAveragerLeadsToRejoin) {
 
 TEST_F(WorkerCoreTest, HeartbeatsFollowTheInterval) {
   (void)worker.start();
+  clk.advance(1s);
+  EXPECT_TRUE(of<heartbeat_msg>(worker.tick()).empty()) << "no member to speak for before WELCOME";
+  (void)worker.on_message(welcome());
   clk.advance(1s);
   auto hb = of<heartbeat_msg>(worker.tick());
   ASSERT_EQ(hb.size(), 1U);
@@ -207,6 +269,7 @@ TEST_F(WorkerCoreTest, LeaveAndStopEndTheWorker) {
 
 TEST_F(WorkerCoreTest, MinibatchTaskSubmitsAGradient) {
   (void)worker.start();
+  (void)worker.on_message(welcome());
   auto r = restart(0);
   r.mode = training_mode::minibatch_sgd;
   r.interval = 1;
@@ -260,6 +323,7 @@ TEST(WorkerAveragerLoopTest, WorkersAndAveragerConvergeOnRoundsTogether) {
   averager_config cfg;
   cfg.interval = 2;
   cfg.max_rounds = 6;
+  cfg.shards = 4;
   auto made = averager_core::make(cfg, clk, std::vector<float>(3, 0.0F));
   ASSERT_TRUE(made.has_value());
   auto& avg = *made;
@@ -273,8 +337,7 @@ TEST(WorkerAveragerLoopTest, WorkersAndAveragerConvergeOnRoundsTogether) {
   };
   auto add_worker = [&](member_id id) {
     worker_config wc;
-    wc.member = id;
-    wc.incarnation = 1;
+    wc.incarnation = 100 + id;  // the averager assigns ids 1, 2, 3 in join order, as the test names them
     auto [it, ok] = workers.emplace(id, worker_core{wc, clk});
     post(id, it->second.start());
   };

@@ -157,11 +157,10 @@ TEST_F(OptionsTest, AveragerAndWorkerParse) {
   EXPECT_EQ(a.schedule.intervals, (std::vector<int>{4, 8, 16}));
   EXPECT_EQ(a.liveness.heartbeat_ms, 100);
 
-  auto w = get<worker_options>(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--insecure", "--worker-id", "2",
-                                      "--num-workers", "4", "--slowdown-ms", "20", "--non-iid",
+  auto w = get<worker_options>(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--insecure",
+                                      "--slowdown-ms", "20", "--non-iid",
                                       "--dirichlet-alpha", "0.1"}));
   EXPECT_EQ(w.averager, "tcp://10.77.0.1:7500");
-  EXPECT_EQ(w.worker_id, 2);
   EXPECT_EQ(w.slowdown_ms, 20);
   EXPECT_TRUE(w.model.non_iid);
   EXPECT_DOUBLE_EQ(w.model.dirichlet_alpha, 0.1);
@@ -219,9 +218,9 @@ TEST_F(OptionsTest, RequiredEndpointsAndTheirSyntax) {
   EXPECT_NE(error_of(parse({"worker", "--averager", "10.0.0.1:7500"})).find("tcp://HOST:PORT"), std::string::npos);
   EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:99999"})).find("port"), std::string::npos);
   EXPECT_NE(error_of(parse({"worker", "--averager", "udp://h:1"})).find("tcp://"), std::string::npos);
-  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--insecure", "--worker-id", "4", "--num-workers", "4"}))
-                .find("--worker-id"),
-            std::string::npos);
+  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--insecure", "--worker-id", "0"})).find("--worker-id"),
+            std::string::npos)
+      << "the averager assigns ids and shards";
   EXPECT_TRUE(validate_endpoint("ipc:///tmp/prsgd.sock", "x").has_value());
   EXPECT_TRUE(validate_endpoint("inproc://avg", "x").has_value());
   EXPECT_FALSE(validate_endpoint("tcp://:7", "x").has_value());

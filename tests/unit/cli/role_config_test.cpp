@@ -187,19 +187,18 @@ TEST(RoleConfigTest, CommandLineTyposInEnumsAreUsageErrorsNamingTheOption) {
 }
 
 TEST(RoleConfigTest, WorkerMapsShardSgdAndLiveness) {
-  const auto o = parse_worker({"--num-workers", "4", "--lr", "0.1", "--momentum", "0.5", "--momentum-on-restart",
+  const auto o = parse_worker({"--lr", "0.1", "--momentum", "0.5", "--momentum-on-restart",
                                "reset", "--batch", "32", "--seed", "9", "--non-iid", "--dirichlet-alpha", "0.3",
                                "--slowdown-ms", "7", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "900"});
   auto data = fake_data();
-  auto cfg = worker_config_from(o, data, 6, 42);
+  auto cfg = worker_config_from(o, data, 42);
   ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
-  EXPECT_EQ(cfg->core.member, 6U);
   EXPECT_EQ(cfg->core.incarnation, 42U);
+  EXPECT_FALSE(cfg->core.model_fingerprint.empty()) << "the JOIN declares the model";
+  EXPECT_FALSE(cfg->core.data_fingerprint.empty()) << "and the data";
   EXPECT_EQ(cfg->core.heartbeat_interval, 100ms);
   EXPECT_EQ(cfg->core.averager_timeout, 900ms);
   EXPECT_EQ(cfg->core.join_retry, 200ms);  // at least 200 ms
-  EXPECT_EQ(cfg->num_shards, 4);
-  EXPECT_EQ(cfg->shard_index, 2);  // 6 mod 4
   EXPECT_EQ(cfg->shard.seed, 9U);
   EXPECT_EQ(cfg->shard.scheme, algorithms::shard_scheme::dirichlet);
   EXPECT_DOUBLE_EQ(cfg->shard.alpha, 0.3);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "prsgd/actors/checkpoint.hpp"
@@ -38,6 +39,11 @@ struct train_task {
   std::uint64_t interval = 1;
   double step_size = 0;
   training_mode mode = training_mode::restarted_sgd;
+  /// The data shard the averager assigned (WELCOME) and the job's batch size and seed (0 = the shell's own).
+  std::uint64_t shard_index = 0;
+  std::uint64_t num_shards = 1;
+  std::uint64_t batch_size = 0;
+  std::uint64_t seed = 0;
 };
 
 /// Asks the averager shell to score x̄ on its test set and report with averager_core::on_evaluated(id, ...).
@@ -58,6 +64,10 @@ struct submission_counters {
   std::uint64_t late = 0;
   std::uint64_t duplicate = 0;
   std::uint64_t rejected = 0;
+  /// Messages naming a member without its session token or from another connection (any type).
+  std::uint64_t unauthorised = 0;
+  /// JOINs answered with REFUSED (another model or data set).
+  std::uint64_t refused = 0;
 };
 
 /// Summarises an averager incarnation once it owes nothing more (see actions::done).
@@ -103,6 +113,9 @@ struct actions {
   /// 8. True once the protocol is over for this core (worker: STOP received or left; averager: STOP
   /// sent or suspended); later events change nothing.
   bool stopped = false;
+  /// 8b. (worker) Set with `stopped` when the averager refused the JOIN: the difference it named. The
+  /// shell reports it as one line and the worker process exits with status 1.
+  std::optional<std::string> refused;
   /// 9. (averager) Set once, when the incarnation owes nothing more (every line out, the final
   /// evaluation in): write the done line if `job_over`, then report the summary.
   std::optional<job_summary> done;

@@ -55,7 +55,7 @@ struct averager_config {
   algorithms::interval_kind intervals = algorithms::interval_kind::fixed;
   /// I for `fixed`, the default for `per_worker`, and the target mean for `time_balanced`.
   std::uint64_t interval = 8;
-  /// Per-worker I_i for `per_worker`.
+  /// Per-worker I_i for `per_worker`, by the data shard the member holds (ids are assigned at JOIN).
   std::map<member_id, std::uint64_t> per_worker_intervals;
   /// T: local steps per worker over the whole job (for the paper's I and γ rules).
   std::uint64_t total_steps = 10'000;
@@ -137,6 +137,21 @@ struct averager_config {
   std::uint64_t consensus_every = 1;
   /// Accounting records kept per past round (older rounds are forgotten; they can only be late anyway).
   std::uint64_t accounting_rounds_kept = 1'000;
+
+  /// The job every member must match: a JOIN whose declared model or data fingerprint differs from a
+  /// non-empty one here is answered with REFUSED. Sent in every WELCOME; `batch_size` (when > 0) bounds
+  /// the samples a MODEL may claim (samples <= steps x batch).
+  job_spec spec;
+  /// Data shards handed out in WELCOME (0 = min_workers). A member holds one shard until it is removed; a
+  /// JOIN that finds every shard held by a live member or joiner is not answered until one is free (the
+  /// worker keeps repeating its JOIN).
+  std::size_t shards = 0;
+  /// A member that has not submitted for this many rounds is removed (0 = never). A round counts when it
+  /// closed without the member (a deadline), or when it has been open for this many times the previous
+  /// round's duration, and this many times as long as any accepted submission of the round took (each at
+  /// least heartbeat_timeout), and the member still has not submitted. The first round of an incarnation
+  /// has no previous round: there the wait starts with its first accepted submission.
+  std::uint64_t idle_rounds = 2;
 };
 
 /// Says what happened to one received MODEL / gradient.
@@ -151,6 +166,13 @@ enum class submission_status : std::uint8_t {
   /// barrier, left out by the outlier screen or part of a round refused for a non-finite x̄.
   rejected,
 };
+
+/// Says why a worker message was dropped before it reached the protocol state: it names a member without
+/// that member's session token, or arrived on another connection than the member's JOIN.
+enum class auth_failure : std::uint8_t { bad_token, wrong_connection };
+
+/// Returns "bad_token" | "wrong_connection".
+[[nodiscard]] std::string_view to_string(auth_failure f) noexcept;
 
 /// Returns "accepted" | "late" | "duplicate" | "rejected".
 [[nodiscard]] std::string_view to_string(submission_status s) noexcept;
@@ -283,6 +305,14 @@ class averager_core {
   [[nodiscard]] std::optional<clock_source::time_point> deadline() const noexcept { return deadline_; }
   /// Returns the cumulative submission counters.
   [[nodiscard]] const submission_counters& counters() const noexcept { return counters_; }
+  /// Returns the cumulative count of dropped messages by reason: "bad_token", "wrong_connection" (any
+  /// message naming a member), "refused" (JOINs answered with REFUSED), and rejected MODELs by claim
+  /// ("steps", "samples", "loss", "size", "non_finite", "kind", "not_member", "round", "incarnation").
+  [[nodiscard]] const std::map<std::string, std::uint64_t, std::less<>>& drops() const noexcept { return drops_; }
+  /// Returns the data shard `member` (a member or joiner) holds.
+  [[nodiscard]] std::optional<std::uint64_t> shard_of(member_id member) const;
+  /// Returns the number of data shards handed out.
+  [[nodiscard]] std::size_t num_shards() const noexcept { return num_shards_; }
   /// Returns every classified submission, oldest first (bounded by accounting_rounds_kept).
   [[nodiscard]] const std::vector<submission_record>& accounting() const noexcept { return accounting_; }
   /// Returns how many times (worker, round)'s model entered an average: 0 or 1, never more.
@@ -298,10 +328,19 @@ class averager_core {
 
  private:
   struct member_entry {
+    /// The JOIN's nonce.
     incarnation_t incarnation = 0;
     clock_source::time_point last_seen{};
     std::uint64_t interval = 1;
     double speed = 0;
+    session_token token = 0;
+    /// The connection the JOIN came in on: the member's messages are accepted only from it.
+    origin_t origin = 0;
+    std::uint64_t shard = 0;
+    /// Rounds in a row without an accepted submission.
+    std::uint64_t missed = 0;
+    /// The last round a RESTART was sent for (at most one per round).
+    std::optional<round_t> restarted;
   };
   struct submission {
     model_msg msg;
@@ -347,10 +386,18 @@ class averager_core {
     return config_.trainable_params == 0 ? model_size_ : std::min(config_.trainable_params, model_size_);
   }
   [[nodiscard]] std::uint64_t clamp_interval(double v) const;
-  void record(const model_msg& m, submission_status s, std::string reason);
+  void record(const model_msg& m, submission_status s, std::string reason, std::string_view code = {});
   void unaccept(member_id id, std::string reason);
+  /// Checks that a message naming a member or joiner carries its token and came over its connection;
+  /// counts and logs a failure. Returns true when the message may proceed (also for unknown members).
+  [[nodiscard]] bool authorised(member_id member, session_token token, origin_t from, std::string_view what);
+  [[nodiscard]] const member_entry* find_entry(member_id member) const;
+  [[nodiscard]] std::optional<std::string> mismatch(const join_msg& m) const;
+  [[nodiscard]] std::optional<std::uint64_t> free_shard() const;
+  void send_restart(actions& out, member_id id);
+  void remove_idle(actions& out);
   void prune_accounting();
-  [[nodiscard]] welcome_msg make_welcome(member_id id, incarnation_t inc, round_t admitted) const;
+  [[nodiscard]] welcome_msg make_welcome(member_id id, const member_entry& e, round_t admitted) const;
   [[nodiscard]] restart_msg make_restart(member_id id) const;
 
   void request_evaluation(actions& out, round_t rounds, bool final);
@@ -394,6 +441,12 @@ class averager_core {
   std::uint64_t bytes_out_ = 0;
   submission_counters counters_;
   submission_counters round_counters_;
+  std::map<std::string, std::uint64_t, std::less<>> drops_;
+  std::map<std::pair<origin_t, incarnation_t>, member_id> joins_;  // (connection, JOIN nonce) -> member
+  member_id next_member_ = 1;
+  std::size_t num_shards_ = 1;
+  std::optional<clock_source::duration> last_round_duration_;  // of the last round this incarnation closed
+  std::optional<clock_source::time_point> idle_cutoff_;
   std::vector<submission_record> accounting_;
   std::map<std::pair<round_t, member_id>, int> counted_;
   std::optional<algorithms::averaging_rule> last_rule_;

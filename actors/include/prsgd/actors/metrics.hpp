@@ -51,6 +51,8 @@ struct round_metrics {
   std::uint64_t late = 0;
   std::uint64_t duplicate = 0;
   std::uint64_t rejected = 0;
+  /// Messages dropped this round because they named a member without its token or came over another connection.
+  std::uint64_t unauthorised = 0;
   /// Members removed during the round (LEAVE or heartbeat timeout) and joiners admitted at its close.
   std::size_t removed = 0;
   std::size_t admitted = 0;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -12,10 +13,16 @@
 
 namespace prsgd::actors {
 
-/// Identifies a worker across the whole job (stable across its restarts; chosen by the launcher).
+/// Identifies a member of one averager incarnation; assigned by the averager in WELCOME (0 = none yet).
+/// A worker that joins again (after REMOVED, a restart of its process, or a new averager incarnation)
+/// becomes a new member with a new id.
 using member_id = std::uint64_t;
-/// Counts restarts of one process (worker or averager); a higher value supersedes a lower one. 0 = unknown.
+/// For the averager: counts its restarts (a higher value supersedes a lower one). For a worker: a random
+/// nonce that names one worker process's JOIN (repeated JOINs with the same nonce on the same connection
+/// are one joiner). 0 = unknown.
 using incarnation_t = std::uint64_t;
+/// The secret the averager hands a member in WELCOME; every later message of that member carries it.
+using session_token = std::uint64_t;
 /// Numbers restart rounds; round r starts from the global model x̄_r.
 using round_t = std::uint64_t;
 /// Holds a flat parameter (or gradient) buffer shared read-only between the averager and N sends.
@@ -25,7 +32,7 @@ using flat_buffer = std::shared_ptr<const std::vector<float>>;
 using origin_t = std::uint64_t;
 
 /// Names the version of these protocol messages; bump on any field change.
-inline constexpr std::uint32_t protocol_version = 1;
+inline constexpr std::uint32_t protocol_version = 2;
 
 /// Lists the two training modes that share the barrier machinery.
 enum class training_mode : std::uint8_t {
@@ -49,8 +56,22 @@ enum class training_mode : std::uint8_t {
 // incarnation), `averager_incarnation` (the averager incarnation the sender knows; 0 = none yet) and
 // `round` (actors/PROTOCOL.md). Handlers on both sides are idempotent and tolerate duplicates and reordering.
 
-/// Asks to join the job (worker -> averager). Sent at start, after a LEAVE, after being removed, and
-/// whenever the worker sees a new averager incarnation.
+/// Describes the job a worker must match: what the averager announces in WELCOME, and what a JOIN's
+/// fingerprints are compared with. Empty strings and zeros mean "not checked" / "not set".
+struct job_spec {
+  /// Model fingerprint: the model's name, size and layer shapes (the CLI's model_fingerprint).
+  std::string model{};
+  /// Data fingerprint: the training set's size, shape and a hash of its labels (data_fingerprint).
+  std::string data{};
+  /// Mini-batch size every worker uses; samples of a MODEL are checked against steps x batch.
+  std::uint64_t batch_size = 0;
+  /// Seed for shuffling and sharding.
+  std::uint64_t seed = 0;
+};
+
+/// Asks to join the job (worker -> averager). Sent at start, after being removed, and whenever the worker
+/// sees a new averager incarnation. `member` is 0: the averager assigns the id. `incarnation` is the
+/// worker's join nonce; a JOIN repeated with the same nonce on the same connection is the same joiner.
 struct join_msg {
   member_id member = 0;
   incarnation_t incarnation = 0;
@@ -60,6 +81,19 @@ struct join_msg {
   round_t round = 0;
   /// Expected local steps per second (0 = unknown); seeds time-balanced interval assignment.
   double speed_hint = 0;
+  /// The worker's model and data fingerprints (job_spec::model, job_spec::data); empty = not declared.
+  std::string model_fingerprint{};
+  std::string data_fingerprint{};
+};
+
+/// Refuses a JOIN for good (averager -> worker): the worker does not fit the job (another model or data
+/// set). `incarnation` is the refused JOIN's nonce; `reason` names the difference. The worker ends.
+struct refused_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  std::string reason{};
 };
 
 /// Acknowledges a JOIN at once (averager -> worker); the worker is admitted at `admitted_round`.
@@ -78,6 +112,13 @@ struct welcome_msg {
   std::uint64_t model_size = 0;
   /// How often the worker should send HEARTBEAT.
   std::chrono::nanoseconds heartbeat_interval{0};
+  /// The member's session token: every later message of the member carries it.
+  session_token token = 0;
+  /// The data shard the member trains: index in [0, num_shards). No two live members hold the same one.
+  std::uint64_t shard_index = 0;
+  std::uint64_t num_shards = 1;
+  /// The job the member joined.
+  job_spec spec{};
 };
 
 /// Announces a voluntary departure (worker -> averager); the barrier stops waiting for it at once.
@@ -86,6 +127,7 @@ struct leave_msg {
   incarnation_t incarnation = 0;
   incarnation_t averager_incarnation = 0;
   round_t round = 0;
+  session_token token = 0;
 };
 
 /// Shows liveness, in both directions. From the averager, `member`/`incarnation` name the recipient.
@@ -96,6 +138,8 @@ struct heartbeat_msg {
   round_t round = 0;
   /// True when the averager sent it.
   bool from_averager = false;
+  /// The member's session token (the recipient's, when the averager sent it).
+  session_token token = 0;
 };
 
 /// Submits a worker's result for a round (worker -> averager): its model after I_i local steps
@@ -116,6 +160,9 @@ struct model_msg {
   bool is_gradient = false;
   /// The flat model (or gradient).
   flat_buffer params;
+  session_token token = 0;
+  /// True when the worker ran fewer steps than assigned because the round was cut short.
+  bool cut = false;
 };
 
 /// Starts round `round` for one worker (averager -> worker): restart from `model`, run `interval` steps
@@ -152,11 +199,11 @@ struct stop_msg {
 };
 
 /// Holds any message the averager sends.
-using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg>;
+using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg, refused_msg>;
 /// Holds any message a worker sends.
 using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg>;
 /// Holds any protocol message, in either direction (what the cores hand their shells to send).
 using any_msg = std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg,
-                             stop_msg>;
+                             stop_msg, refused_msg>;
 
 }  // namespace prsgd::actors

@@ -33,11 +33,10 @@ struct worker_actor_config {
   algorithms::sgd_options sgd;
   /// Keep the local momentum buffer across restarts (false: reset at every restart).
   bool keep_momentum = true;
-  /// Training data (the whole set; the sampler picks this worker's shard).
+  /// Training data (the whole set; the sampler picks the shard the averager assigns in WELCOME).
   std::shared_ptr<const algorithms::dataset> train_set;
-  /// Shard of this worker: index in [0, num_workers), and the partition scheme.
-  int shard_index = 0;
-  int num_shards = 1;
+  /// The partition scheme (the shard index and count come from the averager; so do the batch size and seed
+  /// when the averager announces them, else `batch_size` and `shard.seed`).
   algorithms::shard_config shard;
   std::size_t batch_size = 64;
   /// Artificial delay per local step (heterogeneity experiments; 0 = none).
@@ -46,6 +45,8 @@ struct worker_actor_config {
   codec_limits limits;
   /// Called on the actor's strand once the job is over for this worker (STOP or left).
   std::function<void(bool stopped_by_averager)> on_finished;
+  /// Called on the actor's strand, before on_finished, when the averager refused the JOIN (the reason).
+  std::function<void(const std::string& reason)> on_refused;
 };
 
 /// Runs a worker_core as an actor, the shell around the sans-IO core: decodes the averager's messages and
@@ -71,6 +72,8 @@ class worker_actor : public actor {
   [[nodiscard]] std::uint64_t models_sent() const;
   /// Returns the protocol state (for tests).
   [[nodiscard]] worker_state state() const;
+  /// Returns the averager's reason when it refused this worker (empty otherwise).
+  [[nodiscard]] const std::string& refusal() const noexcept { return refusal_; }
 
   /// Holds the model, optimiser and sampler; owned by one compute job at a time.
   struct trainer;
@@ -91,6 +94,7 @@ class worker_actor : public actor {
   std::shared_ptr<std::atomic<bool>> cancel_;
   std::optional<timer_id> timer_;
   bool finished_ = false;
+  std::string refusal_;
 };
 
 /// Spawns a worker_actor, makes its transport with `make_link`, connects to `averager_endpoint` and

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -15,10 +16,13 @@ namespace prsgd::actors {
 
 /// Configures a worker_core.
 struct worker_config {
-  member_id member = 0;
-  /// This process's incarnation; must grow across restarts of the same member (e.g. a boot counter or
-  /// start time in ms). 0 is invalid.
+  /// This process's JOIN nonce (secure_random_u64 in `prsgd worker`): the averager tells repeated JOINs of
+  /// one worker from JOINs of others by it and the connection. 0 is invalid.
   incarnation_t incarnation = 1;
+  /// Fingerprints of the worker's model and training set, sent in JOIN; the averager refuses a worker whose
+  /// fingerprints differ from the job's (empty = not declared).
+  std::string model_fingerprint;
+  std::string data_fingerprint;
   /// Expected local steps per second (0 = unknown), sent in JOIN.
   double speed_hint = 0;
   /// How often to heartbeat the averager (until WELCOME tells otherwise).
@@ -94,6 +98,11 @@ class worker_core {
   [[nodiscard]] round_t round() const noexcept { return round_; }
   /// Returns the interval of the current (or last) task.
   [[nodiscard]] std::uint64_t interval() const noexcept { return interval_; }
+  /// Returns the member id the averager assigned (0 before the first WELCOME, and while rejoining).
+  [[nodiscard]] member_id member() const noexcept { return member_; }
+  /// Returns the data shard the averager assigned and the number of shards.
+  [[nodiscard]] std::uint64_t shard_index() const noexcept { return shard_index_; }
+  [[nodiscard]] std::uint64_t num_shards() const noexcept { return num_shards_; }
   /// Returns how many MODEL messages this worker has sent.
   [[nodiscard]] std::uint64_t models_sent() const noexcept { return models_sent_; }
 
@@ -108,6 +117,11 @@ class worker_core {
   worker_config config_;
   const clock_source* clock_;
   worker_state state_ = worker_state::joining;
+  member_id member_ = 0;
+  session_token token_ = 0;
+  std::uint64_t shard_index_ = 0;
+  std::uint64_t num_shards_ = 1;
+  job_spec spec_;
   incarnation_t averager_incarnation_ = 0;
   bool have_restart_ = false;
   round_t round_ = 0;

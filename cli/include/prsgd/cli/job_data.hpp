@@ -66,6 +66,14 @@ struct job_data {
 /// the model's parameter count.
 [[nodiscard]] expected<std::size_t> check_model_fits(const model_options& o, const job_data& data);
 
+/// Returns the model fingerprint a JOIN declares and the averager compares: the model's name, input shape,
+/// classes and parameter count, e.g. "fmnist-mlp in=1x28x28 out=10 params=203530". Errors as check_model_fits.
+[[nodiscard]] expected<std::string> model_fingerprint(const model_options& o, const job_data& data);
+
+/// Returns the data fingerprint a JOIN declares and the averager compares: the data set's name, training
+/// samples, sample shape and classes, e.g. "fashion-mnist n=60000 shape=1x28x28 classes=10".
+[[nodiscard]] std::string data_fingerprint(const job_data& data);
+
 /// Holds the job's length as the averager plans it.
 struct job_length {
   /// Local steps per worker that make one pass over the training set: ceil(train / (N · batch)).

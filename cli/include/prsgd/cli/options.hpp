@@ -143,6 +143,10 @@ struct schedule_options {
   /// Workers that must have joined before round 0 starts; also N in the epoch length (0 = 1, or
   /// --workers for `prsgd local`).
   int min_workers = 0;
+  /// Data shards, and so the most members training at once (0 = min_workers); a worker beyond it waits.
+  int max_workers = 0;
+  /// Remove a member that heartbeats but has not submitted for this many rounds (0 = never).
+  int idle_rounds = 2;
 
   friend bool operator==(const schedule_options&, const schedule_options&) = default;
 };
@@ -203,10 +207,6 @@ struct worker_options {
   std::string head;
   /// With `head`: how long to keep looking the averager up before giving up, in milliseconds. @pre >= 1
   int head_timeout_ms = 60000;
-  /// This worker's id; also its shard index. -1 = assigned by the averager.
-  int worker_id = -1;
-  /// Number of data shards (the intended number of workers).
-  int num_workers = 1;
   /// Artificial delay per local step, in milliseconds (heterogeneity experiments).
   int slowdown_ms = 0;
 };

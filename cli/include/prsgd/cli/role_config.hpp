@@ -26,11 +26,10 @@ namespace prsgd::cli {
                                                                          actors::incarnation_t incarnation);
 
 /// Returns the worker actor's configuration (everything but `on_finished`). `data` is what
-/// load_job_data(o.model, train) returned; `member` the worker id (from --worker-id, or drawn by the caller
-/// when it is -1), `incarnation` the worker's incarnation (milliseconds since the epoch).
+/// load_job_data(o.model, train) returned; `incarnation` the worker's JOIN nonce (secure_random_u64). The
+/// member id and data shard come from the averager.
 [[nodiscard]] expected<actors::worker_actor_config> worker_config_from(const worker_options& o,
                                                                      const job_data& data,
-                                                                     actors::member_id member,
                                                                      actors::incarnation_t incarnation);
 
 }  // namespace prsgd::cli

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""A hostile peer against a real job: `prsgd averager` and two real `prsgd worker` processes on loopback.
+
+The peer speaks the training protocol (actors/PROTOCOL.md) with pyzmq and msgpack. Each scenario runs one
+job and asserts that the job completes, that the real workers end normally and never lose their
+membership, and what the averager did with the attack (its metrics file and log):
+
+  zero-model   joins as a member and answers every RESTART with an all-zero model claiming 2^50 samples
+  impostor     sends LEAVE, HEARTBEAT and MODEL naming the real members, without their tokens
+  join-storm   repeats one JOIN hundreds of times; at most one RESTART per round comes back
+  other-model  a real `prsgd worker` with another model: it exits 1 with one line; the job goes on
+
+usage: hostile_peer.py --prsgd PATH --workdir DIR SCENARIO
+"""
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import msgpack
+import zmq
+
+VERSION = 2
+JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
+SCALE = float(os.environ.get("PRSGD_TEST_TIME_SCALE", "1"))
+ROUNDS = 12
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+class Job:
+    def __init__(self, prsgd, workdir):
+        self.prsgd, self.dir = prsgd, workdir
+        shutil.rmtree(workdir, ignore_errors=True)
+        os.makedirs(workdir)
+        self.procs = {}
+        self.metrics = os.path.join(workdir, "metrics.jsonl")
+
+    def start(self, name, args):
+        log = open(os.path.join(self.dir, name + ".log"), "w")
+        self.procs[name] = subprocess.Popen([self.prsgd] + args, stdout=log, stderr=subprocess.STDOUT)
+        return self.procs[name]
+
+    def log(self, name):
+        with open(os.path.join(self.dir, name + ".log")) as f:
+            return f.read()
+
+    def start_averager(self, extra=()):
+        endpoint_file = os.path.join(self.dir, "averager.endpoint")
+        self.start("averager", ["averager", "--listen", "tcp://127.0.0.1:*", "--endpoint-file", endpoint_file,
+                                "--model", "fmnist-mlp", "--rounds", str(ROUNDS), "--interval", "4", "--batch", "32",
+                                "--min-workers", "2", "--max-workers", "3", "--heartbeat-ms", "100",
+                                "--heartbeat-timeout-ms", "1500", "--idle-rounds", "2", "--eval-every", "0",
+                                "--metrics-jsonl", self.metrics, "--progress", "off", "--log-level", "info"]
+                   + list(extra))
+        deadline = time.monotonic() + 120 * SCALE
+        while time.monotonic() < deadline:
+            if os.path.exists(endpoint_file):
+                text = open(endpoint_file).read()
+                if text.endswith("\n"):
+                    self.endpoint = text.strip()
+                    return
+            if self.procs["averager"].poll() is not None:
+                fail("the averager exited early:\n" + self.log("averager"))
+            time.sleep(0.05)
+        fail("the averager did not listen")
+
+    def start_worker(self, name, model="fmnist-mlp"):
+        return self.start(name, ["worker", "--averager", self.endpoint, "--model", model, "--batch", "32",
+                                 "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--slowdown-ms", "5",
+                                 "--progress", "off"])
+
+    def wait(self, name, timeout):
+        try:
+            return self.procs[name].wait(timeout=timeout * SCALE)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop_all(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+
+    def lines(self):
+        with open(self.metrics) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def finish(self):
+        """Asserts the job ran every round and both real workers ended normally, still members."""
+        status = self.wait("averager", 300)
+        if status != 0:
+            self.stop_all()
+            fail(f"the averager did not finish (status {status}):\n" + self.log("averager")[-4000:])
+        for w in ("worker-0", "worker-1"):
+            status = self.wait(w, 60)
+            if status != 0:
+                self.stop_all()
+                fail(f"{w} ended with status {status}:\n" + self.log(w)[-4000:])
+            if "removed by averager" in self.log(w):
+                fail(f"{w} lost its membership:\n" + self.log(w)[-4000:])
+        rounds = [l for l in self.lines() if "round" in l and "members" in l]
+        if len(rounds) != ROUNDS:
+            fail(f"{len(rounds)} rounds closed, expected {ROUNDS}")
+        return rounds
+
+
+class Peer:
+    """One DEALER connection that speaks the protocol."""
+
+    def __init__(self, endpoint):
+        self.ctx = zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        # The transport's client id: node name, NUL, 16 random bytes (transport/README.md).
+        self.sock.setsockopt(zmq.ROUTING_ID, b"hostile\0" + secrets.token_bytes(16))
+        self.sock.connect(endpoint)
+        self.member, self.token, self.ainc = 0, 0, 0
+        self.nonce = secrets.randbits(63) | 1
+
+    def send(self, header, payload=None):
+        frames = [b"D", msgpack.packb(dict(header, v=VERSION))]
+        if payload is not None:
+            frames.append(payload)
+        self.sock.send_multipart(frames)
+
+    def recv(self, timeout_ms):
+        if not self.sock.poll(timeout_ms):
+            return None
+        frames = self.sock.recv_multipart()
+        if not frames or frames[0] != b"D":
+            return {}  # transport frames (liveness), not protocol
+        header = msgpack.unpackb(frames[1], raw=False)
+        header["_payload"] = frames[2] if len(frames) > 2 else None
+        return header
+
+    def join(self, mf="", df=""):
+        self.send({"t": JOIN, "m": 0, "i": self.nonce, "a": 0, "r": 0, "s": 0.0, "mf": mf, "df": df})
+
+    def heartbeat(self, member, token, round_=0, inc=None):
+        self.send({"t": HEARTBEAT, "m": member, "i": self.nonce if inc is None else inc, "a": self.ainc,
+                   "r": round_, "fa": False, "k": token})
+
+
+def scenario_zero_model(job):
+    peer = Peer(job.endpoint)
+    mf, df = declared_fingerprints(job)  # a faulty member declares the job's model and data
+    peer.join(mf, df)
+    zero_models, restarts = 0, 0
+    deadline = time.monotonic() + 300 * SCALE
+    while job.procs["averager"].poll() is None and time.monotonic() < deadline:
+        m = peer.recv(100)
+        if m is None or not m:
+            continue
+        if m["t"] == WELCOME:
+            peer.member, peer.token, peer.ainc = m["m"], m["k"], m["a"]
+        elif m["t"] == RESTART and m["m"] == peer.member:
+            restarts += 1
+            n = m["n"]
+            peer.send({"t": MODEL, "m": peer.member, "i": peer.nonce, "a": peer.ainc, "r": m["r"], "k": peer.token,
+                       "st": m["iv"], "sa": 2 ** 50, "ls": 0.0, "lc": 0, "g": False, "n": n, "ct": False},
+                      bytes(4 * n))
+            zero_models += 1
+        elif m["t"] == REMOVED:
+            peer.nonce = secrets.randbits(63) | 1
+            peer.join(mf, df)  # come back and try again
+        elif m["t"] == STOP:
+            break
+        if peer.member and secrets.randbelow(3) == 0:
+            peer.heartbeat(peer.member, peer.token)
+    rounds = job.finish()
+    if zero_models == 0:
+        fail("the hostile member never got a RESTART to answer")
+    rejected = sum(l["rejected"] for l in rounds)
+    if rejected < 1:
+        fail("no zero model was rejected")
+    if max(l["submissions"] for l in rounds) > 2:
+        fail("a hostile submission entered an average")
+    if "samples >" not in job.log("averager"):
+        fail("the averager did not say why it rejected the claim")
+    print(f"zero-model: {zero_models} hostile models sent, {rejected} rejected, {len(rounds)} rounds")
+
+
+def scenario_impostor(job):
+    peer = Peer(job.endpoint)
+    sent = 0
+    deadline = time.monotonic() + 300 * SCALE
+    while job.procs["averager"].poll() is None and time.monotonic() < deadline:
+        for member in range(1, 6):
+            for token in (0, secrets.randbits(64)):
+                peer.send({"t": LEAVE, "m": member, "i": secrets.randbits(63), "a": 1, "r": 0, "k": token})
+                peer.heartbeat(member, token)
+                peer.send({"t": MODEL, "m": member, "i": 1, "a": 1, "r": 0, "k": token, "st": 4, "sa": 128,
+                           "ls": 0.0, "lc": 0, "g": False, "n": 0, "ct": False}, b"")
+                sent += 3
+        while peer.recv(0) is not None:
+            pass
+        time.sleep(0.05)
+    rounds = job.finish()
+    unauthorised = sum(l.get("unauthorised", 0) for l in rounds)
+    if unauthorised == 0:
+        fail("no forged message was counted as unauthorised")
+    print(f"impostor: {sent} forged messages, {unauthorised} counted unauthorised during the rounds")
+
+
+def scenario_join_storm(job):
+    peer = Peer(job.endpoint)
+    mf, df = declared_fingerprints(job)
+    restarts_per_round = {}
+    welcomes = 0
+    deadline = time.monotonic() + 300 * SCALE
+    while job.procs["averager"].poll() is None and time.monotonic() < deadline:
+        for _ in range(50):
+            peer.join(mf, df)
+        while True:
+            m = peer.recv(20)
+            if m is None:
+                break
+            if not m:
+                continue
+            if m["t"] == WELCOME:
+                welcomes += 1
+                peer.member, peer.token, peer.ainc = m["m"], m["k"], m["a"]
+            elif m["t"] == RESTART:
+                key = (m["a"], m["m"], m["r"])
+                restarts_per_round[key] = restarts_per_round.get(key, 0) + 1
+            elif m["t"] == REMOVED:
+                peer.nonce = secrets.randbits(63) | 1
+    rounds = job.finish()
+    if welcomes == 0:
+        fail("the storm never got a WELCOME")
+    worst = max(restarts_per_round.values(), default=0)
+    if worst > 1:
+        fail(f"a member got {worst} RESTARTs in one round")
+    print(f"join-storm: {welcomes} WELCOMEs, {len(restarts_per_round)} rounds with a RESTART, at most {worst} each")
+
+
+def scenario_other_model(job):
+    status = job.wait("worker-other", 120)
+    if status != 1:
+        job.stop_all()
+        fail(f"the worker with another model ended with status {status}:\n" + job.log("worker-other"))
+    lines = [l for l in job.log("worker-other").splitlines() if l.startswith("prsgd worker:")]
+    if len(lines) != 1 or "model mismatch" not in lines[0]:
+        fail("expected one line naming the model mismatch, got:\n" + job.log("worker-other"))
+    job.finish()
+    print("other-model: " + lines[0])
+
+
+def declared_fingerprints(job):
+    """Learns the job's fingerprints the way a stranger could: a REFUSED names the job's model, then its data."""
+    probe = Peer(job.endpoint)
+    probe.join("probe", "probe")
+    deadline = time.monotonic() + 30 * SCALE
+    while time.monotonic() < deadline:
+        m = probe.recv(100)
+        if m and m.get("t") == REFUSED:
+            why = m["why"]
+            mf = why.split("the job trains ", 1)[1].split(", the worker has", 1)[0]
+            break
+    else:
+        fail("the probe JOIN was not refused")
+    probe.join(mf, "probe")
+    deadline = time.monotonic() + 30 * SCALE
+    while time.monotonic() < deadline:
+        m = probe.recv(100)
+        if m and m.get("t") == REFUSED:
+            df = m["why"].split("the job trains on ", 1)[1].split(", the worker has", 1)[0]
+            return mf, df
+    fail("the second probe JOIN was not refused")
+
+
+SCENARIOS = {"zero-model": scenario_zero_model, "impostor": scenario_impostor, "join-storm": scenario_join_storm,
+             "other-model": scenario_other_model}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prsgd", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    args = ap.parse_args()
+    job = Job(args.prsgd, args.workdir)
+    try:
+        job.start_averager()
+        job.start_worker("worker-0")
+        job.start_worker("worker-1")
+        if args.scenario == "other-model":
+            job.start_worker("worker-other", model="mlp:784-32-10")
+        SCENARIOS[args.scenario](job)
+    finally:
+        job.stop_all()
+
+
+if __name__ == "__main__":
+    main()
