@@ -4,7 +4,8 @@
 # runs every unit and integration test twice (Release with -Werror, then ASan+UBSan), and builds a
 # consumer project against the installed package. Prints ctest's summary for each run.
 #   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
-#   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again)
+#   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again),
+#                        and the seeded kill -9 recovery schedule over 8 seeds instead of 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${PRSGD_JOBS:-$(nproc)}"
@@ -12,7 +13,7 @@ full=0
 for arg in "$@"; do
   case "$arg" in
     --full) full=1 ;;
-    -h|--help) sed -n '3,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ops/test.sh: unknown argument '$arg' (use --full or --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,6 +36,9 @@ cmake --build --preset ci -j "$jobs"
 ctest --preset ci -j "$jobs"
 
 if ((full)); then
+  echo "=== seeded kill -9 recovery schedule, 8 seeds ==="
+  PRSGD_RECOVERY_SEEDS=8 ctest --preset ci-release -R RecoveryTest.SeededKillSchedule
+
   echo "=== ThreadSanitizer build ==="
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$jobs"
