@@ -692,7 +692,7 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
   }
   advance_round(std::move(next));
   if (trained) {
-    request_checkpoint(out);
+    request_checkpoint();
   }
   const bool last = work_done();
   record_line(out, std::move(rm), last, trained);
@@ -850,7 +850,7 @@ void averager_core::advance_round(std::vector<float> next) {
 // Takes a checkpoint of round r (x̄_r and the schedule) after every checkpoint_every-th trained round. It
 // is held until the lines of every round before r are out (flush_lines), so a crash after the checkpoint
 // never loses a line the resumed incarnation will not write again.
-void averager_core::request_checkpoint(actions& /*out*/) {
+void averager_core::request_checkpoint() {
   if (!checkpoints_ || config_.checkpoint_every == 0 || rounds_completed_ == 0 ||
       rounds_completed_ % config_.checkpoint_every != 0) {
     return;

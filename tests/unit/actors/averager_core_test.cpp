@@ -1070,6 +1070,25 @@ TEST_F(AveragerRestartTest, ResumedAfterTheLastPlannedRoundEndsAtTheNextWakeupWh
   EXPECT_TRUE(store.read_newest()->finished);
 }
 
+// SIGTERM: the held lines go out first, then the checkpoint of the open round, in one result.
+TEST_F(AveragerRestartTest, SuspendReleasesTheHeldLinesThenCheckpointsTheOpenRound) {
+  cfg.checkpoint_every = 0;
+  cfg.eval_every = 1;
+  setup.evaluations = true;
+  restart();
+  (void)join(1);
+  (void)submit(1, 0, 1.0F);
+  (void)submit(1, 1, 2.0F);
+  EXPECT_TRUE(take_lines().empty()) << "waiting for evaluations";
+  auto out = run(core->suspend());
+  ASSERT_EQ(out.lines.size(), 2U);
+  ASSERT_EQ(out.checkpoints.size(), 1U);
+  EXPECT_EQ(out.checkpoints[0].round, 2U) << "the open round";
+  EXPECT_FALSE(out.checkpoints[0].finished);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_FALSE(done->final_checkpoint.has_value()) << "the job is not over";
+}
+
 TEST_F(AveragerRestartTest, CheckpointsEveryKRoundsCarryScheduleAndOuterState) {
   cfg.checkpoint_every = 2;
   cfg.outer = algorithms::outer_config{algorithms::outer_kind::momentum, 1.0F, 0.5F};

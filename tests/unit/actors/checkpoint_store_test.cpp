@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,20 @@ TEST_P(CheckpointStoreContractTest, WritesListsPrunesAndReadsTheNewest) {
   EXPECT_EQ(store->list(), (std::vector<round_t>{10, 7}));
   ASSERT_TRUE(store->prune(0).has_value()) << "keeps at least one";
   EXPECT_EQ(store->list(), (std::vector<round_t>{10}));
+}
+
+// Resuming from a non-finite x̄ or momentum would stall the job across restarts: such a checkpoint is
+// skipped like a corrupt one.
+TEST_P(CheckpointStoreContractTest, ACheckpointHoldingNanOrInfIsSkippedLikeACorruptOne) {
+  ASSERT_TRUE(store->write(state_of(3)).has_value());
+  auto bad = state_of(6);
+  bad.model[0] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(store->write(bad).has_value());
+  EXPECT_EQ(store->read_newest()->round, 3U);
+  bad = state_of(9);
+  bad.outer_momentum = {std::numeric_limits<float>::quiet_NaN(), 0.0F};
+  ASSERT_TRUE(store->write(bad).has_value());
+  EXPECT_EQ(store->read_newest()->round, 3U);
 }
 
 TEST_P(CheckpointStoreContractTest, NextIncarnationGrowsAndNeverGoesBelowACheckpoint) {

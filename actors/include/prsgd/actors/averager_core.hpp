@@ -203,14 +203,15 @@ struct averager_setup {
 ///       │               └─ │ collecting │ ──┐ (6) barrier closes: every member submitted or
 ///       │                  └────────────┘ ◄─┘     was removed, or the deadline passed with a
 ///       │                        │                quorum; average, r+1, admit joiners, RESTART
-///       │                        │ (8) r+1 == max_rounds or stop(): STOP to everybody;
+///       │                        │ (8) max_rounds rounds trained, or stop(): STOP to everybody;
 ///       │                        │     suspend(): nothing sent (a later incarnation resumes)
 ///       └────────────────────────┴────────────► stopped
 /// ```
 /// Any state: JOIN → WELCOME at once (the joiner waits for the next RESTART); LEAVE / heartbeat timeout
 /// removes the worker at once (the open barrier stops waiting for it); MODEL is classified exactly once
 /// as accepted / late / duplicate / rejected (`accounting()`). When the last member goes with no
-/// submission, the round closes empty (x̄ unchanged, r+1) so nothing sent for it can count later.
+/// submission, the round closes empty (x̄ unchanged, r+1) so nothing sent for it can count later; it
+/// trains nothing, so it counts toward neither max_rounds nor the epoch, and asks for no checkpoint.
 ///
 /// Routes: a worker's messages go over the connection of its last accepted JOIN or MODEL
 /// (`actions::routes`); a rejected or forged message from another connection never moves them.
@@ -316,7 +317,7 @@ class averager_core {
   [[nodiscard]] std::vector<float> outer_step(std::vector<float> avg, bool averaged);
   void account();
   void advance_round(std::vector<float> next);
-  void request_checkpoint(actions& out);
+  void request_checkpoint();
   void record_line(actions& out, round_metrics rm, bool last, bool trained);
   /// Returns true once max_rounds rounds have trained (never for an open-ended job).
   [[nodiscard]] bool work_done() const noexcept {
