@@ -6,8 +6,9 @@
 # (ops/fuzz.sh). Prints ctest's summary for each run and the fuzzers' execution counts.
 #   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
 #   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again),
-#                        the container image built from source, the .deb installed in a container
-#                        and five minutes of fuzzing per target
+#                        the container image built from source, the .deb installed in a container,
+#                        five minutes of fuzzing per target and the seeded kill -9 recovery schedule over
+#                        8 seeds instead of 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${PRSGD_JOBS:-$(nproc)}"
@@ -19,7 +20,7 @@ fuzz_quick=(codec checkpoint safetensors)
 for arg in "$@"; do
   case "$arg" in
     --full) full=1 ;;
-    -h|--help) sed -n '3,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ops/test.sh: unknown argument '$arg' (use --full or --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,6 +55,9 @@ if ((full)); then
 
   echo "=== fuzz targets, 300 s each ==="
   ops/fuzz.sh --seconds 300
+
+  echo "=== seeded kill -9 recovery schedule, 8 seeds ==="
+  PRSGD_RECOVERY_SEEDS=8 ctest --preset ci-release -R RecoveryTest.SeededKillSchedule
 
   echo "=== ThreadSanitizer build ==="
   cmake --preset tsan >/dev/null

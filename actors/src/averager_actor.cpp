@@ -49,6 +49,21 @@ void averager_actor::on_start() {
     }
     setup = std::move(*from_store);
   }
+  if (setup.resume && setup.resume->finished) {
+    // The store holds a finished job: nothing to train, nothing to append to the metrics file.
+    PRSGD_LOG(info, "averager") << "the job in the checkpoint store finished at round " << setup.resume->round
+                                << "; nothing to do";
+    job_summary s;
+    s.rounds = setup.resume->round;
+    s.trained_rounds = setup.resume->rounds_completed;
+    s.model = std::make_shared<const std::vector<float>>(std::move(setup.resume->model));
+    s.job_over = false;
+    done_ = true;
+    if (config_.on_done) {
+      config_.on_done(s);
+    }
+    return;
+  }
   setup.evaluations = config_.test_set != nullptr;
   auto core = averager_core::make(config_.core, system().engine()->time(), std::move(params), std::move(setup));
   if (!core) {
@@ -58,7 +73,8 @@ void averager_actor::on_start() {
   }
   core_.emplace(std::move(*core));
   if (!config_.metrics_jsonl.empty()) {
-    auto w = metrics_writer::open(config_.metrics_jsonl, core_->resumed_from().has_value());
+    auto w = core_->resumed_from() ? metrics_writer::open_resumed(config_.metrics_jsonl, *core_->resumed_from())
+                                   : metrics_writer::open(config_.metrics_jsonl);
     if (!w) {
       PRSGD_LOG(error, "averager") << "cannot open metrics file: " << w.error().message();
       quit(w.error());
@@ -139,18 +155,15 @@ void averager_actor::suspend() {
   if (!core_ || done_) {
     return;
   }
-  expected<void> saved = fail(errc::unsupported, "no checkpoint store configured");
-  if (store_) {
-    saved = store_->write(core_->snapshot());
-  }
-  if (!saved) {
-    PRSGD_LOG(error, "averager") << "cannot checkpoint before exiting (" << saved.error().message()
-                                 << "); stopping the job instead";
+  if (!store_) {
+    PRSGD_LOG(error, "averager") << "cannot checkpoint before exiting (no checkpoint store); stopping the job instead";
     finish();
     return;
   }
-  (void)store_->prune(config_.checkpoints_kept);  // a failure is logged by the store; the checkpoint is safe
-  PRSGD_LOG(info, "averager") << "checkpointed round " << core_->round()
+  // The core releases the held lines and then asks for the checkpoint of the open round; apply() writes
+  // them in that order. A failed write is logged there: the next incarnation resumes from the previous
+  // checkpoint and runs the rounds after it again.
+  PRSGD_LOG(info, "averager") << "checkpointing round " << core_->round()
                               << "; exiting without stopping the workers (a restarted averager resumes)";
   apply(core_->suspend());
 }
@@ -169,9 +182,6 @@ void averager_actor::apply(actions a) {
   for (const auto& r : a.routes) {
     peers_[r.member] = r.via;
   }
-  for (const auto& c : a.checkpoints) {
-    write_checkpoint(c);
-  }
   for (const auto& o : a.sends) {
     send(o);
   }
@@ -180,6 +190,9 @@ void averager_actor::apply(actions a) {
   }
   for (const auto& m : a.lines) {
     write_line(m);
+  }
+  for (const auto& c : a.checkpoints) {
+    write_checkpoint(c);
   }
   if (a.done) {
     report_done(*a.done);
@@ -286,9 +299,12 @@ void averager_actor::write_line(const round_metrics& m) {
 void averager_actor::report_done(const job_summary& s) {
   done_ = true;
   if (s.job_over && writer_) {
-    if (auto ok = writer_->write_done(s.test_acc, s.rounds, s.wall_s); !ok) {
+    if (auto ok = writer_->write_done(s.test_acc, s.rounds, s.trained_rounds, s.wall_s); !ok) {
       PRSGD_LOG(error, "averager") << "metrics write failed: " << ok.error().message();
     }
+  }
+  if (s.final_checkpoint) {
+    write_checkpoint(*s.final_checkpoint);  // after the done line: a crash in between runs the end again
   }
   PRSGD_LOG(info, "averager") << (s.job_over ? "done" : "incarnation over") << " after " << s.rounds << " rounds";
   if (s.job_over && config_.on_model) {

@@ -207,6 +207,10 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
                                                 " (or another input shape or class count)");
       }
     }
+    if (resumed->finished) {
+      return fail(errc::invalid_argument, "averager: the checkpoint is of a job that has finished (round " +
+                                              std::to_string(resumed->round) + "); nothing to resume");
+    }
     if (resumed->model.size() != initial_model.size()) {
       return fail(errc::invalid_argument, "averager: checkpoint model has " + std::to_string(resumed->model.size()) +
                                               " floats, expected " + std::to_string(initial_model.size()));
@@ -493,6 +497,12 @@ actions averager_core::tick() {
   if (state_ == averager_state::stopped) {
     return with_wakeup(std::move(out));
   }
+  if (state_ != averager_state::collecting && work_done()) {
+    // Resumed from the checkpoint of the last planned round (the previous incarnation died before its
+    // done line): nothing is left to train.
+    end_job(out);
+    return with_wakeup(std::move(out));
+  }
   const auto now = clock_->now();
   std::vector<member_id> silent;
   for (const auto* set : {&members_, &pending_}) {
@@ -555,6 +565,9 @@ actions averager_core::suspend() {
   }
   eval_queue_.clear();
   evaluating_.clear();
+  if (checkpoints_) {
+    held_checkpoints_.push_back(snapshot());  // the open round: a later incarnation resumes it
+  }
   flush_lines(out);
   maybe_done(out);
   return with_wakeup(std::move(out));
@@ -635,6 +648,10 @@ void averager_core::admit_pending() {
 }
 
 void averager_core::start_round(actions& out) {
+  if (work_done()) {
+    end_job(out);  // (8): a resumed incarnation whose checkpoint already had every planned round
+    return;
+  }
   admit_pending();
   if (members_.empty()) {
     state_ = averager_state::idle;  // (7)
@@ -707,7 +724,10 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
     remove_worker(id, "no submission in the last rounds");
   }
   std::vector<float> next;  // x̄_{r+1}; a new buffer, since workers may still hold x̄_r
-  if (!submissions_.empty()) {
+  // Only a round that trained counts toward the planned rounds and epochs, asks for a checkpoint or an
+  // evaluation: an empty round (every member gone before submitting) or a refused one only moves r on.
+  bool trained = !submissions_.empty();
+  if (trained) {
     round_inputs inputs = collect(rm);
     screen(inputs, rm);
     const auto rule = weigh(inputs);
@@ -741,8 +761,11 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
         unaccept(id, "round refused: the combined x̄ was not finite");
       }
       submissions_.clear();  // nothing of this round entered x̄
+      trained = false;
     }
-    account();
+    if (trained) {
+      account();
+    }
   } else {
     next = *model_;  // an empty round leaves x̄ unchanged
   }
@@ -760,10 +783,16 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
   PRSGD_LOG(info, log_component) << "round " << round_ << " closed" << (by_deadline ? " by deadline" : "") << ": "
                                  << rm.submissions << "/" << rm.members << " submissions, " << rm.removed
                                  << " removed, " << rm.admitted << " joining";
+  rm.trained_rounds = rounds_completed_;
+  if (config_.rounds_per_epoch > 0) {
+    rm.epoch = static_cast<double>(rounds_completed_) / static_cast<double>(config_.rounds_per_epoch);
+  }
   advance_round(std::move(next));
-  request_checkpoint(out);
-  const bool last = config_.max_rounds > 0 && round_ >= config_.max_rounds;
-  record_line(out, std::move(rm), last);
+  if (trained) {
+    request_checkpoint();
+  }
+  const bool last = work_done();
+  record_line(out, std::move(rm), last, trained);
   if (last) {
     end_job(out);  // (8)
   } else {
@@ -776,9 +805,6 @@ round_metrics averager_core::open_record(bool by_deadline) const {
   round_metrics rm;
   rm.round = round_;
   rm.rounds_total = config_.max_rounds;
-  if (config_.rounds_per_epoch > 0) {
-    rm.epoch = static_cast<double>(round_ + 1) / static_cast<double>(config_.rounds_per_epoch);
-  }
   rm.members = round_members_;
   rm.submissions = submissions_.size();
   rm.round_s = to_seconds(clock_->now() - round_start_);
@@ -971,21 +997,24 @@ void averager_core::advance_round(std::vector<float> next) {
   prune_accounting();
 }
 
-// Asks the shell to checkpoint round r (x̄_r and the schedule) after every checkpoint_every-th round.
-void averager_core::request_checkpoint(actions& out) {
+// Takes a checkpoint of round r (x̄_r and the schedule) after every checkpoint_every-th trained round. It
+// is held until the lines of every round before r are out (flush_lines), so a crash after the checkpoint
+// never loses a line the resumed incarnation will not write again.
+void averager_core::request_checkpoint() {
   if (!checkpoints_ || config_.checkpoint_every == 0 || rounds_completed_ == 0 ||
       rounds_completed_ % config_.checkpoint_every != 0) {
     return;
   }
-  out.checkpoints.push_back(snapshot());
+  held_checkpoints_.push_back(snapshot());
 }
 
 // Queues the closed round's metrics line, asking for an evaluation of x̄_{r+1} at epoch ends, every
-// eval_every rounds and at the last round; releases whatever lines are ready.
-void averager_core::record_line(actions& out, round_metrics rm, bool last) {
+// eval_every trained rounds and at the last round; releases whatever lines are ready.
+void averager_core::record_line(actions& out, round_metrics rm, bool last, bool trained) {
   const round_t closed = rm.round + 1;
-  const bool epoch_end = config_.rounds_per_epoch > 0 && closed % config_.rounds_per_epoch == 0;
-  const bool every = config_.eval_every > 0 && closed % config_.eval_every == 0;
+  const bool epoch_end =
+      trained && config_.rounds_per_epoch > 0 && rounds_completed_ % config_.rounds_per_epoch == 0;
+  const bool every = trained && config_.eval_every > 0 && rounds_completed_ % config_.eval_every == 0;
   held_line line{std::move(rm), std::nullopt};
   if (evaluations_ && (epoch_end || every || last)) {
     line.awaiting = next_eval_id_;
@@ -1290,6 +1319,13 @@ void averager_core::flush_lines(actions& out) {
     out.lines.push_back(std::move(lines_.front().metrics));
     lines_.pop_front();
   }
+  // A checkpoint of round c leaves once every line of the rounds before c has (the shell writes lines
+  // before checkpoints).
+  while (!held_checkpoints_.empty() &&
+         (lines_.empty() || held_checkpoints_.front().round <= lines_.front().metrics.round)) {
+    out.checkpoints.push_back(std::move(held_checkpoints_.front()));
+    held_checkpoints_.pop_front();
+  }
 }
 
 void averager_core::maybe_done(actions& out) {
@@ -1305,11 +1341,18 @@ void averager_core::maybe_done(actions& out) {
   }
   done_ = true;
   out.done = summary(!suspended_);
+  if (checkpoints_ && !suspended_) {
+    // Marks the store finished: an averager started on it later has nothing to do.
+    auto last = snapshot();
+    last.finished = true;
+    out.done->final_checkpoint = std::move(last);
+  }
 }
 
 job_summary averager_core::summary(bool job_over) const {
   job_summary s;
   s.rounds = round_;
+  s.trained_rounds = rounds_completed_;
   s.test_acc = last_acc_;
   s.wall_s = to_seconds(clock_->now() - started_at_);
   s.bytes_in = bytes_in_;

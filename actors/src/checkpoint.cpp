@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 namespace prsgd::actors {
@@ -15,8 +16,9 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoints are written little-endian");
 
 constexpr std::array<char, 8> magic{'P', 'R', 'S', 'G', 'D', 'C', 'K', 'P'};
-// Version 2 appends the model identity to version 1's payload; version 1 is still read.
-constexpr std::uint32_t format_version = 2;
+// Version 2 appends the model identity to version 1's payload, version 3 the `finished` flag; versions 1
+// and 2 are still read.
+constexpr std::uint32_t format_version = 3;
 constexpr std::uint32_t oldest_readable_version = 1;
 constexpr std::size_t header_size = 8 + 4 + 8 + 4;
 
@@ -128,6 +130,7 @@ std::vector<unsigned char> encode_checkpoint(const checkpoint_state& s) {
     p.put_string(id.dataset);
     p.put_string(id.fingerprint);
   }
+  p.put<std::uint8_t>(s.finished ? 1 : 0);
 
   writer h;
   for (char c : magic) {
@@ -192,9 +195,23 @@ expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& b
       s.identity = std::move(id);
     }
   }
+  if (ok && version >= 3) {
+    std::uint8_t finished = 0;
+    ok = p.get(finished) && finished <= 1;
+    s.finished = finished == 1;
+  }
   ok = ok && p.at_end();
   if (!ok) {
     return fail(errc::decode_failed, "checkpoint payload is malformed");
+  }
+  // A checkpoint that passed its CRC can still hold NaN/Inf (written by a version that did not check x̄):
+  // resuming from it would stall the job, so it counts as corrupt.
+  const auto finite = [](const auto& v) { return std::all_of(v.begin(), v.end(), [](auto x) { return std::isfinite(x); }); };
+  if (!finite(s.model)) {
+    return fail(errc::decode_failed, "checkpoint x̄ holds NaN or Inf");
+  }
+  if (!finite(s.outer_momentum)) {
+    return fail(errc::decode_failed, "checkpoint momentum holds NaN or Inf");
   }
   return s;
 }

@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/checkpoint_store.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -52,7 +58,65 @@ expected<file_checkpoint_store> file_checkpoint_store::make(std::filesystem::pat
   if (ec) {
     return fail(errc::io_error, "cannot create checkpoint directory " + dir.string() + ": " + ec.message());
   }
-  return file_checkpoint_store{std::move(dir)};
+  const auto lock_path = dir / "lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return fail(errc::io_error, "cannot open " + lock_path.string() + ": " + std::strerror(errno));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[32] = {};
+    const auto n = ::pread(fd, holder, sizeof(holder) - 1, 0);
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      std::string pid{holder, n > 0 ? static_cast<std::size_t>(n) : 0U};
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) {
+        pid.pop_back();
+      }
+      return fail(errc::already_exists, "checkpoint directory " + dir.string() + " is in use by another averager" +
+                                            (pid.empty() ? std::string{} : " (pid " + pid + ")"));
+    }
+    return fail(errc::io_error, "cannot lock " + lock_path.string() + ": " + std::strerror(err));
+  }
+  // Record the holder for the message a second averager prints; the lock itself is the flock.
+  const auto pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    PRSGD_LOG(warn, log_component) << "cannot record the pid in " << lock_path.string() << ": " << std::strerror(errno);
+  }
+  return file_checkpoint_store{std::move(dir), fd};
+}
+
+file_checkpoint_store::~file_checkpoint_store() {
+  if (lock_fd_ >= 0) {
+    ::close(lock_fd_);  // releases the flock
+  }
+}
+
+expected<std::filesystem::path> file_checkpoint_store::set_aside() {
+  const auto all = files();
+  if (all.empty()) {
+    return std::filesystem::path{};
+  }
+  std::error_code ec;
+  std::filesystem::path target;
+  for (int n = 1;; ++n) {
+    target = dir_ / ("replaced-" + std::to_string(n));
+    if (!std::filesystem::exists(target, ec)) {
+      break;
+    }
+  }
+  std::filesystem::create_directory(target, ec);
+  if (ec) {
+    return fail(errc::io_error, "cannot create " + target.string() + ": " + ec.message());
+  }
+  for (const auto& f : all) {
+    std::filesystem::rename(f, target / f.filename(), ec);
+    if (ec) {
+      return fail(errc::io_error, "cannot move " + f.string() + " to " + target.string() + ": " + ec.message());
+    }
+  }
+  PRSGD_LOG(info, log_component) << "moved " << all.size() << " checkpoints of the previous job to " << target.string();
+  return target;
 }
 
 expected<file_checkpoint_store> file_checkpoint_store::open(std::filesystem::path dir) {
@@ -60,7 +124,7 @@ expected<file_checkpoint_store> file_checkpoint_store::open(std::filesystem::pat
   if (!std::filesystem::is_directory(dir, ec)) {
     return fail(errc::not_found, "no checkpoint directory " + dir.string());
   }
-  return file_checkpoint_store{std::move(dir)};
+  return file_checkpoint_store{std::move(dir), -1};
 }
 
 std::filesystem::path file_checkpoint_store::path_of(round_t round) const { return dir_ / file_name(round); }
@@ -95,7 +159,7 @@ std::vector<round_t> file_checkpoint_store::list() const {
 }
 
 expected<void> file_checkpoint_store::write(const checkpoint_state& s) {
-  PRSGD_TRY(write_file_atomically(path_of(s.round), encode_checkpoint(s)));
+  PRSGD_TRY(write_file_atomically(path_of(s.round), encode_checkpoint(s), 0600));
   PRSGD_LOG(info, log_component) << "saved round " << s.round << " to " << path_of(s.round).string();
   return {};
 }
@@ -158,7 +222,7 @@ expected<incarnation_t> file_checkpoint_store::next_incarnation() {
   }
   const incarnation_t next = highest + 1;
   const auto text = std::to_string(next) + "\n";
-  PRSGD_TRY(write_file_atomically(path, std::vector<unsigned char>(text.begin(), text.end())));
+  PRSGD_TRY(write_file_atomically(path, std::vector<unsigned char>(text.begin(), text.end()), 0600));
   return next;
 }
 

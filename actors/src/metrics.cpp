@@ -5,6 +5,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <string_view>
+#include <system_error>
+
+#include "prsgd/common/file_io.hpp"
 
 namespace prsgd::actors {
 
@@ -48,6 +53,7 @@ std::string to_json_line(const round_metrics& m) {
   key(out, "submissions"); put_number(out, static_cast<std::uint64_t>(m.submissions));
   key(out, "samples"); put_number(out, m.samples);
   key(out, "epoch"); put_optional(out, m.epoch);
+  key(out, "trained_rounds"); put_number(out, m.trained_rounds);
   key(out, "rounds_total"); put_number(out, m.rounds_total);
   key(out, "wall_s"); put_number(out, m.wall_s);
   key(out, "round_s"); put_number(out, m.round_s);
@@ -99,6 +105,42 @@ std::string to_json_line(const round_metrics& m) {
 
 void metrics_writer::file_closer::operator()(std::FILE* f) const noexcept { std::fclose(f); }
 
+expected<metrics_writer> metrics_writer::open_resumed(const std::string& path, round_t round) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    auto bytes = read_whole_file(path);
+    if (!bytes) {
+      return bytes.error();
+    }
+    const std::string text(bytes->begin(), bytes->end());
+    std::string kept;
+    kept.reserve(text.size());
+    constexpr std::string_view round_prefix = R"({"round":)";
+    constexpr std::string_view done_prefix = R"({"event":"done")";
+    std::size_t start = 0;
+    for (auto nl = text.find('\n'); nl != std::string::npos; start = nl + 1, nl = text.find('\n', start)) {
+      const std::string_view line{text.data() + start, nl - start};
+      if (line.starts_with(done_prefix)) {
+        continue;  // the job was not over after all: the store says so
+      }
+      if (line.starts_with(round_prefix)) {
+        round_t r = 0;
+        const auto* first = line.data() + round_prefix.size();
+        if (std::from_chars(first, line.data() + line.size(), r).ec == std::errc{} && r >= round) {
+          continue;  // runs again in this incarnation
+        }
+      }
+      kept.append(line);
+      kept += '\n';
+    }
+    // Whatever follows the last newline is a line cut short by the crash: dropped.
+    if (kept.size() != text.size()) {
+      PRSGD_TRY(write_file_atomically(path, std::vector<unsigned char>(kept.begin(), kept.end())));
+    }
+  }
+  return open(path, true);
+}
+
 expected<metrics_writer> metrics_writer::open(const std::string& path, bool append) {
   std::FILE* f = std::fopen(path.c_str(), append ? "a" : "w");
   if (f == nullptr) {
@@ -129,11 +171,13 @@ expected<void> metrics_writer::write_resumed(round_t round, std::uint64_t incarn
   return put_line(out);
 }
 
-expected<void> metrics_writer::write_done(std::optional<double> final_test_acc, round_t rounds, double wall_s) {
+expected<void> metrics_writer::write_done(std::optional<double> final_test_acc, round_t rounds,
+                                          std::uint64_t trained_rounds, double wall_s) {
   std::string out = "{";
   key(out, "event"); out += json_quote("done");
   key(out, "test_acc"); put_optional(out, final_test_acc);
   key(out, "rounds"); put_number(out, rounds);
+  key(out, "trained_rounds"); put_number(out, trained_rounds);
   key(out, "wall_s"); put_number(out, wall_s);
   out += '}';
   return put_line(out);

@@ -144,7 +144,10 @@ std::vector<option_def> schedule_table(schedule_options& o) {
       {"--eval-every", "Evaluate x̄ on the test set every K rounds (0 = at every epoch end and at the end)",
        &o.eval_every},
       {"--checkpoint-every", "Checkpoint every K rounds (0 = never)", &o.checkpoint_every},
-      {"--checkpoint-dir", "Checkpoint directory; a checkpoint there is resumed", &o.checkpoint_dir, true},
+      {"--checkpoint-dir", "Checkpoint directory; the same job's newest checkpoint there is resumed", &o.checkpoint_dir,
+       true},
+      {"--resume", "Resume the checkpoint in --checkpoint-dir even if it is of another job (same model)", &o.resume},
+      {"--fresh", "Start a new job in --checkpoint-dir; its old checkpoints move to replaced-N/", &o.fresh},
       {"--min-workers", "Workers that must join before round 0; N in the epoch length (0 = 1; local: --workers)",
        &o.min_workers},
       {"--max-workers", "Data shards: at most this many members train at once, more wait (0 = --min-workers)",
@@ -764,6 +767,12 @@ expected<void> validate(const schedule_options& o) {
   PRSGD_TRY(at_least(o.checkpoint_every, 0, "--checkpoint-every"));
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) {
     return bad("--checkpoint-every needs --checkpoint-dir");
+  }
+  if ((o.resume || o.fresh) && o.checkpoint_dir.empty()) {
+    return bad(std::string(o.resume ? "--resume" : "--fresh") + " needs --checkpoint-dir");
+  }
+  if (o.resume && o.fresh) {
+    return bad("--resume and --fresh contradict each other: pick one");
   }
   PRSGD_TRY(at_least(o.min_workers, 0, "--min-workers"));
   PRSGD_TRY(at_least(o.idle_rounds, 0, "--idle-rounds"));

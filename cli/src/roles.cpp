@@ -94,6 +94,62 @@ actors::transport_factory zmq_factory(transport_config cfg) {
   return [cfg](transport_handlers h) { return make_transport("zmq", cfg, std::move(h)); };
 }
 
+/// Opens --checkpoint-dir (locked for this averager) and decides what this start means for the job
+/// in it; hands the store to `cfg`. Returns the exit status when the averager must not run: the
+/// directory is in use, holds another job or model (2), nothing to resume with --resume (2), or a
+/// finished job (0, nothing written).
+std::optional<int> open_checkpoints(const averager_options& o, actors::averager_actor_config& cfg) {
+  const std::string& dir = o.schedule.checkpoint_dir;
+  auto made = actors::file_checkpoint_store::make(dir);
+  if (!made) {
+    std::fprintf(stderr, "prsgd averager: %s\n", made.error().message().c_str());
+    return exit_failure;
+  }
+  auto store = std::make_shared<actors::file_checkpoint_store>(std::move(*made));
+  if (o.schedule.fresh) {
+    auto moved = store->set_aside();
+    if (!moved) {
+      std::fprintf(stderr, "prsgd averager: --fresh: %s\n", moved.error().message().c_str());
+      return exit_failure;
+    }
+    if (!moved->empty()) {
+      PRSGD_LOG(info, "averager") << "--fresh: the previous job's checkpoints are in " << moved->string();
+    }
+  } else if (auto newest = store->read_newest(); !newest) {
+    if (o.schedule.resume) {
+      std::fprintf(stderr, "prsgd averager: --resume: no valid checkpoint in %s to resume\n", dir.c_str());
+      return exit_usage;
+    }
+  } else {
+    const auto& was = newest->identity;
+    const auto& now = cfg.core.model_identity;
+    if (was && now &&
+        (was->name != now->name || was->channels != now->channels || was->height != now->height ||
+         was->width != now->width || was->classes != now->classes)) {
+      std::fprintf(stderr, "prsgd averager: %s holds a job of model %s, not %s; use another --checkpoint-dir, or "
+                           "--fresh to start this job there\n",
+                   dir.c_str(), was->name.c_str(), now->name.c_str());
+      return exit_usage;
+    }
+    if (was && now && !was->fingerprint.empty() && was->fingerprint != now->fingerprint && !o.schedule.resume) {
+      std::fprintf(stderr, "prsgd averager: %s holds another job (fingerprint %s, this one %s: the data set or "
+                           "seed differ); --resume continues it with these options, --fresh starts this job there\n",
+                   dir.c_str(), was->fingerprint.c_str(), now->fingerprint.c_str());
+      return exit_usage;
+    }
+    if (newest->finished) {
+      std::fprintf(stderr, "prsgd averager: the job in %s already finished (%llu rounds, %llu trained); nothing to "
+                           "do (--fresh starts a new job there)\n",
+                   dir.c_str(), static_cast<unsigned long long>(newest->round),
+                   static_cast<unsigned long long>(newest->rounds_completed));
+      return 0;
+    }
+  }
+  cfg.checkpoints = std::move(store);
+  cfg.checkpoint_dir.clear();
+  return std::nullopt;
+}
+
 actors::incarnation_t now_ms() {
   return static_cast<actors::incarnation_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -150,6 +206,12 @@ int run_averager(const averager_options& o) {
     return exit_usage;
   }
 
+  if (!o.schedule.checkpoint_dir.empty()) {
+    if (auto status = open_checkpoints(o, cfg)) {
+      return *status;
+    }
+  }
+
   done_flag finished;
   std::optional<actors::job_summary> summary;
   std::mutex summary_mu;
@@ -160,7 +222,7 @@ int run_averager(const averager_options& o) {
   std::uint64_t samples_seen = 0;
   cfg.on_round = [&](const actors::round_metrics& m) {
     samples_seen += m.samples;
-    snapshot.round = static_cast<long>(m.round) + 1;
+    snapshot.round = static_cast<long>(m.trained_rounds);  // empty rounds do not count toward the plan
     snapshot.epoch = m.epoch.value_or(0);
     snapshot.members = static_cast<int>(m.members);
     snapshot.train_loss = m.train_loss;

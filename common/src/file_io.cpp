@@ -4,24 +4,36 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 
 namespace prsgd {
 
 namespace {
 std::string errno_text() { return std::strerror(errno); }
+
+// A temp name no other writer picks: this process, a per-process counter and 32 random bits.
+std::filesystem::path temp_name_for(const std::filesystem::path& dir, const std::filesystem::path& path) {
+  static std::atomic<std::uint64_t> counter{0};
+  thread_local std::mt19937 bits{std::random_device{}()};
+  return dir / ("." + path.filename().string() + "." + std::to_string(::getpid()) + "." +
+                std::to_string(counter.fetch_add(1)) + "." + std::to_string(bits()) + ".tmp");
+}
 }  // namespace
 
-expected<void> write_file_atomically(const std::filesystem::path& path, const std::vector<unsigned char>& bytes) {
+expected<void> write_file_atomically(const std::filesystem::path& path, const std::vector<unsigned char>& bytes,
+                                     unsigned mode) {
   const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path{"."};
-  const auto tmp = dir / ("." + path.filename().string() + ".tmp");
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const auto tmp = temp_name_for(dir, path);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, static_cast<mode_t>(mode));
   if (fd < 0) {
-    return fail(errc::io_error, "open " + tmp.string() + ": " + errno_text());
+    return fail(errc::io_error, "create " + tmp.string() + ": " + errno_text());
   }
   auto abandon = [&](const std::string& what) {
     std::string text = what + " " + tmp.string() + ": " + errno_text();

@@ -38,6 +38,7 @@ class AveragerCoreTest : public ::testing::Test {
     auto c = averager_core::make(cfg, clk, std::move(init), setup);
     EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message());
     core.emplace(std::move(c).value());
+    next_line_round = core->round();
     return *core;
   }
 
@@ -121,8 +122,9 @@ class AveragerCoreTest : public ::testing::Test {
   std::optional<std::uint64_t> interval_of(member_id l) const { return core->interval_of(real(l)); }
   int times_counted(round_t r, member_id l) const { return core->times_counted(r, real(l)); }
 
-  // Plays the shell: carries out what the core asked for (checkpoints into `store`, lines, evaluations,
-  // routes and the end are recorded) and returns the actions for the test to inspect, in logical ids.
+  // Plays the shell: carries out what the core asked for (lines, then checkpoints into `store`;
+  // evaluations, routes and the end are recorded) and returns the actions for the test to inspect, in
+  // logical ids.
   actions run(actions a) {
     EXPECT_EQ(a.wakeup, core->next_wakeup()) << "every result carries the next wakeup";
     for (auto& o : a.sends) {
@@ -144,19 +146,28 @@ class AveragerCoreTest : public ::testing::Test {
       r.member = logical(r.member);
       routes[r.member] = r.via;
     }
-    for (const auto& c : a.checkpoints) {
-      EXPECT_TRUE(store.write(c).has_value());
-      EXPECT_TRUE(store.prune(kept).has_value());
-    }
     for (const auto& e : a.evaluations) {
       evaluations.push_back(e);
     }
     for (const auto& m : a.lines) {
       lines.push_back(m);
+      next_line_round = m.round + 1;
+    }
+    for (const auto& c : a.checkpoints) {
+      EXPECT_LE(c.round, next_line_round) << "the checkpoint of round " << c.round
+                                          << " comes only once the lines of the rounds before it are out";
+      EXPECT_FALSE(c.finished);
+      EXPECT_TRUE(store.write(c).has_value());
+      EXPECT_TRUE(store.prune(kept).has_value());
     }
     if (a.done) {
       EXPECT_FALSE(done.has_value()) << "done is reported once";
       done = a.done;
+      EXPECT_EQ(done->final_checkpoint.has_value(), setup.checkpoints && done->job_over);
+      if (done->final_checkpoint && write_final_checkpoint) {
+        EXPECT_TRUE(done->final_checkpoint->finished);
+        EXPECT_TRUE(store.write(*done->final_checkpoint).has_value());
+      }
     }
     return a;
   }
@@ -221,9 +232,11 @@ class AveragerCoreTest : public ::testing::Test {
   std::map<member_id, origin_t> routes;
   std::vector<evaluation_request> evaluations;
   std::vector<round_metrics> lines;
+  round_t next_line_round = 0;  // the round of the next metrics line the core should hand out
   std::optional<job_summary> done;
   std::map<member_id, identity> who;              // logical id -> assigned id, token, connection
   std::map<incarnation_t, origin_t> join_origin;  // JOIN nonce -> connection it came in on
+  bool write_final_checkpoint = true;  // false: the shell "dies" between the done line and that write
 };
 
 TEST_F(AveragerCoreTest, FirstJoinerGetsWelcomeThenStartsRoundAtOnce) {
@@ -781,9 +794,12 @@ class AveragerRestartTest : public AveragerCoreTest {
   // Starts a new incarnation as the shell does: numbered by the store, resuming its newest checkpoint.
   averager_core& restart(std::vector<float> init = filled(0)) {
     core.reset();
+    done.reset();
     auto from_store = setup_from(store);
     EXPECT_TRUE(from_store.has_value());
+    const bool evaluations_on = setup.evaluations;
     setup = *from_store;
+    setup.evaluations = evaluations_on;
     return make(std::move(init));
   }
 
@@ -927,6 +943,152 @@ TEST_F(AveragerRestartTest, CheckpointRequestGoesToTheStore) {
   make();
   (void)join(1);
   EXPECT_TRUE(submit(1, 0, 2.0F).checkpoints.empty());
+}
+
+// Empty rounds (every member gone before submitting, e.g. all timed out in a network blip) move r on but
+// count neither toward the planned rounds nor the epoch, and ask for no checkpoint of their own.
+TEST_F(AveragerRestartTest, EmptyRoundsNeitherUseUpThePlannedRoundsNorAreCheckpointedAgain) {
+  cfg.max_rounds = 3;
+  cfg.rounds_per_epoch = 2;
+  restart();
+  (void)join(1);
+  (void)submit(1, 0, 1.0F);  // round 0 trains: 1 of 3
+  EXPECT_EQ(store.writes(), 1U);
+  for (incarnation_t inc = 2; inc <= 3; ++inc) {
+    clk.advance(6s);  // the member times out; the open round closes empty
+    (void)run(core->tick());
+    ASSERT_EQ(core->state(), averager_state::idle);
+    EXPECT_EQ(store.writes(), 1U) << "an empty round writes no checkpoint";
+    (void)join(1, inc);  // it comes back as a new incarnation
+    ASSERT_EQ(core->state(), averager_state::collecting) << "an empty round does not end the job";
+  }
+  EXPECT_EQ(core->round(), 3U);
+  (void)run(core->on_model(model(1, 3, filled(2.0F), 4, 10, 3)));
+  EXPECT_EQ(core->state(), averager_state::collecting);
+  (void)run(core->on_model(model(1, 4, filled(3.0F), 4, 10, 3)));
+  EXPECT_EQ(core->state(), averager_state::stopped) << "the third trained round is the last";
+  EXPECT_EQ(core->round(), 5U);
+  const auto all = take_lines();
+  ASSERT_EQ(all.size(), 5U);
+  const std::vector<std::uint64_t> trained{1, 1, 1, 2, 3};
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].round, i);
+    EXPECT_EQ(all[i].trained_rounds, trained[i]) << "round " << i;
+    ASSERT_TRUE(all[i].epoch.has_value());
+    EXPECT_DOUBLE_EQ(*all[i].epoch, static_cast<double>(trained[i]) / 2) << "round " << i;
+    EXPECT_EQ(all[i].rounds_total, 3U);
+  }
+  EXPECT_EQ(all[1].submissions, 0U);
+  EXPECT_EQ(store.writes(), 4U) << "one checkpoint per trained round, then the finished one";
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->rounds, 5U);
+  EXPECT_EQ(done->trained_rounds, 3U);
+}
+
+// A crash between a checkpoint and the metrics line of the round before it would lose that line for
+// good (the resumed incarnation starts after it): the core hands a checkpoint out only once the lines
+// of every round before it are, even while a line waits for its evaluation.
+TEST_F(AveragerRestartTest, ACheckpointWaitsUntilTheLinesOfTheRoundsBeforeItAreOut) {
+  cfg.eval_every = 2;
+  setup.evaluations = true;
+  restart();
+  (void)join(1);
+  auto out = submit(1, 0, 1.0F);
+  EXPECT_EQ(out.lines.size(), 1U);
+  ASSERT_EQ(out.checkpoints.size(), 1U) << "round 0's line is out: round 1's checkpoint may follow";
+  EXPECT_EQ(out.checkpoints[0].round, 1U);
+  out = submit(1, 1, 2.0F);  // evaluated: the line of round 1 waits for its accuracy
+  EXPECT_TRUE(out.lines.empty());
+  EXPECT_TRUE(out.checkpoints.empty()) << "round 2's checkpoint waits for round 1's line";
+  out = submit(1, 2, 3.0F);
+  EXPECT_TRUE(out.lines.empty());
+  EXPECT_TRUE(out.checkpoints.empty());
+  EXPECT_EQ(store.list(), (std::vector<round_t>{1}));
+  ASSERT_EQ(evaluations.size(), 1U);
+  out = run(core->on_evaluated(evaluations[0].id, 0.5));
+  ASSERT_EQ(out.lines.size(), 2U);
+  ASSERT_EQ(out.checkpoints.size(), 2U);
+  EXPECT_EQ(out.checkpoints[0].round, 2U);
+  EXPECT_EQ(out.checkpoints[1].round, 3U);
+  EXPECT_EQ(out.checkpoints[0].model, filled(2.0F)) << "each checkpoint holds x̄ of its own round";
+}
+
+// The end of a job with checkpoints leaves a checkpoint marked finished (written after the done line);
+// a new incarnation refuses to resume it.
+TEST_F(AveragerRestartTest, AFinishedJobLeavesAFinishedCheckpointThatIsNotResumed) {
+  cfg.max_rounds = 2;
+  restart();
+  run_rounds(2);
+  ASSERT_EQ(core->state(), averager_state::stopped);
+  ASSERT_TRUE(done.has_value());
+  auto newest = store.read_newest();
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_TRUE(newest->finished);
+  EXPECT_EQ(newest->round, 2U);
+  EXPECT_EQ(newest->model, *core->model());
+  core.reset();
+  auto from_store = setup_from(store);
+  ASSERT_TRUE(from_store.has_value());
+  auto c = averager_core::make(cfg, clk, filled(0), *from_store);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().context.find("finished"), std::string::npos) << c.error().context;
+}
+
+// Killed after the checkpoint of the last planned round but before the done line: the next incarnation
+// trains nothing more; it ends the job (STOP, done) as soon as the members are back.
+TEST_F(AveragerRestartTest, ResumedAfterTheLastPlannedRoundEndsWithoutTraining) {
+  cfg.max_rounds = 3;
+  write_final_checkpoint = false;
+  restart();
+  run_rounds(3);
+  ASSERT_EQ(store.read_newest()->round, 3U);
+  ASSERT_FALSE(store.read_newest()->finished);
+  write_final_checkpoint = true;
+  restart();
+  (void)join(1);
+  auto out = join(2);
+  EXPECT_TRUE(of<restart_msg>(out).empty()) << "no round beyond the planned ones";
+  EXPECT_EQ(of<stop_msg>(out).size(), 2U);
+  EXPECT_EQ(core->state(), averager_state::stopped);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->trained_rounds, 3U);
+  EXPECT_EQ(take_lines().size(), 3U) << "only the first incarnation's lines";
+  EXPECT_TRUE(store.read_newest()->finished);
+}
+
+TEST_F(AveragerRestartTest, ResumedAfterTheLastPlannedRoundEndsAtTheNextWakeupWhenNobodyComesBack) {
+  cfg.max_rounds = 2;
+  write_final_checkpoint = false;
+  restart();
+  run_rounds(2);
+  write_final_checkpoint = true;
+  restart();
+  ASSERT_TRUE(core->next_wakeup().has_value());
+  clk.advance(3s);
+  (void)run(core->tick());
+  EXPECT_EQ(core->state(), averager_state::stopped);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(done->job_over);
+  EXPECT_TRUE(store.read_newest()->finished);
+}
+
+// SIGTERM: the held lines go out first, then the checkpoint of the open round, in one result.
+TEST_F(AveragerRestartTest, SuspendReleasesTheHeldLinesThenCheckpointsTheOpenRound) {
+  cfg.checkpoint_every = 0;
+  cfg.eval_every = 1;
+  setup.evaluations = true;
+  restart();
+  (void)join(1);
+  (void)submit(1, 0, 1.0F);
+  (void)submit(1, 1, 2.0F);
+  EXPECT_TRUE(take_lines().empty()) << "waiting for evaluations";
+  auto out = run(core->suspend());
+  ASSERT_EQ(out.lines.size(), 2U);
+  ASSERT_EQ(out.checkpoints.size(), 1U);
+  EXPECT_EQ(out.checkpoints[0].round, 2U) << "the open round";
+  EXPECT_FALSE(out.checkpoints[0].finished);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_FALSE(done->final_checkpoint.has_value()) << "the job is not over";
 }
 
 TEST_F(AveragerRestartTest, CheckpointsEveryKRoundsCarryScheduleAndOuterState) {

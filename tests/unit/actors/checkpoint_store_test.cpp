@@ -2,11 +2,14 @@
 #include "prsgd/actors/checkpoint_store.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "memory_checkpoint_store.hpp"
@@ -68,6 +71,20 @@ TEST_P(CheckpointStoreContractTest, WritesListsPrunesAndReadsTheNewest) {
   EXPECT_EQ(store->list(), (std::vector<round_t>{10}));
 }
 
+// Resuming from a non-finite x̄ or momentum would stall the job across restarts: such a checkpoint is
+// skipped like a corrupt one.
+TEST_P(CheckpointStoreContractTest, ACheckpointHoldingNanOrInfIsSkippedLikeACorruptOne) {
+  ASSERT_TRUE(store->write(state_of(3)).has_value());
+  auto bad = state_of(6);
+  bad.model[0] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(store->write(bad).has_value());
+  EXPECT_EQ(store->read_newest()->round, 3U);
+  bad = state_of(9);
+  bad.outer_momentum = {std::numeric_limits<float>::quiet_NaN(), 0.0F};
+  ASSERT_TRUE(store->write(bad).has_value());
+  EXPECT_EQ(store->read_newest()->round, 3U);
+}
+
 TEST_P(CheckpointStoreContractTest, NextIncarnationGrowsAndNeverGoesBelowACheckpoint) {
   EXPECT_EQ(store->next_incarnation().value(), 1U);
   EXPECT_EQ(store->next_incarnation().value(), 2U);
@@ -124,11 +141,13 @@ TEST_F(FileCheckpointStoreTest, NamesFilesByRoundAndSkipsDamagedOnesWhenReading)
 }
 
 TEST_F(FileCheckpointStoreTest, IncarnationSurvivesTheLossOfItsFile) {
-  auto store = file_checkpoint_store::make(dir).value();
-  EXPECT_EQ(store.next_incarnation().value(), 1U);
-  ASSERT_TRUE(store.write(state_of(1, 4)).has_value());
-  std::filesystem::remove(dir / "incarnation");
-  EXPECT_EQ(store.next_incarnation().value(), 5U);
+  {
+    auto store = file_checkpoint_store::make(dir).value();
+    EXPECT_EQ(store.next_incarnation().value(), 1U);
+    ASSERT_TRUE(store.write(state_of(1, 4)).has_value());
+    std::filesystem::remove(dir / "incarnation");
+    EXPECT_EQ(store.next_incarnation().value(), 5U);
+  }  // the next process may lock the directory once this one is gone
   auto again = file_checkpoint_store::make(dir).value();
   EXPECT_EQ(again.next_incarnation().value(), 6U) << "recorded on disk for the next process";
 }
@@ -150,6 +169,60 @@ TEST_F(FileCheckpointStoreTest, UnusableDirectoryIsAnIoError) {
   ASSERT_FALSE(made.has_value());
   EXPECT_EQ(made.error().code, errc::io_error);
   std::filesystem::remove(dir.string() + "_file");
+}
+
+TEST_F(FileCheckpointStoreTest, ASecondWriterOfTheDirectoryIsRefusedWhileTheFirstHoldsIt) {
+  auto first = file_checkpoint_store::make(dir);
+  ASSERT_TRUE(first.has_value());
+  auto second = file_checkpoint_store::make(dir);
+  ASSERT_FALSE(second.has_value()) << "two averagers must never share a checkpoint directory";
+  EXPECT_EQ(second.error().code, errc::already_exists);
+  EXPECT_NE(second.error().message().find("in use by another averager (pid " + std::to_string(::getpid()) + ")"),
+            std::string::npos)
+      << second.error().message();
+  EXPECT_TRUE(file_checkpoint_store::open(dir).has_value()) << "readers (export) take no lock";
+  std::optional<file_checkpoint_store> holder{std::move(*first)};  // the lock moves with the store
+  EXPECT_FALSE(file_checkpoint_store::make(dir).has_value());
+  holder.reset();
+  EXPECT_TRUE(file_checkpoint_store::make(dir).has_value()) << "released when the holder is destroyed";
+}
+
+TEST_F(FileCheckpointStoreTest, CheckpointsAreOwnerOnlyAndNeverWrittenThroughAPlantedLink) {
+  auto store = file_checkpoint_store::make(dir).value();
+  const auto victim = dir.string() + "_victim";
+  { std::ofstream{victim} << "keep"; }
+  // The name a fixed-name writer would use for round 3's temp file, planted as a link to another file.
+  std::filesystem::create_symlink(victim, dir / ".ckpt-000000000003.bin.tmp");
+  ASSERT_TRUE(store.write(state_of(3)).has_value());
+  std::ifstream in{victim};
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "keep") << "the write followed a symlink";
+  EXPECT_EQ(store.read_newest()->round, 3U);
+  for (const auto* name : {"ckpt-000000000003.bin", "incarnation", "lock"}) {
+    if (std::string{name} == "incarnation") {
+      ASSERT_TRUE(store.next_incarnation().has_value());
+    }
+    const auto perms = std::filesystem::status(dir / name).permissions();
+    EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+              std::filesystem::perms::none)
+        << name << " must be readable by its owner only";
+  }
+  std::filesystem::remove(victim);
+}
+
+TEST_F(FileCheckpointStoreTest, SetAsideMovesTheOldJobOutOfTheWay) {
+  auto store = file_checkpoint_store::make(dir).value();
+  EXPECT_TRUE(store.set_aside().value().empty()) << "nothing to move";
+  ASSERT_TRUE(store.write(state_of(4)).has_value());
+  ASSERT_TRUE(store.write(state_of(8)).has_value());
+  auto moved = store.set_aside();
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(*moved, dir / "replaced-1");
+  EXPECT_FALSE(store.read_newest().has_value());
+  EXPECT_TRUE(std::filesystem::exists(dir / "replaced-1" / "ckpt-000000000008.bin"));
+  ASSERT_TRUE(store.write(state_of(2)).has_value());
+  EXPECT_EQ(store.set_aside().value(), dir / "replaced-2") << "an earlier set-aside job is kept";
 }
 
 // ---- the in-memory fake's damage hooks -----------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace prsgd::actors {
 namespace {
@@ -70,9 +71,11 @@ TEST(CheckpointCodecTest, RoundTripsTheModelIdentity) {
   EXPECT_FALSE(d->identity.has_value());
 }
 
-// Version 1 (before the model identity) is version 2's payload without the trailing identity byte.
+// Version 1 (before the model identity) is version 3's payload without the trailing identity and
+// finished bytes.
 TEST(CheckpointCodecTest, ReadsVersionOneWithoutIdentity) {
   auto bytes = encode_checkpoint(sample_state(5));
+  bytes.pop_back();  // the finished flag
   bytes.pop_back();  // the "no identity" flag
   const std::uint32_t version = 1;
   std::memcpy(bytes.data() + 8, &version, 4);
@@ -85,6 +88,28 @@ TEST(CheckpointCodecTest, ReadsVersionOneWithoutIdentity) {
   EXPECT_EQ(d->round, 5U);
   EXPECT_EQ(d->model, sample_state(5).model);
   EXPECT_FALSE(d->identity.has_value());
+}
+
+TEST(CheckpointCodecTest, RoundTripsTheFinishedFlag) {
+  auto s = sample_state(3);
+  s.finished = true;
+  auto d = decode_checkpoint(encode_checkpoint(s));
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  EXPECT_TRUE(d->finished);
+  s.finished = false;
+  d = decode_checkpoint(encode_checkpoint(s));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->finished);
+}
+
+// A checkpoint whose CRC holds but whose x̄ or momentum is not finite is refused like a corrupt one.
+TEST(CheckpointCodecTest, RefusesNanOrInfInTheModelOrMomentum) {
+  auto s = sample_state(4);
+  s.model[1] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(decode_checkpoint(encode_checkpoint(s)).error().code, errc::decode_failed);
+  s = sample_state(4);
+  s.outer_momentum = {0.5F, std::numeric_limits<float>::infinity()};
+  EXPECT_EQ(decode_checkpoint(encode_checkpoint(s)).error().code, errc::decode_failed);
 }
 
 TEST(CheckpointCodecTest, DetectsBadMagicVersionTruncationAndChecksum) {

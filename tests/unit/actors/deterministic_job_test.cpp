@@ -4,7 +4,8 @@
 // clock. Workers join at the start and mid-run, one leaves, one goes silent and is removed by the
 // heartbeat timeout, and the network duplicates MODEL messages. The job must end at its last round with
 // every (round, member) model counted at most once, and two runs with the same seed must agree line for
-// line.
+// line. A variant cuts the whole network for longer than the heartbeat timeout: every worker is removed,
+// rounds close empty, and the job must still train all its planned rounds.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -105,11 +106,20 @@ class DeterministicJobTest : public ::testing::Test {
     return c;
   }
 
-  // Runs the whole job once and returns what it left behind.
-  job_record run_job() {
+  // Runs the whole job once and returns what it left behind. With `blip_at`, once that many rounds have
+  // closed, every message is dropped for `blip_length` of fake time.
+  job_record run_job(std::optional<round_t> blip_at = std::nullopt, clock_source::duration blip_length = 2500ms) {
     job_record rec;
     deterministic_system sys;
     fault_injector faults{fault_seed};
+    bool blip = false;
+    if (blip_at) {
+      fault_rule cut;
+      cut.stage = fault_stage::send;
+      cut.action = fault_action::drop;
+      cut.match = [&blip](const fault_context&) { return blip; };
+      (void)faults.add(cut);
+    }
     fault_rule dup;
     dup.stage = fault_stage::send;
     dup.action = fault_action::duplicate;
@@ -139,6 +149,7 @@ class DeterministicJobTest : public ::testing::Test {
     bool joined = false;
     bool left = false;
     bool crashed = false;
+    std::optional<clock_source::time_point> blip_until;
     // Deliver and run everything that is due; when nothing is, move the clock by 1 ms.
     for (int idle_steps = 0; !rec.summary && idle_steps < 60'000;) {
       const auto closed = rec.metrics.size();
@@ -153,6 +164,13 @@ class DeterministicJobTest : public ::testing::Test {
       if (!crashed && closed >= crash_at) {
         crashed = true;
         std::static_pointer_cast<inproc_transport>(links[3])->kill();
+      }
+      if (blip_at && !blip_until && closed >= *blip_at) {
+        blip = true;
+        blip_until = sys.clock().now() + blip_length;
+      }
+      if (blip && sys.clock().now() >= *blip_until) {
+        blip = false;
       }
       const auto moved = net.poll() + sys.dispatch_all();
       if (moved == 0) {
@@ -260,14 +278,48 @@ TEST_F(DeterministicJobTest, JoinsLeaveCrashAndDuplicatesStillCountEachModelOnce
 
   // Evaluations at rounds 8, 10, 16, 20, 24, 30 (epochs of 8 rounds, every 10, the last), in their lines.
   for (const auto& m : rec.metrics) {
-    const auto closed = m.round + 1;
+    const auto closed = m.trained_rounds;
+    EXPECT_EQ(closed, m.round + 1) << "no round closed empty here";
     const bool evaluated = closed % 8 == 0 || closed % 10 == 0 || closed == rounds;
     EXPECT_EQ(m.test_acc.has_value(), evaluated) << "round " << m.round;
   }
   ASSERT_TRUE(s.test_acc.has_value());
   EXPECT_GT(*s.test_acc, 0.9);
   EXPECT_EQ(s.test_acc, rec.metrics.back().test_acc) << "the final accuracy is the last round's";
-  EXPECT_EQ(rec.checkpoints_written, rounds / 5) << "a checkpoint every 5 rounds, into the store";
+  EXPECT_EQ(rec.checkpoints_written, rounds / 5 + 1)
+      << "a checkpoint every 5 rounds, into the store, and the finished one at the end";
+}
+
+// A network blip longer than the heartbeat timeout removes every worker: rounds close with no
+// submission. They move the round number on but use up none of the planned rounds, epochs or
+// checkpoints: the job still trains all of its rounds.
+TEST_F(DeterministicJobTest, ANetworkBlipThatTimesOutEveryWorkerDoesNotUseUpTheJob) {
+  const auto rec = run_job(13);
+  ASSERT_TRUE(rec.summary.has_value());
+  const auto& s = *rec.summary;
+  EXPECT_TRUE(s.job_over);
+  EXPECT_EQ(s.trained_rounds, rounds) << "the job ends when the planned rounds have trained";
+  EXPECT_EQ(s.rounds, rec.metrics.size());
+  std::size_t empty = 0;
+  std::uint64_t trained = 0;
+  for (std::size_t i = 0; i < rec.metrics.size(); ++i) {
+    const auto& m = rec.metrics[i];
+    EXPECT_EQ(m.round, i);
+    if (m.submissions == 0) {
+      ++empty;
+      EXPECT_FALSE(m.test_acc.has_value()) << "an empty round is not evaluated";
+    } else {
+      ++trained;
+    }
+    EXPECT_EQ(m.trained_rounds, trained) << "round " << m.round;
+    ASSERT_TRUE(m.epoch.has_value());
+    EXPECT_DOUBLE_EQ(*m.epoch, static_cast<double>(trained) / 8) << "round " << m.round;
+  }
+  EXPECT_GE(empty, 1U) << "the blip must have emptied at least one round";
+  EXPECT_EQ(rec.metrics.size(), rounds + empty);
+  EXPECT_EQ(rec.checkpoints_written, rounds / 5 + 1) << "no checkpoint for an empty round";
+  ASSERT_TRUE(s.test_acc.has_value());
+  EXPECT_GT(*s.test_acc, 0.9);
 }
 
 // The inbox between the transport and the averager is bounded: what arrives while it is full is dropped on

@@ -57,7 +57,7 @@ TEST(MetricsWriterTest, WritesOneLinePerRoundAndADoneLine) {
     ASSERT_TRUE(w->write(m).has_value());
     m.round = 1;
     ASSERT_TRUE(w->write(m).has_value());
-    ASSERT_TRUE(w->write_done(0.91, 2, 3.5).has_value());
+    ASSERT_TRUE(w->write_done(0.91, 2, 2, 3.5).has_value());
   }
   std::ifstream in{path};
   std::vector<std::string> lines;
@@ -66,7 +66,49 @@ TEST(MetricsWriterTest, WritesOneLinePerRoundAndADoneLine) {
   }
   ASSERT_EQ(lines.size(), 3U);
   EXPECT_EQ(lines[0].rfind("{\"round\":0,", 0), 0U);
-  EXPECT_EQ(lines[2], "{\"event\":\"done\",\"test_acc\":0.91,\"rounds\":2,\"wall_s\":3.5}");
+  EXPECT_EQ(lines[2], "{\"event\":\"done\",\"test_acc\":0.91,\"rounds\":2,\"trained_rounds\":2,\"wall_s\":3.5}");
+  std::filesystem::remove(path);
+}
+
+// A resumed averager runs the rounds from its checkpoint on again: the lines the lost incarnation wrote
+// for them, its done line and a line cut short by the crash are dropped, so each round keeps one line.
+TEST(MetricsWriterTest, OpenResumedDropsTheLinesOfRoundsThatRunAgain) {
+  const auto path = std::filesystem::path(::testing::TempDir()) / "prsgd_metrics_resumed_test.jsonl";
+  {
+    auto w = metrics_writer::open(path.string());
+    ASSERT_TRUE(w.has_value());
+    round_metrics m;
+    for (round_t r = 0; r < 8; ++r) {
+      m.round = r;
+      ASSERT_TRUE(w->write(m).has_value());
+      if (r == 2) {
+        ASSERT_TRUE(w->write_resumed(3, 7).has_value());
+      }
+    }
+    ASSERT_TRUE(w->write_done(0.5, 8, 8, 1.0).has_value());
+  }
+  {
+    std::ofstream cut{path, std::ios::app};
+    cut << R"({"round":8,"members":)";  // killed in the middle of a line
+  }
+  {
+    auto w = metrics_writer::open_resumed(path.string(), 5);
+    ASSERT_TRUE(w.has_value()) << w.error().message();
+    ASSERT_TRUE(w->write_resumed(5, 9).has_value());
+  }
+  std::ifstream in{path};
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) {
+    lines.push_back(l);
+  }
+  ASSERT_EQ(lines.size(), 7U);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(lines[i].rfind("{\"round\":" + std::to_string(i) + ",", 0), 0U) << lines[i];
+  }
+  EXPECT_EQ(lines[3], R"({"event":"resumed","round":3,"incarnation":7})");
+  EXPECT_EQ(lines[4].rfind(R"({"round":3,)", 0), 0U);
+  EXPECT_EQ(lines[5].rfind(R"({"round":4,)", 0), 0U);
+  EXPECT_EQ(lines[6], R"({"event":"resumed","round":5,"incarnation":9})");
   std::filesystem::remove(path);
 }
 

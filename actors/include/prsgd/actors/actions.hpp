@@ -72,8 +72,10 @@ struct submission_counters {
 
 /// Summarises an averager incarnation once it owes nothing more (see actions::done).
 struct job_summary {
-  /// Rounds closed, over all incarnations (the current round r).
+  /// Rounds closed, over all incarnations (the current round r), empty ones included.
   round_t rounds = 0;
+  /// Rounds that trained (closed with at least one submission), over all incarnations.
+  std::uint64_t trained_rounds = 0;
   /// Test accuracy of the last x̄ evaluated (empty without evaluations, or when they all failed).
   std::optional<double> test_acc;
   /// Seconds from this incarnation's start to the end.
@@ -88,28 +90,34 @@ struct job_summary {
   /// True when the job is over (STOP was sent): the metrics file gets its done line. False when only
   /// this incarnation ended (suspended after a checkpoint; a later incarnation resumes the job).
   bool job_over = true;
+  /// With checkpoints on and the job over: the final state, marked `finished`, for the shell to write
+  /// after the done line, so that an averager started on the store later finds the job finished.
+  std::optional<checkpoint_state> final_checkpoint;
 };
 
 /// Lists what a shell must do after it fed one event to a protocol core (averager_core or worker_core).
 /// The shell works through the fields in declaration order; each core fills only the fields that apply
 /// to it (marked). Doing them in this order keeps the guarantees the cores rely on: a route is known
-/// before a message is sent over it, a checkpoint is on disk before the messages and metrics line of the
-/// round that produced it, and metrics lines come out in round order.
+/// before a message is sent over it, metrics lines come out in round order, and the metrics lines of
+/// every round before a checkpoint's round are written before that checkpoint (the core hands a
+/// checkpoint out only with or after those lines), so a crash at any point leaves each closed round of
+/// the resumed history with its line: rounds at or after the checkpoint's round run again and the
+/// resumed incarnation drops their earlier lines (metrics_writer::open_resumed).
 struct actions {
   /// 1. (averager) Record these routes: later messages for `member` go over `via`.
   std::vector<route> routes;
-  /// 2. (averager) Write these checkpoints to the checkpoint store, each followed by pruning the store.
-  std::vector<checkpoint_state> checkpoints;
-  /// 3. Send these messages, in order (averager: to `member`'s route or `via`; worker: to the averager).
+  /// 2. Send these messages, in order (averager: to `member`'s route or `via`; worker: to the averager).
   std::vector<outbound> sends;
-  /// 4. (worker) Abandon the running train_task: it is obsolete and its result would be ignored.
+  /// 3. (worker) Abandon the running train_task: it is obsolete and its result would be ignored.
   bool cancel_task = false;
-  /// 5. (worker) Start this train_task; it supersedes any task still running.
+  /// 4. (worker) Start this train_task; it supersedes any task still running.
   std::optional<train_task> task;
-  /// 6. (averager) Start these evaluations; report each with averager_core::on_evaluated.
+  /// 5. (averager) Start these evaluations; report each with averager_core::on_evaluated.
   std::vector<evaluation_request> evaluations;
-  /// 7. (averager) Write these finished metrics lines, in this (round) order.
+  /// 6. (averager) Write these finished metrics lines, in this (round) order.
   std::vector<round_metrics> lines;
+  /// 7. (averager) Write these checkpoints to the checkpoint store, each followed by pruning the store.
+  std::vector<checkpoint_state> checkpoints;
   /// 8. True once the protocol is over for this core (worker: STOP received or left; averager: STOP
   /// sent or suspended); later events change nothing.
   bool stopped = false;
@@ -117,7 +125,8 @@ struct actions {
   /// shell reports it as one line and the worker process exits with status 1.
   std::optional<std::string> refused;
   /// 9. (averager) Set once, when the incarnation owes nothing more (every line out, the final
-  /// evaluation in): write the done line if `job_over`, then report the summary.
+  /// evaluation in): write the done line if `job_over`, then `final_checkpoint` if set, then report the
+  /// summary.
   std::optional<job_summary> done;
   /// 10. Arm the timer that calls tick() at this time, replacing any armed one (empty: no timer).
   std::optional<clock_source::time_point> wakeup;

@@ -78,8 +78,9 @@ struct averager_actor_config {
   /// Called on the actor's strand with every evaluated x̄, then once with the final x̄ (see
   /// model_snapshot). Keep it short: copy the pointer and write elsewhere.
   std::function<void(const model_snapshot&)> on_model;
-  /// Called once on the actor's strand when the job is over (after the done line), or when a
-  /// suspended incarnation ends (`job_over` false).
+  /// Called once on the actor's strand when the job is over (after the done line), when a suspended
+  /// incarnation ends (`job_over` false), or at start when the checkpoint store holds a finished job
+  /// (`job_over` false, nothing run and nothing written).
   std::function<void(const job_summary&)> on_done;
   /// Called on the actor's strand with messages the shell dropped and the reason: "malformed" (did not
   /// decode), "send_failed" (the transport refused a send: the peer's queue was full or it is gone) or
@@ -120,10 +121,11 @@ class averager_actor : public actor {
   void on_peer(const peer_event& event);
   /// Stops the job: STOP to every worker, final evaluation, done line.
   void finish();
-  /// Ends this incarnation without ending the job (SIGTERM with a checkpoint directory): writes a
-  /// checkpoint of the open round, sends nothing to the workers (they wait for the averager and rejoin
-  /// the next incarnation, which resumes the round), writes no done line, then reports on_done.
-  /// Falls back to finish() when the checkpoint cannot be written.
+  /// Ends this incarnation without ending the job (SIGTERM with a checkpoint directory): writes the
+  /// held metrics lines, then a checkpoint of the open round, sends nothing to the workers (they wait for
+  /// the averager and rejoin the next incarnation, which resumes the round), writes no done line, then
+  /// reports on_done. Falls back to finish() without a checkpoint store; when the checkpoint write
+  /// fails, the next incarnation resumes from the previous checkpoint.
   void suspend();
   /// Returns the current round (for tests and status).
   [[nodiscard]] round_t round() const;

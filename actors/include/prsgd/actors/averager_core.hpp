@@ -112,18 +112,19 @@ struct averager_config {
   /// Outer optimiser applied to the averaged delta in restarted_sgd mode (DiLoCo; empty = plain averaging).
   std::optional<algorithms::outer_config> outer;
 
-  /// Ask for a checkpoint after every K-th round (0 = never). Only when the shell keeps checkpoints
-  /// (averager_setup::checkpoints); the shell writes them to its checkpoint_store.
+  /// Ask for a checkpoint after every K-th trained round (0 = never). Only when the shell keeps
+  /// checkpoints (averager_setup::checkpoints); the shell writes them to its checkpoint_store. A
+  /// checkpoint of round r is handed out only once the metrics lines of the rounds before r are.
   std::uint64_t checkpoint_every = 10;
   /// Recorded in every checkpoint (what `prsgd export` reads). A checkpoint whose recorded identity has
   /// another model name, input shape or class count is refused on resume. Empty = not recorded.
   std::optional<checkpoint_model> model_identity;
 
-  /// Ask for an evaluation of x̄ after every K-th round (0: only at epoch ends and at the end). Only when
-  /// the shell can evaluate (averager_setup::evaluations).
+  /// Ask for an evaluation of x̄ after every K-th trained round (0: only at epoch ends and at the end).
+  /// Only when the shell can evaluate (averager_setup::evaluations).
   std::uint64_t eval_every = 0;
-  /// Rounds that make one epoch over the training set (0: unknown). x̄ is evaluated at each epoch end,
-  /// and the metrics lines carry the epoch.
+  /// Trained rounds that make one epoch over the training set (0: unknown). x̄ is evaluated at each epoch
+  /// end, and the metrics lines carry the epoch.
   std::uint64_t rounds_per_epoch = 0;
   /// Evaluations the shell runs at once (at least 1); further requests wait in the core, in order.
   std::size_t max_evaluations = 1;
@@ -131,7 +132,8 @@ struct averager_config {
   /// Workers that must have joined before the first round of a fresh job starts (later rounds, and a job
   /// resumed from a checkpoint, start with whoever is there). At least 1.
   std::size_t min_workers = 1;
-  /// Stop after this many rounds (0 = run until told otherwise).
+  /// Stop after this many trained rounds (0 = run until told otherwise). A round that closes with no
+  /// submission (every member gone) does not count, nor does it advance the epoch.
   std::uint64_t max_rounds = 0;
   /// Compute the consensus distance every this many rounds (0 = never; it costs one pass per model).
   std::uint64_t consensus_every = 1;
@@ -234,14 +236,15 @@ struct averager_setup {
 ///       │               └─ │ collecting │ ──┐ (6) barrier closes: every member submitted or
 ///       │                  └────────────┘ ◄─┘     was removed, or the deadline passed with a
 ///       │                        │                quorum; average, r+1, admit joiners, RESTART
-///       │                        │ (8) r+1 == max_rounds or stop(): STOP to everybody;
+///       │                        │ (8) max_rounds rounds trained, or stop(): STOP to everybody;
 ///       │                        │     suspend(): nothing sent (a later incarnation resumes)
 ///       └────────────────────────┴────────────► stopped
 /// ```
 /// Any state: JOIN → WELCOME at once (the joiner waits for the next RESTART); LEAVE / heartbeat timeout
 /// removes the worker at once (the open barrier stops waiting for it); MODEL is classified exactly once
 /// as accepted / late / duplicate / rejected (`accounting()`). When the last member goes with no
-/// submission, the round closes empty (x̄ unchanged, r+1) so nothing sent for it can count later.
+/// submission, the round closes empty (x̄ unchanged, r+1) so nothing sent for it can count later; it
+/// trains nothing, so it counts toward neither max_rounds nor the epoch, and asks for no checkpoint.
 ///
 /// Routes: a worker's messages go over the connection of its last accepted JOIN or MODEL
 /// (`actions::routes`); a rejected or forged message from another connection never moves them.
@@ -254,7 +257,7 @@ class averager_core {
  public:
   /// Creates the core. Resumes from `setup.resume` when set (then `initial_model` only checks the size);
   /// otherwise starts at round 0 with `initial_model`. Returns invalid_argument for a bad config, an
-  /// empty model, or a checkpoint of another model size.
+  /// empty model, a checkpoint of another model size, or a checkpoint of a finished job.
   [[nodiscard]] static expected<averager_core> make(averager_config config, const clock_source& clk,
                                                     std::vector<float> initial_model, averager_setup setup = {});
 
@@ -272,9 +275,9 @@ class averager_core {
   [[nodiscard]] actions tick();
   /// Ends the job: STOP to every known worker; later worker messages are ignored (a JOIN gets STOP).
   [[nodiscard]] actions stop();
-  /// Ends this incarnation without ending the job (after the shell checkpointed `snapshot()`): sends
-  /// nothing, releases every held metrics line without waiting for its evaluation, and reports done
-  /// with `job_over` false.
+  /// Ends this incarnation without ending the job: sends nothing, releases every held metrics line
+  /// without waiting for its evaluation, then (with checkpoints on) asks for a checkpoint of the open
+  /// round, and reports done with `job_over` false.
   [[nodiscard]] actions suspend();
   /// Takes the result of evaluation request `id`: x̄'s test accuracy, or empty when it failed. Unknown
   /// ids (answered twice, or after suspend) are ignored.
@@ -369,8 +372,12 @@ class averager_core {
   [[nodiscard]] std::vector<float> outer_step(std::vector<float> avg, bool averaged);
   void account();
   void advance_round(std::vector<float> next);
-  void request_checkpoint(actions& out);
-  void record_line(actions& out, round_metrics rm, bool last);
+  void request_checkpoint();
+  void record_line(actions& out, round_metrics rm, bool last, bool trained);
+  /// Returns true once max_rounds rounds have trained (never for an open-ended job).
+  [[nodiscard]] bool work_done() const noexcept {
+    return config_.max_rounds > 0 && rounds_completed_ >= config_.max_rounds;
+  }
 
   void start_round(actions& out);
   void end_job(actions& out);
@@ -454,6 +461,7 @@ class averager_core {
   std::uint64_t refused_rounds_ = 0;
 
   std::deque<held_line> lines_;                    // closed rounds' lines not yet released, in order
+  std::deque<checkpoint_state> held_checkpoints_;  // taken, waiting for the lines of the rounds before them
   std::deque<evaluation_request> eval_queue_;      // asked for, waiting for a free evaluator
   std::map<std::uint64_t, round_t> evaluating_;    // request id -> rounds of the x̄ it scores
   std::uint64_t next_eval_id_ = 1;

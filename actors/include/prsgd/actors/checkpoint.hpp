@@ -64,12 +64,16 @@ struct checkpoint_state {
   std::uint64_t rejected = 0;
   /// What model x̄ is for (empty when the writer did not say, and in version-1 checkpoints).
   std::optional<checkpoint_model> identity;
+  /// True for the checkpoint written when the job ended (x̄ is the final model): an averager started on
+  /// it has nothing left to do. Recorded from format version 3 on.
+  bool finished = false;
 };
 
 /// Encodes `s` as checkpoint bytes: header {magic "PRSGDCKP", version, payload size, CRC32} + payload.
-/// Writes format version 2 (version 1 plus the model identity).
+/// Writes format version 3 (version 1 plus the model identity, plus the finished flag).
 [[nodiscard]] std::vector<unsigned char> encode_checkpoint(const checkpoint_state& s);
-/// Decodes checkpoint bytes of format version 1 (no identity) or 2. Returns decode_failed (bad magic, version, truncation, sizes) or
+/// Decodes checkpoint bytes of format version 1 (no identity), 2 (no finished flag) or 3. Returns
+/// decode_failed (bad magic, version, truncation, sizes, NaN/Inf in x̄ or the momentum) or
 /// checksum_mismatch (payload CRC32 differs).
 [[nodiscard]] expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& bytes);
 

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "prsgd/actors/checkpoint.hpp"
@@ -41,18 +42,24 @@ class checkpoint_store {
 };
 
 /// Keeps checkpoints as files `ckpt-<round, 12 digits>.bin` in one directory (format: checkpoint.hpp),
-/// written atomically (temporary file, fsync, rename, fsync of the directory), and the highest
-/// incarnation in the file `incarnation`. Blocking file I/O. Not thread-safe.
+/// written atomically (a temporary file with a unique name, created O_EXCL | O_NOFOLLOW with mode 0600,
+/// fsync, rename, fsync of the directory), and the highest incarnation in the file `incarnation`. A store
+/// made for writing holds an exclusive lock on the directory (flock on its file `lock`, which records the
+/// holder's pid) until it is destroyed, so two averagers never share a directory. Blocking file I/O.
+/// Not thread-safe.
 class file_checkpoint_store final : public checkpoint_store {
  public:
-  /// Uses `dir`, creating it if missing (what an averager does). Returns io_error when it cannot be
-  /// created.
+  /// Uses `dir` for writing, creating it if missing, and locks it (what an averager does). Returns
+  /// io_error when it cannot be created or locked, already_exists when another process holds the lock.
   [[nodiscard]] static expected<file_checkpoint_store> make(std::filesystem::path dir);
-  /// Uses `dir`, which must exist (for programs that only read checkpoints). Returns not_found when it
-  /// is not a directory.
+  /// Uses `dir`, which must exist, without locking it (for programs that only read checkpoints).
+  /// Returns not_found when it is not a directory.
   [[nodiscard]] static expected<file_checkpoint_store> open(std::filesystem::path dir);
 
-  file_checkpoint_store(file_checkpoint_store&& other) noexcept : dir_(std::move(other.dir_)) {}
+  file_checkpoint_store(file_checkpoint_store&& other) noexcept
+      : dir_(std::move(other.dir_)), lock_fd_(std::exchange(other.lock_fd_, -1)) {}
+  file_checkpoint_store& operator=(file_checkpoint_store&&) = delete;
+  ~file_checkpoint_store() override;
 
   [[nodiscard]] expected<void> write(const checkpoint_state& s) override;
   [[nodiscard]] std::optional<checkpoint_state> read_newest() const override;
@@ -64,10 +71,15 @@ class file_checkpoint_store final : public checkpoint_store {
   [[nodiscard]] std::vector<std::filesystem::path> files() const;
   /// Returns the file that holds round `round`'s checkpoint (whether or not it exists).
   [[nodiscard]] std::filesystem::path path_of(round_t round) const;
+  /// Moves every checkpoint into a new subdirectory `replaced-<n>` (the lowest n not yet used), so that a
+  /// new job can start in the directory without destroying the old job's models. Returns that
+  /// subdirectory (empty when there was nothing to move), or io_error.
+  [[nodiscard]] expected<std::filesystem::path> set_aside();
 
  private:
-  explicit file_checkpoint_store(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  file_checkpoint_store(std::filesystem::path dir, int lock_fd) : dir_(std::move(dir)), lock_fd_(lock_fd) {}
   std::filesystem::path dir_;
+  int lock_fd_ = -1;  // held open (and flocked) by a store made for writing
 };
 
 }  // namespace prsgd::actors

@@ -26,9 +26,11 @@ struct round_metrics {
   std::size_t submissions = 0;
   /// Training samples behind those submissions (Σ samples_i).
   std::uint64_t samples = 0;
-  /// Epochs completed once x̄_{round+1} exists: (round + 1) / rounds_per_epoch (empty when unknown).
+  /// Epochs completed once x̄_{round+1} exists: trained_rounds / rounds_per_epoch (empty when unknown).
   std::optional<double> epoch;
-  /// Rounds the job is planned to run (0 = open-ended).
+  /// Rounds that trained so far (closed with at least one submission), this one included.
+  std::uint64_t trained_rounds = 0;
+  /// Trained rounds the job is planned to run (0 = open-ended).
   std::uint64_t rounds_total = 0;
   /// Seconds from the round's start (RESTART sent) to each accepted submission, per worker.
   std::vector<std::pair<member_id, double>> arrival_offsets_s;
@@ -83,9 +85,15 @@ using ::prsgd::json_quote;
 /// Not thread-safe; owned by one actor. Flushes after every line so a crash loses at most one line.
 class metrics_writer {
  public:
-  /// Opens `path` for writing: truncates it, or appends to it when `append` (a resumed averager keeps
-  /// the lines of its earlier incarnations). Returns io_error when it cannot be opened.
+  /// Opens `path` for writing: truncates it, or appends to it when `append`. Returns io_error when it
+  /// cannot be opened.
   [[nodiscard]] static expected<metrics_writer> open(const std::string& path, bool append = false);
+  /// Opens `path` for an averager that resumed round `round` from a checkpoint: first rewrites the file
+  /// (atomically) without what the lost incarnation wrote past the checkpoint — round lines of rounds
+  /// >= `round` (those rounds run again), done lines, and an unterminated last line — then appends.
+  /// The earlier incarnations' lines of rounds < `round` stay, so each closed round keeps exactly one
+  /// line. Returns io_error when the file cannot be read, rewritten or opened.
+  [[nodiscard]] static expected<metrics_writer> open_resumed(const std::string& path, round_t round);
 
   metrics_writer(metrics_writer&&) noexcept = default;
   metrics_writer& operator=(metrics_writer&&) noexcept = default;
@@ -96,8 +104,9 @@ class metrics_writer {
   /// Writes {"event":"resumed","round":r,"incarnation":i}: a new averager incarnation resumed round r
   /// from a checkpoint, so round lines >= r written before this one are superseded by the ones after it.
   [[nodiscard]] expected<void> write_resumed(round_t round, std::uint64_t incarnation);
-  /// Writes the final line {"event":"done","test_acc":...,"rounds":...,"wall_s":...}.
-  [[nodiscard]] expected<void> write_done(std::optional<double> final_test_acc, round_t rounds, double wall_s);
+  /// Writes the final line {"event":"done","test_acc":...,"rounds":...,"trained_rounds":...,"wall_s":...}.
+  [[nodiscard]] expected<void> write_done(std::optional<double> final_test_acc, round_t rounds,
+                                          std::uint64_t trained_rounds, double wall_s);
 
  private:
   struct file_closer {

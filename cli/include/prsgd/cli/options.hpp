@@ -138,8 +138,16 @@ struct schedule_options {
   int eval_every = 0;
   /// Write a checkpoint every K rounds (0 = never). @pre K == 0 or checkpoint_dir set
   int checkpoint_every = 0;
-  /// Directory for averager checkpoints; an existing checkpoint there is resumed.
+  /// Directory for averager checkpoints. Without --resume / --fresh, the newest checkpoint there is
+  /// resumed when it belongs to the same job (same job fingerprint), a finished job ends the averager at
+  /// once (status 0), and another job's checkpoint is refused (status 2).
   std::string checkpoint_dir;
+  /// Resume the newest checkpoint in checkpoint_dir even when its job fingerprint differs (the model
+  /// must still match). @pre checkpoint_dir set, not with fresh
+  bool resume = false;
+  /// Start a new job in checkpoint_dir: its checkpoints are moved to a `replaced-N` subdirectory.
+  /// @pre checkpoint_dir set, not with resume
+  bool fresh = false;
   /// Workers that must have joined before round 0 starts; also N in the epoch length (0 = 1, or
   /// --workers for `prsgd local`).
   int min_workers = 0;
