@@ -107,11 +107,11 @@ int main(int argc, char** argv) {
   }
   std::printf("averager listening on %s\n", averager->second.c_str());
 
-  // 5. Three workers, each on its third of the training set, connecting to the averager's real endpoint.
+  // 5. Three workers connecting to the averager's real endpoint; the averager gives each its id and a third
+  //    of the training set (min_workers = 3 shards).
   for (int i = 0; i < 3; ++i) {
     prsgd::actors::worker_actor_config w;
-    w.core.member = static_cast<prsgd::actors::member_id>(i);
-    w.core.incarnation = 1;
+    w.core.incarnation = static_cast<prsgd::actors::incarnation_t>(i + 1);  // the JOIN nonce, one per worker
     w.core.heartbeat_interval = 200ms;
     w.core.averager_timeout = 2s;
     w.model_name = "my-logreg";
@@ -119,8 +119,6 @@ int main(int argc, char** argv) {
     w.model.num_classes = 10;
     w.sgd.momentum = 0.9F;
     w.train_set = train_set;
-    w.shard_index = i;
-    w.num_shards = 3;
     w.batch_size = 64;
     auto worker = prsgd::actors::start_worker(system, w, zmq("worker-" + std::to_string(i)), averager->second,
                                               &links[static_cast<std::size_t>(i) + 1]);
