@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # slurm_test.sh PRSGD SOURCE_DIR: ops/slurm/prsgd.sbatch on a one-node Slurm cluster that
 # ops/slurm/local-cluster starts in a scratch directory (2 CPUs, 3 tasks overcommitted): the averager
-# and two workers with CURVE keys complete 4 rounds; then the same job directory submitted again with
-# 8 rounds resumes from the checkpoint and finishes the other 4. Skipped when slurm cannot start here.
+# and two workers with CURVE keys train a job of 8 rounds; the test cancels it (scancel: SIGTERM, as at a
+# time limit or a preemption) once 3 rounds are in, and the same job directory submitted again resumes
+# from the checkpoint and trains the rest (8 trained rounds, each round's line once). Skipped when slurm cannot start here.
 set -euo pipefail
 prsgd=$(realpath "$1") src=$(cd "$2" && pwd)
 source "$(dirname "$0")/common.sh"
@@ -24,26 +25,34 @@ fail_job() {
   exit 1
 }
 
-submit() { # submit ROUNDS: runs the batch job to its end (sbatch --wait polls slowly: squeue instead)
-  local id state
-  id=$(cd "$scratch" && sbatch --parsable --ntasks=3 --overcommit --output="$scratch/sbatch-%j.out" \
-       "$src/ops/slurm/prsgd.sbatch" --job-dir "$job" --bin "$prsgd" \
-       --averager "--rounds $1 --checkpoint-every 2" --worker "--log-level warn" 2>"$scratch/submit.log") ||
-    fail_job "sbatch refused the job"
-  while [[ -n "$(squeue -h -j "$id" -o %T 2>/dev/null)" ]]; do sleep 0.5; done
-  state=$(sacct -n -X -j "$id" -o State 2>/dev/null | tr -d ' ' || true)
-  [[ -z "$state" || "$state" == COMPLETED ]] || fail_job "job $id of $1 rounds ended $state"
-  grep -q "averager exited with status 0" "$scratch/sbatch-$id.out" || fail_job "job $id of $1 rounds failed"
+submit() { # submit: starts the batch job of 8 rounds; prints its id
+  (cd "$scratch" && sbatch --parsable --ntasks=3 --overcommit --output="$scratch/sbatch-%j.out" \
+     "$src/ops/slurm/prsgd.sbatch" --job-dir "$job" --bin "$prsgd" \
+     --averager "--rounds 8 --checkpoint-every 1" --worker "--log-level warn --slowdown-ms 100" \
+     2>"$scratch/submit.log") || fail_job "sbatch refused the job"
 }
+wait_gone() { # wait_gone ID (sbatch --wait polls slowly: squeue instead)
+  while [[ -n "$(squeue -h -j "$1" -o %T 2>/dev/null)" ]]; do sleep 0.5; done
+}
+rounds_in() { grep -c '"round":' "$job/metrics.jsonl" 2>/dev/null || true; }
 
-submit 4
-rounds=$(grep -c '"round":' "$job/metrics.jsonl")
-[[ "$rounds" -eq 4 ]] || { cat "$job/metrics.jsonl"; echo "FAILED: $rounds rounds, expected 4"; exit 1; }
+id=$(submit)
+until (( $(rounds_in) >= 3 )); do
+  [[ -n "$(squeue -h -j "$id" -o %T 2>/dev/null)" ]] || fail_job "job $id ended before its third round"
+  sleep 0.2
+done
+scancel "$id"
+wait_gone "$id"
 [[ -f "$job/keys/worker.secret" ]] || { echo "FAILED: no CURVE keys in the job directory"; exit 1; }
-echo "first submission: 4 rounds, CURVE keys in $job/keys"
+(( $(rounds_in) < 8 )) || fail_job "job $id finished before it was cancelled"
+echo "first submission cancelled after $(rounds_in) rounds; CURVE keys in $job/keys"
 
-submit 8
+id=$(submit)
+wait_gone "$id"
+grep -q "averager exited with status 0" "$scratch/sbatch-$id.out" || fail_job "job $id failed"
 grep -q '"event":"resumed"' "$job/metrics.jsonl" || { cat "$job/metrics.jsonl"; echo "FAILED: no resumed line"; exit 1; }
-last=$(grep '"round":' "$job/metrics.jsonl" | tail -n 1 | sed 's/.*"round":\([0-9]*\).*/\1/')
-[[ "$last" -eq 7 ]] || { cat "$job/metrics.jsonl"; echo "FAILED: last round $last, expected 7"; exit 1; }
-echo "second submission resumed and ran to round 7"
+trained=$(grep '"event":"done"' "$job/metrics.jsonl" | sed 's/.*"trained_rounds":\([0-9]*\).*/\1/')
+[[ "$trained" -eq 8 ]] || { cat "$job/metrics.jsonl"; echo "FAILED: $trained trained rounds, expected 8"; exit 1; }
+dups=$(grep -o '^{"round":[0-9]*' "$job/metrics.jsonl" | sort | uniq -d)
+[[ -z "$dups" ]] || { cat "$job/metrics.jsonl"; echo "FAILED: rounds written twice: $dups"; exit 1; }
+echo "second submission resumed and trained the job's 8 rounds, each line once"

@@ -139,7 +139,7 @@ TEST_F(ClusterScriptTest, AveragerListeningOnAnyPortIsReachedThroughItsEndpoint)
   const auto h = hosts("averager 127.0.0.1 --listen tcp://127.0.0.1:*\nworker 127.0.0.1\n");
   ASSERT_EQ(run({"up", h, "--run-dir", run_dir_, "--bin", fake_}).status, 0);
   // The stand-in announces what it was asked to listen on; the workers get the averager's announcement.
-  EXPECT_NE(log("worker-0").find("args: worker --averager tcp://127.0.0.1:* "), std::string::npos) << log("worker-0");
+  EXPECT_NE(log("worker-0").find("args: worker --averager tcp://127.0.0.1:*"), std::string::npos) << log("worker-0");
 }
 
 TEST_F(ClusterScriptTest, AProcessThatExitsAtStartFailsUp) {

@@ -963,9 +963,9 @@ TEST_F(AveragerRestartTest, EmptyRoundsNeitherUseUpThePlannedRoundsNorAreCheckpo
     ASSERT_EQ(core->state(), averager_state::collecting) << "an empty round does not end the job";
   }
   EXPECT_EQ(core->round(), 3U);
-  (void)run(core->on_model(model(1, 3, filled(2.0F), 4, 10, 3)));
+  (void)on_model(model(1, 3, filled(2.0F), 4, 10, 3));
   EXPECT_EQ(core->state(), averager_state::collecting);
-  (void)run(core->on_model(model(1, 4, filled(3.0F), 4, 10, 3)));
+  (void)on_model(model(1, 4, filled(3.0F), 4, 10, 3));
   EXPECT_EQ(core->state(), averager_state::stopped) << "the third trained round is the last";
   EXPECT_EQ(core->round(), 5U);
   const auto all = take_lines();

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -31,11 +32,34 @@ constexpr std::size_t batch = 16;
 /// What the last worker does with its honest update u = x − x̄ before it submits.
 enum class attack : std::uint8_t { none, scaled };
 
-model_msg model_of(member_id id, round_t r, incarnation_t averager, std::vector<float> x, std::uint64_t steps,
-                   std::uint64_t samples) {
+// What WELCOME gave test worker k, which joins with nonce k over connection k: the core assigns ids (in
+// JOIN order, so worker k gets id k here) and a session token every later message must carry.
+struct seat {
+  member_id id = 0;
+  session_token token = 0;
+};
+
+seat join_as(averager_core& core, member_id k, actions* out = nullptr) {
+  auto a = core.on_join(join_msg{0, k, 0, 0, 0}, k);
+  seat s;
+  for (const auto& o : a.sends) {
+    if (const auto* w = std::get_if<welcome_msg>(&o.msg)) {
+      s = {w->member, w->token};
+    }
+  }
+  EXPECT_NE(s.token, 0U) << "worker " << k << " got no WELCOME";
+  if (out != nullptr) {
+    *out = std::move(a);
+  }
+  return s;
+}
+
+model_msg model_of(const seat& who, member_id k, round_t r, incarnation_t averager, std::vector<float> x,
+                   std::uint64_t steps, std::uint64_t samples) {
   model_msg m;
-  m.member = id;
-  m.incarnation = 1;
+  m.member = who.id;
+  m.incarnation = k;  // the JOIN nonce
+  m.token = who.token;
   m.averager_incarnation = averager;
   m.round = r;
   m.steps = steps;
@@ -77,8 +101,11 @@ class RobustAggregationJobTest : public ::testing::Test {
     const auto take = [&](const actions& a) {
       result.lines.insert(result.lines.end(), a.lines.begin(), a.lines.end());
     };
+    std::map<member_id, seat> seats;
     for (member_id id = 1; id <= workers; ++id) {
-      take(core.on_join(join_msg{id, 1, 0, 0, 0}));
+      actions a;
+      seats[id] = join_as(core, id, &a);
+      take(a);
     }
     std::vector<std::size_t> cursor(workers, 0);
     for (round_t r = 0; r < rounds; ++r) {
@@ -102,7 +129,8 @@ class RobustAggregationJobTest : public ::testing::Test {
             x[k] = xbar[k] - 20.0F * (x[k] - xbar[k]);  // a reversed, amplified update
           }
         }
-        take(core.on_model(model_of(id, r, core.incarnation(), std::move(x), interval, interval * batch), 0));
+        take(core.on_model(model_of(seats[id], id, r, core.incarnation(), std::move(x), interval, interval * batch),
+                           id));
       }
     }
     EXPECT_EQ(core.state(), averager_state::stopped);
@@ -170,13 +198,13 @@ class RobustAggregationCoreTest : public ::testing::Test {
     EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().message());
     core.emplace(std::move(c).value());
     for (member_id id = 1; id <= n; ++id) {
-      (void)core->on_join(join_msg{id, 1, 0, 0, 0});
+      seats[id] = join_as(*core, id);
     }
     return *core;
   }
 
   actions submit(member_id id, std::vector<float> x) {
-    auto a = core->on_model(model_of(id, core->round(), core->incarnation(), std::move(x), 4, 10), 0);
+    auto a = core->on_model(model_of(seats[id], id, core->round(), core->incarnation(), std::move(x), 4, 10), id);
     lines.insert(lines.end(), a.lines.begin(), a.lines.end());
     return a;
   }
@@ -184,6 +212,7 @@ class RobustAggregationCoreTest : public ::testing::Test {
   fake_clock clk;
   averager_config cfg;
   std::optional<averager_core> core;
+  std::map<member_id, seat> seats;
   std::vector<round_metrics> lines;
 };
 
