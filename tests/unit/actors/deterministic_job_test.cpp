@@ -21,6 +21,7 @@
 #include "prsgd/runtime/deterministic_system.hpp"
 #include "prsgd/transport/fault_injector.hpp"
 #include "prsgd/transport/inproc_transport.hpp"
+#include "inproc_link.hpp"
 #include "toy_problem.hpp"
 
 namespace prsgd::actors {
@@ -55,17 +56,7 @@ class DeterministicJobTest : public ::testing::Test {
   }
 
   static transport_factory inproc(inproc_network& net, const std::string& name) {
-    return [&net, name](transport_handlers h) -> expected<std::unique_ptr<transport>> {
-      transport_config cfg;
-      cfg.node_name = name;
-      cfg.heartbeat_interval = 50ms;
-      cfg.heartbeat_timeout = 500ms;
-      auto t = inproc_transport::make(net, cfg, std::move(h));
-      if (!t) {
-        return std::move(t).error();
-      }
-      return std::unique_ptr<transport>(std::move(*t));
-    };
+    return test::inproc_link(net, name, 500ms);
   }
 
   averager_actor_config averager_cfg(job_record& rec, std::shared_ptr<checkpoint_store> store) const {

@@ -12,6 +12,7 @@
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
 #include "prsgd/transport/inproc_transport.hpp"
+#include "inproc_link.hpp"
 #include "time_scale.hpp"
 #include "toy_problem.hpp"
 
@@ -77,19 +78,7 @@ class PrSgdActorsTest : public ::testing::Test {
     return c;
   }
 
-  transport_factory inproc(const std::string& name) {
-    return [this, name](transport_handlers h) -> expected<std::unique_ptr<transport>> {
-      transport_config cfg;
-      cfg.node_name = name;
-      cfg.heartbeat_interval = 50ms;
-      cfg.heartbeat_timeout = 1000ms;
-      auto t = inproc_transport::make(network_, cfg, std::move(h));
-      if (!t) {
-        return std::move(t).error();
-      }
-      return std::unique_ptr<transport>(std::move(*t));
-    };
-  }
+  transport_factory inproc(const std::string& name) { return test::inproc_link(network_, name, 1000ms); }
 
   void TearDown() override { network_.stop_driver(); }
 
