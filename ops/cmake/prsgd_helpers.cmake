@@ -161,8 +161,15 @@ function(prsgd_add_test name)
   # words, the labels after the first were lost and the properties after them paired wrongly). So the labels
   # are set by a script of our own that ctest includes after the discovered tests (${name}_TESTS) are defined.
   set(labels_script ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+  # Tests that start processes are the long ones: a COST makes ctest start them first when it has no timing
+  # data yet (a fresh clone), so the run does not end with one core busy on a long test.
+  set(cost 1)
+  if("process" IN_LIST ARG_LABELS)
+    set(cost 50)
+  endif()
   file(WRITE ${labels_script} "if(NOT \"\${${name}_TESTS}\" STREQUAL \"\")\n"
-                              "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS [==[${ARG_LABELS}]==])\n"
+                              "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS [==[${ARG_LABELS}]==]"
+                              " COST ${cost})\n"
                               "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
 endfunction()
