@@ -152,6 +152,13 @@ function(prsgd_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main
                         prsgd_warnings prsgd_sanitizers)
+  # The code under test keeps the build type's optimisation; the test bodies (GoogleTest's macros, mostly)
+  # do not need it, and at -O3, or -O1 with ASan, they were half of the build's compile time.
+  if(PRSGD_SANITIZERS MATCHES "address")
+    target_compile_options(${name} PRIVATE -O0)
+  elseif(CMAKE_BUILD_TYPE STREQUAL "Release")
+    target_compile_options(${name} PRIVATE -O1)
+  endif()
   set(props TIMEOUT ${ARG_TIMEOUT})
   if(ARG_SERIAL)
     list(APPEND props RUN_SERIAL TRUE)
