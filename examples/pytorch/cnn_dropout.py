@@ -59,24 +59,16 @@ def main():
         p.error("--averager is required")
     torch.set_num_threads(a.threads)
     train = prsgd.fmnist.FashionMnist(a.data_dir, "train")
-    sampler = prsgd.torch.ShardSampler(len(train))
-    # batch_size=None: the data set returns whole batches; the BatchSampler takes the job's batch size.
-    loader = torch.utils.data.DataLoader(train, batch_size=None,
-                                         sampler=torch.utils.data.BatchSampler(sampler, 64, drop_last=False))
     model = CnnDropout()
+    # shard_loader: whole batches from the data set, of the shard (or ranges) the averager assigns.
     worker = prsgd.torch.TorchWorker(
-        model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), F.cross_entropy, loader, a.averager,
+        model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), F.cross_entropy,
+        prsgd.torch.shard_loader(train), a.averager,
         momentum_on_restart=a.momentum_on_restart,
         model_fingerprint=prsgd.fingerprints.model(SPEC, prsgd.fmnist.SHAPE, prsgd.fmnist.CLASSES,
                                                    prsgd.torch.flat_size(model)),
         data_fingerprint=prsgd.fmnist.data_fingerprint(len(train)), name="cnn-dropout")
-    try:
-        end = worker.run()
-    except prsgd.Refused as e:
-        print(f"cnn_dropout.py: the averager refused this worker: {e}", file=sys.stderr)
-        return 1
-    print(f"cnn_dropout.py: {end} after {worker.models_sent} models", file=sys.stderr)
-    return 0
+    return worker.run_to_exit_status("cnn_dropout.py")
 
 
 if __name__ == "__main__":

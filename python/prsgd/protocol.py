@@ -83,51 +83,41 @@ def encode_model(member, nonce, averager_incarnation, round_, token, params, ste
     return [KIND_DATA, header, memoryview(payload).cast("B")]
 
 
-def _uint(fields, key, bits=64, default=None):
+def _field(fields, key, ok, what, default=None):
+    """The header field `key` when ok(value); raises ProtocolError when it is missing (and no default) or not."""
     if key not in fields:
         if default is not None:
             return default
         raise ProtocolError(f"missing header field '{key}'")
     v = fields[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > (1 << bits) - 1:
-        raise ProtocolError(f"header field '{key}' is not an unsigned {bits}-bit integer: {v!r}")
+    if not ok(v):
+        raise ProtocolError(f"header field '{key}' is not {what}: {v!r}")
     return v
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _uint(fields, key, bits=64, default=None):
+    return _field(fields, key, lambda v: _is_int(v) and 0 <= v < (1 << bits), f"an unsigned {bits}-bit integer",
+                  default)
 
 
 def _int64(fields, key):
-    if key not in fields:
-        raise ProtocolError(f"missing header field '{key}'")
-    v = fields[key]
-    if isinstance(v, bool) or not isinstance(v, int) or not -(1 << 63) <= v < (1 << 63):
-        raise ProtocolError(f"header field '{key}' is not a 64-bit integer: {v!r}")
-    return v
+    return _field(fields, key, lambda v: _is_int(v) and -(1 << 63) <= v < (1 << 63), "a 64-bit integer")
 
 
 def _float(fields, key):
-    if key not in fields:
-        raise ProtocolError(f"missing header field '{key}'")
-    v = fields[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ProtocolError(f"header field '{key}' is not a number: {v!r}")
-    return float(v)
+    return float(_field(fields, key, lambda v: _is_int(v) or isinstance(v, float), "a number"))
 
 
 def _bool(fields, key):
-    if key not in fields:
-        raise ProtocolError(f"missing header field '{key}'")
-    v = fields[key]
-    if not isinstance(v, bool):
-        raise ProtocolError(f"header field '{key}' is not a bool: {v!r}")
-    return v
+    return _field(fields, key, lambda v: isinstance(v, bool), "a bool")
 
 
 def _str(fields, key):
-    if key not in fields:
-        raise ProtocolError(f"missing header field '{key}'")
-    v = fields[key]
-    if not isinstance(v, str):
-        raise ProtocolError(f"header field '{key}' is not a string: {v!r}")
-    return v
+    return _field(fields, key, lambda v: isinstance(v, str), "a string")
 
 
 def _ranges(fields):
@@ -140,7 +130,7 @@ def _ranges(fields):
     out = []
     for pair in raw:
         if (not isinstance(pair, (list, tuple)) or len(pair) != 2 or
-                not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= _U64 for x in pair) or
+                not all(_is_int(x) and 0 <= x <= _U64 for x in pair) or
                 pair[0] > pair[1]):
             raise ProtocolError(f"header field 'rg' holds a bad range {pair!r}")
         out.append((pair[0], pair[1]))

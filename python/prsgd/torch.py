@@ -116,6 +116,14 @@ class ShardSampler(Sampler):
         return len(range(self.shard, self.n, self.num_shards))
 
 
+def shard_loader(dataset, batch_size=64):
+    """A DataLoader over a ShardSampler of `dataset` for a data set that returns a whole batch when indexed
+    with a list of indices (prsgd.fmnist.FashionMnist does): no per-sample collation, and the batch size
+    follows the job's (TorchWorker sets it at WELCOME)."""
+    sampler = BatchSampler(ShardSampler(len(dataset)), batch_size, drop_last=False)
+    return torch.utils.data.DataLoader(dataset, batch_size=None, sampler=sampler)
+
+
 def _find_sampler(loader):
     s = getattr(loader, "sampler", None)
     if isinstance(s, ShardSampler):
@@ -216,4 +224,4 @@ class TorchWorker(Worker):
         return torch.cat(grads + buffers).to(torch.float32).cpu().numpy(), n, loss
 
 
-__all__ = ["TorchWorker", "ShardSampler", "flat_tensors", "flat_size", "flatten", "load_flat"]
+__all__ = ["TorchWorker", "ShardSampler", "shard_loader", "flat_tensors", "flat_size", "flatten", "load_flat"]

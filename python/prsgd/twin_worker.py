@@ -18,8 +18,7 @@ import torch
 import prsgd_twins
 
 from . import fingerprints, fmnist
-from .torch import ShardSampler, TorchWorker, flat_size
-from .worker import Refused
+from .torch import TorchWorker, flat_size, shard_loader
 
 PROG = "prsgd-torch-worker"
 MODELS = ("fmnist-mlp", "fmnist-cnn", "fmnist-resnet", "fmnist-resnet8")
@@ -74,9 +73,7 @@ def main(argv=None):
         print(f"{PROG}: cannot read Fashion-MNIST in '{a.data_dir}': {e}", file=sys.stderr)
         return 1
     model = prsgd_twins.make(a.model)
-    sampler = ShardSampler(len(train))
-    loader = torch.utils.data.DataLoader(train, batch_size=None,
-                                         sampler=torch.utils.data.BatchSampler(sampler, 64, drop_last=False))
+    loader = shard_loader(train)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     try:
         worker = SlowTwinWorker(
@@ -89,13 +86,7 @@ def main(argv=None):
     except ValueError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
-    try:
-        end = worker.run()
-    except Refused as e:
-        print(f"{PROG}: the averager refused this worker: {e}", file=sys.stderr)
-        return 1
-    print(f"{PROG}: {end} after {worker.models_sent} models", file=sys.stderr)
-    return 0
+    return worker.run_to_exit_status(PROG)
 
 
 if __name__ == "__main__":

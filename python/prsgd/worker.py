@@ -125,6 +125,17 @@ class Worker:
         self._wake_tx.connect(self._wake_addr)
         self._wake_tx_lock = threading.Lock()
 
+    def run_to_exit_status(self, prog):
+        """For a worker program's main(): run(), then one line on stderr; returns the exit status: 0 when
+        the job ended or the worker left, 1 (with the reason) when the averager refused it."""
+        try:
+            end = self.run()
+        except Refused as e:
+            print(f"{prog}: the averager refused this worker: {e}", file=sys.stderr)
+            return 1
+        print(f"{prog}: {end} after {self.models_sent} models", file=sys.stderr)
+        return 0
+
     # --- to override --------------------------------------------------------------------------------------
 
     def train(self, params, interval):
