@@ -24,37 +24,21 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 
-SCALE = float(os.environ.get("PRSGD_TEST_TIME_SCALE", "1"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from process_job import SCALE, ProcessJob, fail  # noqa: E402  (tests/integration/process_job.py)
+
 COMMON = ["--heartbeat-ms", "200", "--heartbeat-timeout-ms", "4000"]
 JOB = ["--model", "fmnist-mlp", "--batch", "64", "--lr", "0.05", "--seed", "7"]
 
 
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-class Job:
+class Job(ProcessJob):
     def __init__(self, prsgd, python, workdir):
-        self.prsgd, self.python, self.dir = prsgd, python, workdir
-        shutil.rmtree(workdir, ignore_errors=True)
-        os.makedirs(workdir)
-        self.procs = {}
-        self.metrics = os.path.join(workdir, "metrics.jsonl")
-
-    def start(self, name, argv):
-        log = open(os.path.join(self.dir, name + ".log"), "w")
-        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-        return self.procs[name]
-
-    def log(self, name):
-        with open(os.path.join(self.dir, name + ".log")) as f:
-            return f.read()
+        super().__init__(workdir)
+        self.prsgd, self.python = prsgd, python
 
     def start_averager(self, extra, job=JOB, name="averager"):
         endpoint_file = os.path.join(self.dir, "averager.endpoint")
@@ -65,20 +49,7 @@ class Job:
                                                               self.metrics, "--progress", "off"]
                    + list(job) + COMMON + list(extra))
         self.procs["averager"] = self.procs[name]
-        deadline = time.monotonic() + 120 * SCALE
-        while time.monotonic() < deadline:
-            if os.path.exists(endpoint_file):
-                with open(endpoint_file) as f:
-                    text = f.read()
-                if text.endswith("\n"):
-                    self.endpoint = text.strip()
-                    return
-            if self.procs["averager"].poll() is not None:
-                self.stop_all()
-                fail("the averager exited early:\n" + self.log(name))
-            time.sleep(0.05)
-        self.stop_all()
-        fail("the averager did not listen")
+        self.endpoint = self.wait_for_endpoint(endpoint_file, name, 120)
 
     def keygen(self, name):
         keys = os.path.join(self.dir, "keys")
@@ -93,22 +64,6 @@ class Job:
     def start_torch_worker(self, name, model="fmnist-mlp", extra=()):
         return self.start(name, [self.python, "-m", "prsgd.twin_worker", "--averager", self.endpoint, "--model", model,
                                  "--lr", "0.05"] + COMMON + list(extra))
-
-    def wait(self, name, timeout):
-        try:
-            return self.procs[name].wait(timeout=timeout * SCALE)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop_all(self):
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-                p.wait()
-
-    def lines(self):
-        with open(self.metrics) as f:
-            return [json.loads(l) for l in f if l.strip()]
 
     def wait_for_round(self, r, timeout):
         deadline = time.monotonic() + timeout * SCALE
