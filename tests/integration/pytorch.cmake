@@ -3,9 +3,10 @@
 # python3-zmq and python3-msgpack. pytorch_install makes a venv in the build tree and installs the package
 # into it (the other tests use that venv, a ctest fixture); pytorch_mixed compares a job of 2 C++ + 2
 # PyTorch fmnist-mlp workers with an all-C++ one; pytorch_curve runs a C++ and a PyTorch worker over CURVE;
+# pytorch_balanced checks time-balanced intervals with a slowed-down PyTorch worker;
 # pytorch_example runs examples/pytorch through a kill -9 of a worker and of the averager; pytorch_refused
-# checks the one-line refusal of a worker with another model. worker_conformance_{cpp,python} run the same protocol checks against `prsgd worker` and
-# the Python worker.
+# checks the one-line refusal of a worker with another model. worker_conformance_{cpp,python} run the same
+# protocol checks against `prsgd worker` and the Python worker.
 if(TARGET prsgd AND EXISTS /usr/bin/python3)
   set(_script ${CMAKE_CURRENT_LIST_DIR}/pytorch/pytorch_job.py)
   set(_work ${CMAKE_CURRENT_BINARY_DIR}/pytorch)
@@ -14,7 +15,7 @@ if(TARGET prsgd AND EXISTS /usr/bin/python3)
   add_test(NAME pytorch_install COMMAND /usr/bin/python3 ${_script} ${_args} --workdir ${_work}/install install)
   set_tests_properties(pytorch_install PROPERTIES LABELS "integration" TIMEOUT 300 FIXTURES_SETUP prsgd_python_venv)
   prsgd_scaled_timeout(_timeout 900)
-  foreach(scenario mixed curve example refused)
+  foreach(scenario mixed curve balanced example refused)
     add_test(NAME pytorch_${scenario} COMMAND /usr/bin/python3 ${_script} ${_args} --workdir ${_work}/${scenario}
                                               ${scenario})
     set_tests_properties(pytorch_${scenario} PROPERTIES LABELS "integration;process" TIMEOUT ${_timeout}

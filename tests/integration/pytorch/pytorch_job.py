@@ -9,6 +9,8 @@
            enter the averages, and the final test accuracies differ by at most 0.5 points
   curve    a job with CURVE keys (prsgd keygen) and a client allow-list: one `prsgd worker` and one PyTorch
            worker holding allowed keys train every round together
+  balanced time-balanced intervals with a C++ worker and a PyTorch worker slowed down by 40 ms a step: by
+           the last rounds the averager gives the slow worker at most half the fast one's interval
   example  examples/pytorch: 4 PyTorch CNN-with-dropout workers on an averager running the matching model
            spec, with checkpoints; one worker is killed with SIGKILL after round 3 (a fifth, waiting for a
            free shard, joins in its place), the averager after round 6 (restarted on the same port and checkpoint directory, it
@@ -178,6 +180,24 @@ def scenario_curve(args):
     print(f"curve: 10 rounds with a C++ and a PyTorch worker over CURVE, test accuracy {done['test_acc']:.4f}")
 
 
+def scenario_balanced(args):
+    job = Job(args.prsgd, args.python, os.path.join(args.workdir, "balanced"))
+    rounds = 12
+    job.start_averager(["--min-workers", "2", "--rounds", str(rounds), "--interval", "8",
+                        "--interval-policy", "time-balanced"])
+    job.start_cpp_worker("worker-0")
+    job.start_torch_worker("worker-1", extra=["--slowdown-ms", "40"])
+    lines, _ = job.finish(["worker-0", "worker-1"])
+    rounds_ = [l for l in lines if "members" in l]
+    last = rounds_[-1]
+    if len(rounds_) != rounds or last["submissions"] != 2:
+        fail(f"{len(rounds_)} rounds, the last with {last['submissions']} submissions")
+    if not last["interval_max"] >= 2 * last["interval_min"]:
+        fail(f"the last round's intervals {last['interval_min']}..{last['interval_max']} are not balanced "
+             "towards the fast worker")
+    print(f"balanced: the last round's intervals {last['interval_min']}..{last['interval_max']}")
+
+
 def scenario_example(args):
     job = Job(args.prsgd, args.python, os.path.join(args.workdir, "example"))
     script = os.path.join(args.examples, "pytorch", "cnn_dropout.py")
@@ -252,14 +272,14 @@ def main():
     p.add_argument("--venv")
     p.add_argument("--examples", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                                       "examples"))
-    p.add_argument("scenario", choices=["install", "mixed", "curve", "example", "refused"])
+    p.add_argument("scenario", choices=["install", "mixed", "curve", "balanced", "example", "refused"])
     args = p.parse_args()
     venv = args.venv or os.path.join(os.path.dirname(args.workdir), "venv")
     args.python = os.path.join(venv, "bin", "python")
     if args.scenario != "install" and not os.path.exists(args.python):
         fail(f"no venv at {venv}: run the install scenario first")
     {"install": scenario_install, "mixed": scenario_mixed, "curve": scenario_curve,
-     "example": scenario_example, "refused": scenario_refused}[args.scenario](args)
+     "balanced": scenario_balanced, "example": scenario_example, "refused": scenario_refused}[args.scenario](args)
 
 
 if __name__ == "__main__":
