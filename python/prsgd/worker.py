@@ -208,8 +208,6 @@ class Worker:
             try:
                 self.on_welcome(welcome)
             except ValueError as e:
-                self.log("error", str(e))
-                self.refusal = None
                 self.leave()
                 raise SystemExit(f"prsgd worker: {e}") from None
             return
