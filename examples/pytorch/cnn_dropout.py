@@ -67,7 +67,7 @@ def main():
         momentum_on_restart=a.momentum_on_restart,
         model_fingerprint=prsgd.fingerprints.model(SPEC, prsgd.fmnist.SHAPE, prsgd.fmnist.CLASSES,
                                                    prsgd.torch.flat_size(model)),
-        data_fingerprint=prsgd.fmnist.data_fingerprint(len(train)), name="cnn-dropout")
+        data_fingerprint=prsgd.fmnist.data_fingerprint(train), name="cnn-dropout")
     return worker.run_to_exit_status("cnn_dropout.py")
 
 

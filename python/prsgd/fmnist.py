@@ -53,6 +53,9 @@ class FashionMnist(torch.utils.data.Dataset):
         return x.unsqueeze(-3), self.labels[idx]
 
 
-def data_fingerprint(train_size=60000):
-    from . import fingerprints
-    return fingerprints.data(NAME, train_size, SHAPE, CLASSES)
+def data_fingerprint(train):
+    """The fingerprint `prsgd worker` declares for this training split (with its labels' hash when the
+    protocol's averagers check it)."""
+    from . import fingerprints, protocol
+    labels = train.labels.numpy() if protocol.DATA_FINGERPRINT_HAS_LABELS else None
+    return fingerprints.data(NAME, len(train), SHAPE, CLASSES, labels)

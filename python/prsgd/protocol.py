@@ -17,9 +17,13 @@ NAMES = {JOIN: "JOIN", WELCOME: "WELCOME", LEAVE: "LEAVE", HEARTBEAT: "HEARTBEAT
 
 RESTARTED_SGD, MINIBATCH_SGD = 0, 1
 
+# The bounds of this version's decoder (actors/PROTOCOL.md, "Decoding and errors").
 MAX_HEADER_BYTES = 4096
+MAX_ARRAY = 16
 MAX_MODEL_FLOATS = 1 << 28
 MAX_STRING = 256
+# Whether the averager's data fingerprint ends with the training labels' hash (" labels=<16 hex digits>").
+DATA_FINGERPRINT_HAS_LABELS = False
 
 # Transport frame kinds (transport/README.md): data, heartbeat (followed by the sender's node name), goodbye.
 KIND_DATA, KIND_HEARTBEAT, KIND_BYE = b"D", b"H", b"B"
@@ -121,18 +125,19 @@ def _str(fields, key):
 
 
 def _ranges(fields):
-    """RESTART's optional sample ranges: a list of [begin, end) pairs of data-set indices, or None."""
-    raw = fields.get("rg", fields.get("ranges"))
-    if raw is None:
+    """RESTART's sample ranges: a list of (begin, end) pairs of data-set indices, or None when the field is
+    absent or empty (the member trains its own shard)."""
+    raw = fields.get("ranges")
+    if not raw:
         return None
     if not isinstance(raw, (list, tuple)):
-        raise ProtocolError("header field 'rg' is not a list of [begin, end) pairs")
+        raise ProtocolError("header field 'ranges' is not a list of [begin, end) pairs")
     out = []
     for pair in raw:
         if (not isinstance(pair, (list, tuple)) or len(pair) != 2 or
                 not all(_is_int(x) and 0 <= x <= _U64 for x in pair) or
                 pair[0] > pair[1]):
-            raise ProtocolError(f"header field 'rg' holds a bad range {pair!r}")
+            raise ProtocolError(f"header field 'ranges' holds a bad range {pair!r}")
         out.append((pair[0], pair[1]))
     return out
 
@@ -155,7 +160,7 @@ def decode(frames):
     if not 1 <= len(head) <= MAX_HEADER_BYTES:
         raise ProtocolError(f"header of {len(head)} bytes")
     try:
-        fields = msgpack.unpackb(head, raw=False, object_pairs_hook=_pairs_first_wins, max_array_len=16,
+        fields = msgpack.unpackb(head, raw=False, object_pairs_hook=_pairs_first_wins, max_array_len=MAX_ARRAY,
                                  max_map_len=64, max_str_len=MAX_STRING, max_bin_len=MAX_STRING, strict_map_key=True)
     except ProtocolError:
         raise
@@ -184,7 +189,7 @@ def decode(frames):
         f.update(fa=_bool(fields, "fa"), k=_uint(fields, "k"))
     elif type_ == RESTART:
         f.update(iv=_uint(fields, "iv"), ss=_float(fields, "ss"), md=_uint(fields, "md", 8), n=_uint(fields, "n"))
-        f["rg"] = _ranges(fields)
+        f["ranges"] = _ranges(fields)
         if f["n"] > MAX_MODEL_FLOATS:
             raise ProtocolError(f"model of {f['n']} floats is too large")
         if len(frames) != 2 or len(frames[1]) != 4 * f["n"]:

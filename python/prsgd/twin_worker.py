@@ -80,7 +80,7 @@ def main(argv=None):
             model, opt, torch.nn.functional.cross_entropy, loader, a.averager,
             momentum_on_restart=a.momentum_on_restart, slowdown=a.slowdown_ms / 1000.0,
             model_fingerprint=fingerprints.model(a.model, fmnist.SHAPE, fmnist.CLASSES, flat_size(model)),
-            data_fingerprint=fmnist.data_fingerprint(len(train)), heartbeat_ms=a.heartbeat_ms,
+            data_fingerprint=fmnist.data_fingerprint(train), heartbeat_ms=a.heartbeat_ms,
             heartbeat_timeout_ms=a.heartbeat_timeout_ms, curve_public_key=a.curve_public_key,
             curve_secret_key=a.curve_secret_key, curve_server_key=a.curve_server_key, name="torch-worker")
     except ValueError as e:

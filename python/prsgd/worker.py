@@ -447,7 +447,7 @@ class Worker:
         self.have_restart = True
         self.round_number = m["r"]
         w = self.welcome
-        rnd = Round(m["r"], max(m["iv"], 1), m["ss"], m["md"], m["rg"], w["sh"], w["ns"], w["bs"], w["sd"])
+        rnd = Round(m["r"], max(m["iv"], 1), m["ss"], m["md"], m["ranges"], w["sh"], w["ns"], w["bs"], w["sd"])
         with self._lock:
             if self._latest is not None:
                 self._latest.cancelled.set()

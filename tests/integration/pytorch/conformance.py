@@ -36,6 +36,7 @@ import msgpack
 import zmq
 
 SCALE = float(os.environ.get("PRSGD_TEST_TIME_SCALE", "1"))
+VERSION = 2
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 MODEL_FLOATS = 535818
 MF = f"fmnist-mlp in=1x28x28 out=10 params={MODEL_FLOATS}"
@@ -81,7 +82,7 @@ class Averager:
             self.next_h = now + 0.1
 
     def send(self, type_, member, incarnation, round_, payload=None, **fields):
-        h = {"v": 2, "t": type_, "m": member, "i": incarnation, "a": self.incarnation, "r": round_}
+        h = {"v": VERSION, "t": type_, "m": member, "i": incarnation, "a": self.incarnation, "r": round_}
         h.update(fields)
         frames = [self.rid, b"D", msgpack.packb(h)]
         if payload is not None:
@@ -164,7 +165,7 @@ def model_payload(seed):
 
 
 def restart(avg, member, nonce, round_, interval, payload):
-    avg.send(RESTART, member, nonce, round_, payload, iv=interval, ss=0.05, md=0, n=MODEL_FLOATS)
+    avg.send(RESTART, member, nonce, round_, payload, iv=interval, ss=0.05, md=0, n=MODEL_FLOATS, ranges=[])
 
 
 def check_model(m, member, token, round_, interval, payload):

@@ -46,10 +46,12 @@ RESTART = dict(t=P.RESTART, iv=8, ss=0.05, md=0, n=4)
 m = P.decode([header(**WELCOME)])
 check("WELCOME decodes", m.type == P.WELCOME and m["k"] == 77 and m["sh"] == 1 and m["bs"] == 8)
 m = P.decode([header(**RESTART), payload])
-check("RESTART decodes with its payload", m.type == P.RESTART and list(m.payload) == [1, 2, 3, 4] and m["rg"] is None)
-m = P.decode([header(rg=[[0, 5], [10, 12]], **RESTART), payload])
-check("RESTART carries sample ranges", m["rg"] == [(0, 5), (10, 12)])
-check("a backwards range is refused", raises([header(rg=[[5, 1]], **RESTART), payload], "bad range"))
+check("RESTART decodes with its payload", m.type == P.RESTART and list(m.payload) == [1, 2, 3, 4])
+check("RESTART without ranges: the shard", m["ranges"] is None)
+m = P.decode([header(ranges=[[0, 5], [10, 12]], **RESTART), payload])
+check("RESTART carries sample ranges", m["ranges"] == [(0, 5), (10, 12)])
+check("empty ranges: the shard", P.decode([header(ranges=[], **RESTART), payload])["ranges"] is None)
+check("a backwards range is refused", raises([header(ranges=[[5, 1]], **RESTART), payload], "bad range"))
 check("another version is refused", raises([header(**dict(WELCOME, v=1))], "protocol version"))
 check("a JOIN is not sent to workers", raises([header(t=P.JOIN)], "not sent to workers"))
 check("a missing field is refused", raises([header(**{k: v for k, v in WELCOME.items() if k != "k"})], "'k'"))
@@ -80,6 +82,13 @@ check("JOIN header, fingerprints clipped to 256 bytes",
 h = msgpack.unpackb(P.encode_leave(3, 9, 5, 1, 77)[1])
 check("LEAVE carries the token", h["t"] == P.LEAVE and h["k"] == 77)
 h = msgpack.unpackb(P.encode_heartbeat(3, 9, 5, 1, 77)[1])
+from prsgd import fingerprints  # noqa: E402
+check("FNV-1a 64: the published test vectors",
+      fingerprints.fnv1a64(b"") == 0xcbf29ce484222325 and fingerprints.fnv1a64(b"a") == 0xaf63dc4c8601ec8c and
+      fingerprints.fnv1a64(b"foobar") == 0x85944171f73967e8)
+check("label hash: FNV-1a over the labels as little-endian int32",
+      fingerprints.label_hash([1, 258]) == fingerprints.fnv1a64(bytes([1, 0, 0, 0, 2, 1, 0, 0])) and
+      fingerprints.data("d", 2, (1, 2, 2), 3, [1, 0]).startswith("d n=2 shape=1x2x2 classes=3 labels="))
 check("HEARTBEAT from a worker", h["t"] == P.HEARTBEAT and h["fa"] is False and h["k"] == 77)
 
 if importlib.util.find_spec("torch") is None:
