@@ -339,7 +339,9 @@ class Worker:
 
     def _do_leave(self):
         self._cancel_current()
-        if self.member and self.state not in (LEFT, STOPPED):
+        if self.state in (LEFT, STOPPED):
+            return  # the job ended (STOP) or the worker already left: nothing to announce
+        if self.member:
             self._send(P.encode_leave(self.member, self.nonce, self.averager_incarnation, self.round_number,
                                       self.token))
         self.state = LEFT

@@ -16,8 +16,8 @@ scripted averager. The same checks run against `prsgd worker` and the Python pac
   removed    REMOVED makes the worker JOIN again (member 0)
   incarnation  a HEARTBEAT from a newer averager incarnation makes the worker JOIN again
   silent     an averager silent for the heartbeat timeout makes the worker JOIN again
-  stop       STOP ends the worker with status 0
-  sigterm    SIGTERM makes a member send LEAVE with its token, then end with status 0
+  stop       STOP ends the worker with status 0, saying it was stopped
+  sigterm    SIGTERM makes a member send LEAVE with its token, then end with status 0, saying it left
 
 usage: conformance.py --worker cpp|python --prsgd PATH [--python PY] [--workdir DIR] [CHECK...]
 """
@@ -272,6 +272,7 @@ def c_stop(avg, w):
     avg.send(STOP, member, j["i"], 0)
     status = w.wait(60)
     expect(status == 0, f"exit status {status} after STOP, expected 0")
+    expect("stopped" in w.output(), "the worker does not say that the job stopped it")
 
 
 def c_sigterm(avg, w):
@@ -284,6 +285,7 @@ def c_sigterm(avg, w):
     expect(leave["m"] == member and leave["k"] == token, f"LEAVE {leave}")
     status = w.wait(60)
     expect(status == 0, f"exit status {status} after SIGTERM, expected 0")
+    expect("left" in w.output(), "the worker does not say that it left")
 
 
 CHECKS = {"join": c_join, "refused": c_refused, "train": c_train, "supersede": c_supersede, "removed": c_removed,
