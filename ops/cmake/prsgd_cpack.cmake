@@ -19,6 +19,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # RPATH ($ORIGIN/../lib), so they need no shlibs entry.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
     "libeigen3-dev, libmsgpack-cxx-dev, libboost-dev, libspdlog-dev, cppzmq-dev, zlib1g-dev, libcli11-dev, libyaml-cpp-dev, libblas-dev")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "dataset-fashion-mnist")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS
+    "dataset-fashion-mnist, python3-zmq, python3-msgpack, python3-numpy, python3-torch")
 set(CPACK_GENERATOR DEB)
 include(CPack)

@@ -14,46 +14,29 @@ membership, and what the averager did with the attack (its metrics file and log)
 usage: hostile_peer.py --prsgd PATH --workdir DIR SCENARIO
 """
 import argparse
-import json
 import os
 import secrets
-import shutil
-import signal
-import struct
-import subprocess
 import sys
 import time
 
 import msgpack
 import zmq
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from process_job import SCALE, ProcessJob, fail  # noqa: E402  (tests/integration/process_job.py)
+
 VERSION = 2
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
-SCALE = float(os.environ.get("PRSGD_TEST_TIME_SCALE", "1"))
 ROUNDS = 12
 
 
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    sys.exit(1)
-
-
-class Job:
+class Job(ProcessJob):
     def __init__(self, prsgd, workdir):
-        self.prsgd, self.dir = prsgd, workdir
-        shutil.rmtree(workdir, ignore_errors=True)
-        os.makedirs(workdir)
-        self.procs = {}
-        self.metrics = os.path.join(workdir, "metrics.jsonl")
+        super().__init__(workdir)
+        self.prsgd = prsgd
 
     def start(self, name, args):
-        log = open(os.path.join(self.dir, name + ".log"), "w")
-        self.procs[name] = subprocess.Popen([self.prsgd] + args, stdout=log, stderr=subprocess.STDOUT)
-        return self.procs[name]
-
-    def log(self, name):
-        with open(os.path.join(self.dir, name + ".log")) as f:
-            return f.read()
+        return super().start(name, [self.prsgd] + args)
 
     def start_averager(self, extra=()):
         endpoint_file = os.path.join(self.dir, "averager.endpoint")
@@ -63,38 +46,12 @@ class Job:
                                 "--heartbeat-timeout-ms", "1500", "--idle-rounds", "2", "--eval-every", "0",
                                 "--metrics-jsonl", self.metrics, "--progress", "off", "--log-level", "info"]
                    + list(extra))
-        deadline = time.monotonic() + 120 * SCALE
-        while time.monotonic() < deadline:
-            if os.path.exists(endpoint_file):
-                text = open(endpoint_file).read()
-                if text.endswith("\n"):
-                    self.endpoint = text.strip()
-                    return
-            if self.procs["averager"].poll() is not None:
-                fail("the averager exited early:\n" + self.log("averager"))
-            time.sleep(0.05)
-        fail("the averager did not listen")
+        self.endpoint = self.wait_for_endpoint(endpoint_file, "averager", 120)
 
     def start_worker(self, name, model="fmnist-mlp"):
         return self.start(name, ["worker", "--averager", self.endpoint, "--model", model, "--batch", "32",
                                  "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--slowdown-ms", "5",
                                  "--progress", "off"])
-
-    def wait(self, name, timeout):
-        try:
-            return self.procs[name].wait(timeout=timeout * SCALE)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop_all(self):
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-                p.wait()
-
-    def lines(self):
-        with open(self.metrics) as f:
-            return [json.loads(l) for l in f if l.strip()]
 
     def finish(self):
         """Asserts the job ran every round and both real workers ended normally, still members."""

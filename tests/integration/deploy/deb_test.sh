@@ -22,7 +22,8 @@ echo "Depends: $depends"
 
 root="$scratch/root"
 dpkg-deb -x "$deb" "$root"
-for f in usr/bin/prsgd usr/lib/cmake/prsgd/prsgdConfig.cmake; do
+for f in usr/bin/prsgd usr/lib/cmake/prsgd/prsgdConfig.cmake usr/lib/python3/dist-packages/prsgd/worker.py \
+         usr/lib/python3/dist-packages/prsgd_twins.py; do
   [[ -e "$root/$f" ]] || { echo "FAILED: $f is not in the package"; exit 1; }
 done
 ls "$root"/usr/lib/libprsgd_common.so.* >/dev/null || { echo "FAILED: no libprsgd_common in the package"; exit 1; }

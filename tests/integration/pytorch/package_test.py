@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Checks of the Python package without any process or socket: the codec (what the averager's messages
+must look like, what JOIN/HEARTBEAT/LEAVE/MODEL look like), ShardSampler's shards and ranges, and the flat
+layout of the PyTorch twins (parameters first, then floating-point buffers, in state_dict order).
+
+usage: package_test.py PYTHON_SRC_DIR       (prints one line per check; exit 1 on the first failure)
+"""
+import importlib.util
+import struct
+import sys
+
+sys.path.insert(0, sys.argv[1])
+
+import msgpack  # noqa: E402
+import numpy as np  # noqa: E402
+
+from prsgd import protocol as P  # noqa: E402
+
+
+def check(name, cond):
+    if not cond:
+        print(f"FAIL {name}")
+        sys.exit(1)
+    print(f"ok   {name}")
+
+
+def raises(frames, fragment):
+    try:
+        P.decode(frames)
+    except P.ProtocolError as e:
+        return fragment in str(e)
+    return False
+
+
+def header(**fields):
+    h = {"v": 2, "m": 3, "i": 9, "a": 5, "r": 1}
+    h.update(fields)
+    return msgpack.packb(h)
+
+
+WELCOME = dict(t=P.WELCOME, ad=1, md=0, ms=4, hb=100, k=77, sh=1, ns=2, mf="m", df="d", bs=8, sd=3)
+payload = struct.pack("<4f", 1, 2, 3, 4)
+RESTART = dict(t=P.RESTART, iv=8, ss=0.05, md=0, n=4)
+
+m = P.decode([header(**WELCOME)])
+check("WELCOME decodes", m.type == P.WELCOME and m["k"] == 77 and m["sh"] == 1 and m["bs"] == 8)
+m = P.decode([header(**RESTART), payload])
+check("RESTART decodes with its payload", m.type == P.RESTART and list(m.payload) == [1, 2, 3, 4])
+check("RESTART without ranges: the shard", m["ranges"] is None)
+m = P.decode([header(ranges=[[0, 5], [10, 12]], **RESTART), payload])
+check("RESTART carries sample ranges", m["ranges"] == [(0, 5), (10, 12)])
+check("empty ranges: the shard", P.decode([header(ranges=[], **RESTART), payload])["ranges"] is None)
+check("a backwards range is refused", raises([header(ranges=[[5, 1]], **RESTART), payload], "bad range"))
+check("another version is refused", raises([header(**dict(WELCOME, v=1))], "protocol version"))
+check("a JOIN is not sent to workers", raises([header(t=P.JOIN)], "not sent to workers"))
+check("a missing field is refused", raises([header(**{k: v for k, v in WELCOME.items() if k != "k"})], "'k'"))
+check("a negative integer is refused", raises([header(**dict(WELCOME, k=-1))], "'k'"))
+check("a bool is not an integer", raises([header(**dict(WELCOME, ms=True))], "'ms'"))
+check("a shard beyond the count is refused", raises([header(**dict(WELCOME, sh=2))], "shard 2 of 2"))
+check("mode 2 is refused", raises([header(**dict(RESTART, md=2)), payload], "training mode"))
+check("a short payload is refused", raises([header(**RESTART), payload[:12]], "does not hold 4 floats"))
+check("a RESTART without payload is refused", raises([header(**RESTART)], "does not hold"))
+check("a payload on a WELCOME is refused", raises([header(**WELCOME), payload], "with a payload"))
+check("n above 2^28 is refused before the payload", raises([header(**dict(RESTART, n=(1 << 28) + 1)), b""],
+                                                           "too large"))
+check("a header above MAX_HEADER_BYTES is refused",
+      raises([header(why="x" * 250, pad=["y" * 250] * P.MAX_ARRAY)], "header of"))
+check("three frames are refused", raises([b"a", b"b", b"c"], "3 frames"))
+check("garbage is refused", raises([b"\xc1"], "msgpack"))
+dup = b"\x87" + b"".join(msgpack.packb(k) + msgpack.packb(v) for k, v in
+                         [("v", 2), ("t", P.REMOVED), ("m", 3), ("i", 9), ("a", 5), ("r", 1), ("m", 4)])
+check("a repeated key: the first counts", P.decode([dup])["m"] == 3)
+
+frames = P.encode_model(3, 9, 5, 1, 77, np.array([1, 2, 3], np.float32), 8, 64, 12.5, 64, cut=True)
+h = msgpack.unpackb(frames[1])
+check("MODEL header", frames[0] == b"D" and h["t"] == P.MODEL and h["k"] == 77 and h["st"] == 8 and h["sa"] == 64
+      and h["ct"] is True and h["g"] is False and h["n"] == 3 and bytes(frames[2]) == struct.pack("<3f", 1, 2, 3))
+h = msgpack.unpackb(P.encode_join(9, 0, 0, 12.0, "m" * 300, "d")[1])
+check("JOIN header, fingerprints clipped to 256 bytes",
+      h["m"] == 0 and h["i"] == 9 and h["s"] == 12.0 and len(h["mf"]) == 256 and h["df"] == "d")
+h = msgpack.unpackb(P.encode_leave(3, 9, 5, 1, 77)[1])
+check("LEAVE carries the token", h["t"] == P.LEAVE and h["k"] == 77)
+h = msgpack.unpackb(P.encode_heartbeat(3, 9, 5, 1, 77)[1])
+from prsgd import fingerprints  # noqa: E402
+check("FNV-1a 64: the published test vectors",
+      fingerprints.fnv1a64(b"") == 0xcbf29ce484222325 and fingerprints.fnv1a64(b"a") == 0xaf63dc4c8601ec8c and
+      fingerprints.fnv1a64(b"foobar") == 0x85944171f73967e8)
+check("label hash: FNV-1a over the labels as little-endian int32",
+      fingerprints.label_hash([1, 258]) == fingerprints.fnv1a64(bytes([1, 0, 0, 0, 2, 1, 0, 0])) and
+      fingerprints.data("d", 2, (1, 2, 2), 3, [1, 0]).startswith("d n=2 shape=1x2x2 classes=3 labels="))
+check("HEARTBEAT from a worker", h["t"] == P.HEARTBEAT and h["fa"] is False and h["k"] == 77)
+
+if importlib.util.find_spec("torch") is None:
+    print("prsgd.torch checks skipped: no torch")
+    sys.exit(0)
+
+import prsgd_twins  # noqa: E402
+import prsgd.torch as pt  # noqa: E402
+
+samplers = []
+for shard in range(3):
+    s = pt.ShardSampler(100)
+    s.configure(shard, 3, 11)
+    samplers.append(s)
+first = [list(s) for s in samplers]
+check("shards are disjoint and cover the data set", sorted(sum(first, [])) == list(range(100)))
+check("a shard is reshuffled every pass, same members",
+      list(samplers[0]) != first[0] and sorted(list(samplers[0])) == sorted(first[0]))
+samplers[1].set_ranges([(10, 20), (50, 55)], 7)
+got = list(samplers[1])
+check("a round's ranges replace the shard", sorted(got) == list(range(10, 20)) + list(range(50, 55)))
+samplers[1].set_ranges(None, 8)
+check("without ranges the shard is back", sorted(list(samplers[1])) == sorted(first[1]))
+
+net = prsgd_twins.make("fmnist-resnet8")
+names = [n for n, _ in pt.flat_tensors(net)]
+first_buffer = next(i for i, n in enumerate(names) if n.endswith("running_mean"))
+check("resnet8: every parameter before the first buffer",
+      all(not n.endswith(("running_mean", "running_var")) for n in names[:first_buffer]) and
+      all(n.endswith(("running_mean", "running_var")) for n in names[first_buffer:]))
+check("resnet8: num_batches_tracked is not sent", not any("num_batches_tracked" in n for n in names))
+state = net.state_dict()
+check("each part in state_dict order",
+      [n for n in state if n in names and n in dict(net.named_parameters())] == names[:first_buffer] and
+      [n for n in state if n in names[first_buffer:]] == names[first_buffer:])
+v = pt.flatten(net)
+check("resnet8: flat size", v.size == pt.flat_size(net))
+pt.load_flat(net, np.arange(v.size, dtype=np.float32))
+check("load_flat then flatten is the identity", np.array_equal(pt.flatten(net), np.arange(v.size, dtype=np.float32)))
+check("mlp: fc1.weight first, row-major", pt.flat_tensors(prsgd_twins.make("fmnist-mlp"))[0][0] == "fc1.weight")
