@@ -22,6 +22,7 @@ packages=(
   libpng-dev python3-torch
   clang-format clang
   podman runc catatonit debootstrap slurm-wlm munge
+  openssh-server openssh-client python3-yaml
 )
 # The Kubernetes render check needs kubectl; Debian's comes with kubernetes-client, which cannot be
 # installed next to another kubectl package (then the one present is used).

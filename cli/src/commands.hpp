@@ -15,13 +15,17 @@
 #include "prsgd/common/expected.hpp"
 
 /// The `prsgd` subcommands. main() parses and validates, then calls exactly one of these; each returns the
-/// process exit status: 0 success, 1 runtime failure, 2 usage error (bad option, refused plugin, bad key file).
+/// process exit status: 0 success, 1 runtime failure, 2 usage error (bad option, refused plugin, bad key file),
+/// 3 stopped by a signal (averager and worker).
 namespace prsgd::cli {
 
 /// Exit status for a usage error (bad option/value/config/plugin).
 inline constexpr int exit_usage = 2;
 /// Exit status for a failure at run time.
 inline constexpr int exit_failure = 1;
+/// Exit status of an averager or worker that a stop signal (SIGTERM, SIGINT) ended cleanly before the job
+/// did: the worker left, the averager checkpointed (or ended the job early). 0 means the job finished.
+inline constexpr int exit_stopped = 3;
 
 /// Prepares a process for any role: sets the log level, loads the plugins in order (they register models in
 /// `prsgd::algorithms::model_registry::instance()` and data sets in `dataset_registry::instance()`), then,

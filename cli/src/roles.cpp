@@ -6,11 +6,13 @@
 // Signals: SIGINT and SIGTERM are blocked in every thread we start and taken with sigtimedwait() by the
 // main thread; a thread started before main (OpenBLAS's pool) that receives one only records it in a flag
 // the main thread reads, so the actions below never run in async-signal context.
-//  - worker: LEAVE, then exit 0 (the averager stops waiting for it at once).
-//  - averager with --checkpoint-dir: checkpoint the open round and exit without stopping the workers; a
+//  - worker: LEAVE, then exit 3 (exit_stopped; the averager stops waiting for it at once).
+//  - averager with --checkpoint-dir: checkpoint the open round and exit 3 without stopping the workers; a
 //    restarted averager resumes the round and the workers rejoin it by themselves.
-//  - averager without --checkpoint-dir: end the job (STOP to every worker, final evaluation, done line).
-//  A second signal exits at once.
+//  - averager without --checkpoint-dir: end the job (STOP to every worker, final evaluation, done line),
+//    exit 3. The workers it stops exit 0: for them the job has finished.
+//  A second signal exits at once (128 + the signal). Status 3 lets a supervisor (a Kubernetes Job, Slurm,
+//  systemd) tell a stop it asked for from a finished job (0) and from a failure (1).
 #include <signal.h>
 
 #include <algorithm>
@@ -346,7 +348,7 @@ int run_averager(const averager_options& o) {
       status = status == 0 ? exit_failure : status;
     }
   }
-  return status;
+  return status == 0 && signals_seen > 0 ? exit_stopped : status;
 }
 
 int run_worker(const worker_options& o) {
@@ -449,7 +451,7 @@ int run_worker(const worker_options& o) {
   if (status == 0) {
     PRSGD_LOG(info, "worker") << (stopped_by_averager ? "job finished" : "left the job");
   }
-  return status;
+  return status == 0 && !stopped_by_averager && signals_seen > 0 ? exit_stopped : status;
 }
 
 }  // namespace prsgd::cli

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The Debian package: `cpack -G DEB --config BUILD/CPackConfig.cmake` packs what `cmake --install`
-# installs (the prsgd command, the shared libraries, the headers and the CMake package) under /usr.
+# installs (the prsgd command, the shared libraries, the headers and the CMake package, the systemd units
+# with their sysusers.d/tmpfiles.d configuration, the docs) under /usr. Its postinst creates the prsgd
+# user and /etc/prsgd, /var/lib/prsgd from that configuration.
 # The runtime Depends come from dpkg-shlibdeps reading the ELF files, so they always match what the
 # binaries load; the -dev packages a find_package(prsgd) consumer needs are Recommends.
 set(CPACK_PACKAGE_NAME prsgd)
@@ -21,5 +23,8 @@ set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
     "libeigen3-dev, libmsgpack-cxx-dev, libboost-dev, libspdlog-dev, cppzmq-dev, zlib1g-dev, libcli11-dev, libyaml-cpp-dev, libblas-dev")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS
     "dataset-fashion-mnist, python3-zmq, python3-msgpack, python3-numpy, python3-torch")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/ops/systemd/postinst)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
 set(CPACK_GENERATOR DEB)
 include(CPack)

@@ -25,8 +25,15 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   # ops/slurm/prsgd.sbatch on a one-node Slurm cluster that the test starts and stops.
   add_test(NAME deploy_slurm_sbatch
            COMMAND ${deploy_dir}/slurm_test.sh $<TARGET_FILE:prsgd> ${PROJECT_SOURCE_DIR})
+  # ops/cluster over ssh on three network-namespace hosts, each with an sshd the test starts: copies,
+  # CURVE keys, status from the averager's metrics, scale, stop, down, a failed start.
+  add_test(NAME deploy_cluster_ssh
+           COMMAND ${deploy_dir}/cluster_ssh_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  # ops/release --image none: the source tarball and the .deb with checksums; the version string.
+  add_test(NAME deploy_release COMMAND ${deploy_dir}/release_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   prsgd_scaled_timeout(timeout 600)
-  set_tests_properties(deploy_container_image deploy_k8s_kube_play deploy_deb_package deploy_slurm_sbatch
+  set_tests_properties(deploy_container_image deploy_release deploy_k8s_kube_play deploy_deb_package deploy_slurm_sbatch
+                       deploy_cluster_ssh
                        PROPERTIES LABELS integration TIMEOUT ${timeout} SKIP_RETURN_CODE 77
                                   ENVIRONMENT "PRSGD_TEST_TIME_SCALE=${PRSGD_TEST_TIME_SCALE}")
   # One podman build at a time: both build an image from the same install tree.

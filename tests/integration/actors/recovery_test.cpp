@@ -249,7 +249,7 @@ TEST_F(RecoveryTest, WorkerGivenSigtermLeavesAtOnceInsteadOfTimingOut) {
   ::kill(w1, SIGTERM);
   auto status = wait_exit(w1, 10s);
   ASSERT_TRUE(status) << log("worker-1");
-  EXPECT_EQ(*status, 0) << log("worker-1");
+  EXPECT_EQ(*status, 3) << "a worker stopped by SIGTERM exits 3\n" << log("worker-1");
   EXPECT_NE(log("worker-1").find("left the job"), std::string::npos) << log("worker-1");
   auto removed = wait_line([](const line& l) { return round_line(l) && l.get("removed") >= 1; }, 10s);
   ASSERT_TRUE(removed) << log("averager");
@@ -261,7 +261,7 @@ TEST_F(RecoveryTest, WorkerGivenSigtermLeavesAtOnceInsteadOfTimingOut) {
   ::kill(avg, SIGTERM);
   status = wait_exit(avg, 30s);
   ASSERT_TRUE(status) << log("averager");
-  EXPECT_EQ(*status, 0) << log("averager");
+  EXPECT_EQ(*status, 3) << "stopped by a signal, not finished\n" << log("averager");
   EXPECT_EQ(lines().back().event, "done");
   EXPECT_EQ(wait_exit(w0, 15s), 0) << "the remaining worker gets STOP and exits 0\n" << log("worker-0");
 }
@@ -318,7 +318,7 @@ TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothi
   ::kill(avg, SIGTERM);
   auto status = wait_exit(avg, 15s);
   ASSERT_TRUE(status) << log("averager");
-  EXPECT_EQ(*status, 0) << log("averager");
+  EXPECT_EQ(*status, 3) << "checkpointed on SIGTERM: stopped, not finished\n" << log("averager");
   double last_before = -1;
   for (const auto& l : lines()) {
     EXPECT_NE(l.event, "done") << "a suspended averager does not end the job";

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # k8s_render_test.sh SOURCE_DIR: every kustomization under ops/k8s renders with `kubectl kustomize`, and
-# the base holds the objects the job needs, wired together (names, labels, claim, config map, image).
+# the base holds the objects the job needs, wired together (names, labels, claim, config map, image,
+# disruption budgets, the exit-status policy, probes); in every overlay the averager's liveness probe
+# reads the metrics port its job file sets, and the speech overlay trains kws-cnn from its data claim.
 set -euo pipefail
 src="$1"
 source "$(dirname "$0")/common.sh"
@@ -20,7 +22,7 @@ for d in docs:
 def fail(msg):
     print("FAILED:", msg); sys.exit(1)
 kinds = sorted(by_kind)
-if kinds != ["ConfigMap", "Job", "PersistentVolumeClaim", "Service"] or len(by_kind["Job"]) != 2:
+if kinds != ["ConfigMap", "Job", "PersistentVolumeClaim", "PodDisruptionBudget", "Service"] or len(by_kind["Job"]) != 2:
     fail(f"kinds {kinds}, {len(by_kind.get('Job', []))} Jobs")
 jobs = {j["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: j for j in by_kind["Job"]}
 cm = by_kind["ConfigMap"][0]["metadata"]["name"]
@@ -28,8 +30,20 @@ pvc = by_kind["PersistentVolumeClaim"][0]["metadata"]["name"]
 svc = by_kind["Service"][0]
 for role, job in jobs.items():
     spec = job["spec"]["template"]["spec"]
-    if spec["restartPolicy"] != "OnFailure":
-        fail(f"{role}: restartPolicy {spec['restartPolicy']}")
+    if spec["restartPolicy"] != "Never":
+        fail(f"{role}: restartPolicy {spec['restartPolicy']} (podFailurePolicy needs Never)")
+    rules = {r["action"]: r["onExitCodes"] for r in job["spec"].get("podFailurePolicy", {}).get("rules", [])}
+    name = spec["containers"][0]["name"]
+    if (rules.get("Ignore", {}).get("values") != [3] or rules.get("FailJob", {}).get("values") != [2]
+            or any(r.get("containerName") != name for r in rules.values())):
+        fail(f"{role}: podFailurePolicy {rules}: exit 3 (stopped on request) must be ignored, 2 fail the Job")
+    pdbs = [b for b in by_kind["PodDisruptionBudget"]
+            if all(job["spec"]["template"]["metadata"]["labels"].get(k) == v
+                   for k, v in b["spec"]["selector"]["matchLabels"].items())]
+    if len(pdbs) != 1:
+        fail(f"{role}: {len(pdbs)} PodDisruptionBudgets select its pods")
+    if not spec["containers"][0].get("resources", {}).get("requests"):
+        fail(f"{role}: no resource requests")
     if job["spec"].get("selector"):
         fail(f"{role}: a Job must not carry a selector (the API server makes it)")
     vols = {v["name"]: v for v in spec["volumes"]}
@@ -50,4 +64,32 @@ if worker_cfg["averager"] != f"tcp://{svc['metadata']['name']}:{svc['spec']['por
 if "parallelism" not in jobs["worker"]["spec"]:
     fail("the workers Job has no parallelism")
 print(f"base: {len(docs)} objects, consistent")
+PY
+python3 - "$scratch" <<'PY'
+import pathlib, re, sys, yaml
+def fail(msg):
+    print("FAILED:", msg); sys.exit(1)
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.yaml")):
+    docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
+    cm = next(d for d in docs if d["kind"] == "ConfigMap")
+    avg_cfg = yaml.safe_load(cm["data"]["averager.yaml"])
+    jobs = {d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: d
+            for d in docs if d["kind"] == "Job"}
+    avg = jobs["averager"]["spec"]["template"]["spec"]["containers"][0]
+    probe = " ".join(avg["livenessProbe"]["exec"]["command"])
+    port = re.search(r"/dev/tcp/127\.0\.0\.1/(\d+)", probe)
+    if not port or int(port.group(1)) != avg_cfg.get("metrics-port"):
+        fail(f"{f.stem}: the liveness probe ({probe}) does not read metrics-port {avg_cfg.get('metrics-port')}")
+    if f.stem == "speech":
+        wrk_cfg = yaml.safe_load(cm["data"]["worker.yaml"])
+        for role, cfg in (("averager", avg_cfg), ("worker", wrk_cfg)):
+            if cfg.get("model") != "kws-cnn" or cfg.get("dataset") != "kws":
+                fail(f"speech: the {role} does not train kws-cnn on kws")
+            spec = jobs[role]["spec"]["template"]["spec"]
+            claim = {v["name"] for v in spec["volumes"]
+                     if v.get("persistentVolumeClaim", {}).get("claimName") == "prsgd-kws-data"}
+            mounts = {m["mountPath"] for m in spec["containers"][0]["volumeMounts"] if m["name"] in claim}
+            if cfg.get("data-dir") not in mounts:
+                fail(f"speech: the {role}'s data-dir {cfg.get('data-dir')} is not where the claim is mounted {mounts}")
+    print(f"{f.stem}: probe on metrics port {port.group(1)}")
 PY
