@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <queue>
 #include <random>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -47,6 +49,20 @@ struct event {
   std::int64_t at_ns = 0;   // a wakeup's exact time on the core's clock (0: none), so the core sees it due
   std::variant<std::monostate, actors::to_averager, actors::to_worker> msg;
 };
+
+// The cores send any_msg; a receiver takes its own narrower variant (a core never sends the other kind).
+template <class To>
+To narrow(actors::any_msg m) {
+  return std::visit(
+      [](auto&& x) -> To {
+        if constexpr (std::is_constructible_v<To, std::decay_t<decltype(x)>>) {
+          return To{std::forward<decltype(x)>(x)};
+        } else {
+          return To{};
+        }
+      },
+      std::move(m));
+}
 
 struct later {
   bool operator()(const event& a, const event& b) const { return a.t != b.t ? a.t > b.t : a.seq > b.seq; }
@@ -185,17 +201,7 @@ void engine::averager_actions(actions a) {
     }
     const double bytes = payload_bytes(s.msg);
     const double at = deliver_time(workers_[w].host, bytes, start, up_done);
-    actors::to_worker m = std::visit(
-        [](auto&& x) -> actors::to_worker {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_constructible_v<actors::to_worker, T>) {
-            return actors::to_worker{std::move(x)};
-          } else {
-            return actors::to_worker{};
-          }
-        },
-        std::move(s.msg));
-    push(event{at, 0, ev::to_worker, w, 0, 0, std::move(m)});
+    push(event{at, 0, ev::to_worker, w, 0, 0, narrow<actors::to_worker>(std::move(s.msg))});
   }
   for (const auto& line : a.lines) {
     if (line.submissions > 0) {
@@ -225,17 +231,7 @@ void engine::worker_actions(std::size_t w, actions a) {
     h.up_free = up_done;
     h.bytes_up += bytes;
     const double at = deliver_time(0, bytes, start, up_done);
-    actors::to_averager m = std::visit(
-        [](auto&& x) -> actors::to_averager {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_constructible_v<actors::to_averager, T>) {
-            return actors::to_averager{std::move(x)};
-          } else {
-            return actors::to_averager{};
-          }
-        },
-        std::move(s.msg));
-    push(event{at, 0, ev::to_averager, w, 0, 0, std::move(m)});
+    push(event{at, 0, ev::to_averager, w, 0, 0, narrow<actors::to_averager>(std::move(s.msg))});
   }
   if (a.cancel_task && wk.task) {
     wk.busy_s += now_ - wk.task_start;
@@ -317,6 +313,7 @@ void engine::schedule_churn() {
 
 expected<sim_result> engine::run() {
   const auto wall0 = std::chrono::steady_clock::now();
+  const std::clock_t cpu0 = std::clock();
   actors::averager_config ac;
   ac.interval = c_.interval;
   ac.intervals = c_.intervals;
@@ -442,6 +439,7 @@ expected<sim_result> engine::run() {
   res_.worker_bytes_per_round_max = wmax / rounds;
   res_.worker_bytes_per_round_mean = workers_.empty() ? 0 : wsum / static_cast<double>(workers_.size()) / rounds;
   res_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  res_.cpu_s = static_cast<double>(std::clock() - cpu0) / CLOCKS_PER_SEC;
   return res_;
 }
 
@@ -472,13 +470,14 @@ std::string to_json(const sim_result& r) {
                 "\"barrier_wait_s_mean\":%.5f,\"utilisation\":%.4f,\"members_mean\":%.2f,"
                 "\"averager_bytes_per_round\":%.0f,\"worker_bytes_per_round_max\":%.0f,"
                 "\"worker_bytes_per_round_mean\":%.0f,\"closed_by_deadline\":%llu,\"crashes\":%llu,\"leaves\":%llu,"
-                "\"joins\":%llu,\"removed\":%llu,\"events\":%llu,\"wall_s\":%.3f}",
+                "\"joins\":%llu,\"removed\":%llu,\"events\":%llu,\"wall_s\":%.3f,\"cpu_s\":%.3f}",
                 static_cast<unsigned long long>(r.rounds), r.sim_s, r.rounds_per_hour, r.round_s_mean, r.round_s_median,
                 r.barrier_wait_s_mean, r.utilisation, r.members_mean, r.averager_bytes_per_round,
                 r.worker_bytes_per_round_max, r.worker_bytes_per_round_mean,
                 static_cast<unsigned long long>(r.closed_by_deadline), static_cast<unsigned long long>(r.crashes),
                 static_cast<unsigned long long>(r.leaves), static_cast<unsigned long long>(r.joins),
-                static_cast<unsigned long long>(r.removed), static_cast<unsigned long long>(r.events), r.wall_s);
+                static_cast<unsigned long long>(r.removed), static_cast<unsigned long long>(r.events), r.wall_s,
+                r.cpu_s);
   return buf;
 }
 

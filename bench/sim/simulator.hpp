@@ -73,6 +73,7 @@ struct sim_result {
   std::uint64_t crashes = 0, leaves = 0, joins = 0, removed = 0;
   std::uint64_t events = 0;
   double wall_s = 0;                 ///< real seconds the simulation took
+  double cpu_s = 0;                  ///< CPU seconds it took (wall_s also counts waiting for a loaded CPU)
 };
 
 /// Runs one job: the real averager_core and one worker_core per worker on a fake clock, messages carried
