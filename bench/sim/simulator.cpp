@@ -44,9 +44,9 @@ struct event {
   double t = 0;
   std::uint64_t seq = 0;
   ev kind = ev::churn;
-  std::size_t worker = 0;   // worker index (to_worker, worker_tick, trained; to_averager: the sender)
-  std::uint64_t gen = 0;    // wakeup / task generation it belongs to
-  std::int64_t at_ns = 0;   // a wakeup's exact time on the core's clock (0: none), so the core sees it due
+  std::size_t worker = 0;  // worker index (to_worker, worker_tick, trained; to_averager: the sender)
+  std::uint64_t gen = 0;   // wakeup / task generation it belongs to
+  std::int64_t at_ns = 0;  // a wakeup's exact time on the core's clock (0: none), so the core sees it due
   std::variant<std::monostate, actors::to_averager, actors::to_worker> msg;
 };
 
@@ -303,8 +303,8 @@ void engine::crash(std::size_t w) {
 }
 
 void engine::schedule_churn() {
-  const double per_s = (c_.crash_per_hour + c_.leave_per_hour) * static_cast<double>(alive_) / 3600.0 +
-                       c_.join_per_hour / 3600.0;
+  const double per_s =
+      (c_.crash_per_hour + c_.leave_per_hour) * static_cast<double>(alive_) / 3600.0 + c_.join_per_hour / 3600.0;
   if (per_s <= 0) {
     return;
   }
@@ -332,7 +332,8 @@ expected<sim_result> engine::run() {
   ac.total_steps = c_.rounds * c_.interval;
   ac.spec.batch_size = 64;
   ac.accounting_rounds_kept = 4;
-  auto made = actors::averager_core::make(ac, clock_, std::vector<float>(std::max<std::size_t>(1, c_.core_floats), 0.0F));
+  auto made =
+      actors::averager_core::make(ac, clock_, std::vector<float>(std::max<std::size_t>(1, c_.core_floats), 0.0F));
   if (!made) {
     return unexpected(made.error());
   }
@@ -374,9 +375,7 @@ expected<sim_result> engine::run() {
           worker_actions(e.worker, workers_[e.worker].core->tick());
         }
         break;
-      case ev::trained:
-        on_trained(e.worker, e.gen);
-        break;
+      case ev::trained: on_trained(e.worker, e.gen); break;
       case ev::churn: {
         const double crash_w = c_.crash_per_hour * static_cast<double>(alive_);
         const double leave_w = c_.leave_per_hour * static_cast<double>(alive_);
@@ -465,19 +464,19 @@ expected<sim_result> simulate(const sim_config& config) {
 
 std::string to_json(const sim_result& r) {
   char buf[1024];
-  std::snprintf(buf, sizeof buf,
-                "{\"rounds\":%llu,\"sim_s\":%.4f,\"rounds_per_hour\":%.2f,\"round_s_mean\":%.5f,\"round_s_median\":%.5f,"
-                "\"barrier_wait_s_mean\":%.5f,\"utilisation\":%.4f,\"members_mean\":%.2f,"
-                "\"averager_bytes_per_round\":%.0f,\"worker_bytes_per_round_max\":%.0f,"
-                "\"worker_bytes_per_round_mean\":%.0f,\"closed_by_deadline\":%llu,\"crashes\":%llu,\"leaves\":%llu,"
-                "\"joins\":%llu,\"removed\":%llu,\"events\":%llu,\"wall_s\":%.3f,\"cpu_s\":%.3f}",
-                static_cast<unsigned long long>(r.rounds), r.sim_s, r.rounds_per_hour, r.round_s_mean, r.round_s_median,
-                r.barrier_wait_s_mean, r.utilisation, r.members_mean, r.averager_bytes_per_round,
-                r.worker_bytes_per_round_max, r.worker_bytes_per_round_mean,
-                static_cast<unsigned long long>(r.closed_by_deadline), static_cast<unsigned long long>(r.crashes),
-                static_cast<unsigned long long>(r.leaves), static_cast<unsigned long long>(r.joins),
-                static_cast<unsigned long long>(r.removed), static_cast<unsigned long long>(r.events), r.wall_s,
-                r.cpu_s);
+  std::snprintf(
+      buf, sizeof buf,
+      "{\"rounds\":%llu,\"sim_s\":%.4f,\"rounds_per_hour\":%.2f,\"round_s_mean\":%.5f,\"round_s_median\":%.5f,"
+      "\"barrier_wait_s_mean\":%.5f,\"utilisation\":%.4f,\"members_mean\":%.2f,"
+      "\"averager_bytes_per_round\":%.0f,\"worker_bytes_per_round_max\":%.0f,"
+      "\"worker_bytes_per_round_mean\":%.0f,\"closed_by_deadline\":%llu,\"crashes\":%llu,\"leaves\":%llu,"
+      "\"joins\":%llu,\"removed\":%llu,\"events\":%llu,\"wall_s\":%.3f,\"cpu_s\":%.3f}",
+      static_cast<unsigned long long>(r.rounds), r.sim_s, r.rounds_per_hour, r.round_s_mean, r.round_s_median,
+      r.barrier_wait_s_mean, r.utilisation, r.members_mean, r.averager_bytes_per_round, r.worker_bytes_per_round_max,
+      r.worker_bytes_per_round_mean, static_cast<unsigned long long>(r.closed_by_deadline),
+      static_cast<unsigned long long>(r.crashes), static_cast<unsigned long long>(r.leaves),
+      static_cast<unsigned long long>(r.joins), static_cast<unsigned long long>(r.removed),
+      static_cast<unsigned long long>(r.events), r.wall_s, r.cpu_s);
   return buf;
 }
 

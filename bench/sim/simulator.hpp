@@ -58,13 +58,13 @@ struct sim_config {
 
 /// Holds what a run measured.
 struct sim_result {
-  std::uint64_t rounds = 0;          ///< trained rounds
-  double sim_s = 0;                  ///< simulated seconds to the last round's close
+  std::uint64_t rounds = 0;  ///< trained rounds
+  double sim_s = 0;          ///< simulated seconds to the last round's close
   double rounds_per_hour = 0;
-  double round_s_mean = 0;           ///< over trained rounds (the averager's round_s)
+  double round_s_mean = 0;  ///< over trained rounds (the averager's round_s)
   double round_s_median = 0;
-  double barrier_wait_s_mean = 0;    ///< first accepted submission to the close
-  double utilisation = 0;            ///< worker compute time / worker lifetime, summed over workers
+  double barrier_wait_s_mean = 0;  ///< first accepted submission to the close
+  double utilisation = 0;          ///< worker compute time / worker lifetime, summed over workers
   double members_mean = 0;
   double averager_bytes_per_round = 0;     ///< averager link, in + out
   double worker_bytes_per_round_max = 0;   ///< the busiest worker link, in + out, over the run / rounds
@@ -72,8 +72,8 @@ struct sim_result {
   std::uint64_t closed_by_deadline = 0;
   std::uint64_t crashes = 0, leaves = 0, joins = 0, removed = 0;
   std::uint64_t events = 0;
-  double wall_s = 0;                 ///< real seconds the simulation took
-  double cpu_s = 0;                  ///< CPU seconds it took (wall_s also counts waiting for a loaded CPU)
+  double wall_s = 0;  ///< real seconds the simulation took
+  double cpu_s = 0;   ///< CPU seconds it took (wall_s also counts waiting for a loaded CPU)
 };
 
 /// Runs one job: the real averager_core and one worker_core per worker on a fake clock, messages carried

@@ -32,10 +32,11 @@ TEST(SimulatorTest, EqualWorkersTakeTheStarRoundTime) {
   // RESTARTs share the averager's up link (N·4P/B), every worker trains I steps, the MODELs queue on its
   // down link (N·4P/B).
   const double bytes = 4 * c.model_floats + c.header_bytes;
-  const double expected = 2 * static_cast<double>(c.workers) * bytes / c.averager_rate +
-                          static_cast<double>(c.interval) * c.step_s;
+  const double expected =
+      2 * static_cast<double>(c.workers) * bytes / c.averager_rate + static_cast<double>(c.interval) * c.step_s;
   EXPECT_NEAR(r->round_s_median, expected, 0.02 * expected);
-  EXPECT_NEAR(r->averager_bytes_per_round, 2 * static_cast<double>(c.workers) * bytes, 0.01 * r->averager_bytes_per_round);
+  EXPECT_NEAR(r->averager_bytes_per_round, 2 * static_cast<double>(c.workers) * bytes,
+              0.01 * r->averager_bytes_per_round);
   EXPECT_NEAR(r->worker_bytes_per_round_mean, 2 * bytes, 0.01 * r->worker_bytes_per_round_mean);
   EXPECT_NEAR(r->members_mean, 8.0, 1e-9);
   EXPECT_GT(r->utilisation, 0.0);
