@@ -6,7 +6,8 @@
                      [--momentum 0.9] [--eval-every K] [--seed 1] [--port P] [--shards fixed|prsgd]
                      [--init FILE] [--order-cache DIR] --out metrics.jsonl
 
-N processes (torch.multiprocessing spawn), gloo on 127.0.0.1, torch.set_num_threads(1) in each.
+N processes (torch.multiprocessing spawn), gloo on 127.0.0.1, torch.set_num_threads(1) in each; or, with
+--rank R --init-method tcp://HOST:PORT, this process is rank R alone (one process per host, bench/vs_gloo).
 I = 1: DistributedDataParallel (gradient all-reduce every step, i.e. synchronous mini-batch SGD).
 I > 1: plain local SGD steps + PeriodicModelAverager(period=I, warmup_steps=0) (parameter all-reduce
 every I steps). Its step counter starts at 1 instead of 0 (it averages when step % I == 0, which would
@@ -101,9 +102,12 @@ def evaluate(model, xte, yte):
 
 def worker(rank, a, t0):
     torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(a.port)
-    dist.init_process_group("gloo", rank=rank, world_size=a.workers)
+    if a.init_method:
+        dist.init_process_group("gloo", init_method=a.init_method, rank=rank, world_size=a.workers)
+    else:
+        os.environ["MASTER_ADDR"] = "127.0.0.1"
+        os.environ["MASTER_PORT"] = str(a.port)
+        dist.init_process_group("gloo", rank=rank, world_size=a.workers)
     xtr, ytr = load("train")
     xte, yte = (load("t10k") if rank == 0 else (None, None))
     torch.manual_seed(a.seed)  # identical initial parameters on every rank
@@ -191,9 +195,21 @@ def main():
     p.add_argument("--init", help="initial parameters: raw little-endian float32 in prsgd's flat layout (written by "
                                    "`prsgd_nn_bench init MODEL SEED FILE`), instead of torch.manual_seed(--seed)")
     p.add_argument("--port", type=int, default=29500 + os.getpid() % 20000)
-    p.add_argument("--out", required=True)
+    p.add_argument("--rank", type=int,
+                   help="run only this rank in this process (one process per host) instead of spawning --workers")
+    p.add_argument("--init-method", help="with --rank: the process group's rendezvous, e.g. tcp://10.77.0.1:29500")
+    p.add_argument("--t0", type=float, help="the clock's zero as a CLOCK_MONOTONIC reading (default: this process's start)")
+    p.add_argument("--out", required=True, help="metrics file (written by rank 0 only)")
     a = p.parse_args()
-    torch.multiprocessing.spawn(worker, args=(a, T0), nprocs=a.workers, join=True)
+    if (a.rank is None) != (a.init_method is None):
+        p.error("--rank and --init-method go together")
+    if a.rank is not None and not 0 <= a.rank < a.workers:
+        p.error(f"--rank must be in 0..{a.workers - 1}")
+    t0 = T0 if a.t0 is None else a.t0
+    if a.rank is not None:
+        worker(a.rank, a, t0)
+    else:
+        torch.multiprocessing.spawn(worker, args=(a, t0), nprocs=a.workers, join=True)
 
 
 if __name__ == "__main__":
