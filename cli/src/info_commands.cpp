@@ -91,11 +91,15 @@ std::string shape_text(const algorithms::shape3& s) {
 }
 
 std::string thousands(std::size_t n) {
-  std::string digits = std::to_string(n);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) {
-    digits.insert(static_cast<std::size_t>(i), ",");
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) {
+      out.push_back(',');
+    }
+    out.push_back(digits[i]);
   }
-  return digits;
+  return out;
 }
 
 // Every registered data set: its shape read from its files (the default location, or --data-dir for
