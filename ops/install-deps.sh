@@ -3,9 +3,10 @@
 # Installs every Debian 12 package prsgd's build, tests and examples need. Idempotent: only missing
 # packages are installed, and apt-get update runs only when something is missing.
 #   ops/install-deps.sh            build + tests + examples (PyTorch too: the export tests load prsgd's
-#                                  weights into the PyTorch twins; libpng for `prsgd predict`; podman,
-#                                  debootstrap, Slurm and kubectl for the deployment tests)
-#   ops/install-deps.sh --bench    also CAF and gnuplot for bench/ and ops/paper-experiment
+#                                  weights into the PyTorch twins; libpng for `prsgd predict`; gnuplot
+#                                  for `prsgd plot`; help2man for the man pages; zsh to check the zsh
+#                                  completion; podman, debootstrap, Slurm and kubectl for the deployment tests)
+#   ops/install-deps.sh --bench    also CAF for bench/
 #                                  clang for the fuzz targets (the fuzz preset, ops/fuzz.sh)
 #   ops/install-deps.sh --lint     also clang-tidy (.clang-tidy; clang itself is always installed)
 set -euo pipefail
@@ -20,6 +21,7 @@ packages=(
   iproute2 procps python3 python3-numpy python3-sklearn python3-zmq python3-msgpack
   libblas-dev libopenblas0-pthread
   libpng-dev python3-torch
+  gnuplot-nox help2man zsh
   clang-format clang
   podman runc catatonit debootstrap slurm-wlm munge
   openssh-server openssh-client python3-yaml
@@ -29,7 +31,7 @@ packages=(
 command -v kubectl >/dev/null || packages+=(kubernetes-client)
 case "${1:-}" in
   "") ;;
-  --bench) packages+=(libcaf-dev libopenblas0-pthread gnuplot-nox) ;;
+  --bench) packages+=(libcaf-dev libopenblas0-pthread) ;;
   --lint) packages+=(clang-tidy) ;;
   *) echo "install-deps: unknown option '$1' (use --bench or --lint)" >&2; exit 2 ;;
 esac

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -116,6 +117,19 @@ expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, co
   return plugins;
 }
 
+expected<void> make_parent_directory(const std::string& file, const std::string& what) {
+  const auto dir = std::filesystem::path{file}.parent_path();
+  std::error_code ec;
+  if (dir.empty() || std::filesystem::is_directory(dir, ec)) {
+    return {};
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return fail(errc::io_error, "cannot create the directory '" + dir.string() + "' of " + what + ": " + ec.message());
+  }
+  return {};
+}
+
 int data_error_status(const error& e) { return e.code == errc::io_error ? exit_failure : exit_usage; }
 
 bool announce_endpoint(const std::string& role, const std::string& file, const std::string& endpoint) {
@@ -168,10 +182,18 @@ int run_local(const local_options& o) {
   local_endpoints ep;
   ep.averager_listen = "tcp://127.0.0.1:" + (o.port == 0 ? std::string{"*"} : std::to_string(o.port));
   ep.head_listen = "tcp://127.0.0.1:*";
-  const std::string metrics =
-      o.output.metrics_jsonl.empty() ? (std::filesystem::path{o.log_dir} / "metrics.jsonl").string()
-                                     : o.output.metrics_jsonl;
-  std::filesystem::remove(metrics, ec);  // so the progress line never shows an older run
+  const std::string metrics = o.output.metrics_jsonl.empty()
+                                  ? (std::filesystem::path{o.log_dir} / "metrics.jsonl").string()
+                                  : o.output.metrics_jsonl;
+  // A job that may resume from --checkpoint-dir keeps its earlier rounds: the averager drops the lines of the
+  // rounds it runs again and appends. Otherwise the old file goes, so the progress line never shows an older run.
+  if (o.schedule.checkpoint_dir.empty() || o.schedule.fresh) {
+    std::filesystem::remove(metrics, ec);
+  }
+  if (auto made = make_parent_directory(metrics, "--metrics-jsonl"); !made) {
+    std::fprintf(stderr, "prsgd local: %s\n", made.error().message().c_str());
+    return exit_failure;
+  }
   // An ephemeral CURVE key pair for this job: only the processes started here hold it, so nobody else on
   // this host can join the job or talk to its head, even on loopback.
   auto keys = make_job_keys(o.log_dir);
@@ -269,7 +291,12 @@ int run_local(const local_options& o) {
                  acc, done_line->rounds.value_or(snapshot.round), snapshot.epoch, bytes_in / 1e6, bytes_out / 1e6,
                  done_line->wall_s.value_or(snapshot.elapsed_s), metrics.c_str());
   }
-  return not_ready && report.exit_code == 0 ? exit_failure : report.exit_code;
+  // An averager that ends with status 0 before it listens found its job already finished in --checkpoint-dir
+  // (its log says so, shown above): nothing went wrong.
+  const bool averager_done = std::any_of(report.children.begin(), report.children.end(), [](const auto& c) {
+    return c.name == "averager" && c.ok();
+  });
+  return not_ready && report.exit_code == 0 && !averager_done ? exit_failure : report.exit_code;
 }
 
 int run_keygen(const keygen_options& o) {

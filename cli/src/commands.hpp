@@ -36,6 +36,9 @@ inline constexpr int exit_stopped = 3;
                                                                    const std::string& model = {},
                                                                    const std::string& dataset = {});
 
+/// Creates the directory `file` goes into when it does not exist; io_error naming it and `what` otherwise.
+[[nodiscard]] expected<void> make_parent_directory(const std::string& file, const std::string& what);
+
 /// Returns the exit status for a failure to load the data: exit_usage for bad input (a missing, malformed or
 /// inconsistent file, a bad --data-option), exit_failure for an I/O error.
 [[nodiscard]] int data_error_status(const error& e);
@@ -73,5 +76,13 @@ int run_export(const export_options& o);
 int run_eval(const eval_options& o);
 /// Prints the top-k classes of input files.
 int run_predict(const predict_options& o);
+
+// Looking at runs and registries (cli/src/info_commands.cpp).
+/// Draws metrics files with gnuplot.
+int run_plot(const plot_options& o);
+/// Lists the registered models or data sets.
+int run_list(const list_options& o);
+/// Prints a shell completion script.
+int run_completion(const completion_options& o);
 
 }  // namespace prsgd::cli

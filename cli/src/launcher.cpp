@@ -542,6 +542,9 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   if (o.output.metrics_port != 0) {
     add(avg.argv, "--metrics-port", text(o.output.metrics_port));
   }
+  if (!o.output.metrics_bind.empty()) {
+    add(avg.argv, "--metrics-bind", o.output.metrics_bind);
+  }
   // The trained model: the averager writes it.
   append(avg.argv, to_arguments(o.save));
   out.push_back(std::move(avg));

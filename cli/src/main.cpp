@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
                           [](const export_options& o) { return run_export(o); },
                           [](const eval_options& o) { return run_eval(o); },
                           [](const predict_options& o) { return run_predict(o); },
+                          [](const plot_options& o) { return run_plot(o); },
+                          [](const list_options& o) { return run_list(o); },
+                          [](const completion_options& o) { return run_completion(o); },
                       },
                       *cmd);
   } catch (const std::exception& e) {

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Validation of the parsed option groups: every rule a value must meet, as a one-line usage error.
+#include <arpa/inet.h>
+
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 
@@ -94,6 +97,12 @@ expected<void> validate(const output_options& o) {
   }
   if (o.metrics_port < 0 || o.metrics_port > 65535) {
     return bad("--metrics-port must be 0..65535 (got " + str(o.metrics_port) + ")");
+  }
+  if (!o.metrics_bind.empty()) {
+    if (o.metrics_port != 0) {
+      return bad("give --metrics-port or --metrics-bind, not both");
+    }
+    PRSGD_TRY(parse_host_port(o.metrics_bind, "--metrics-bind"));
   }
   return one_of(o.progress, {"auto", "plain", "off"}, "--progress");
 }
@@ -419,6 +428,63 @@ expected<void> validate(const predict_options& o) {
     return bad("needs at least one INPUT file (IDX, PNG, NPY or WAV)");
   }
   return {};
+}
+
+expected<void> validate(const plot_options& o) {
+  if (o.runs.empty()) {
+    return bad("needs at least one METRICS.jsonl file");
+  }
+  if (o.out.empty()) {
+    return bad("needs -o FILE");
+  }
+  PRSGD_TRY(one_of(o.y, {"accuracy", "loss", "idle", "bytes"}, "--y"));
+  PRSGD_TRY(one_of(o.x, {"round", "epoch", "wall"}, "--x"));
+  PRSGD_TRY(one_of(o.format, {"auto", "png", "svg"}, "--format"));
+  if (o.labels.size() > o.runs.size()) {
+    return bad("--label given " + str(o.labels.size()) + " times for " + str(o.runs.size()) + " runs");
+  }
+  PRSGD_TRY(at_least(o.width, 100, "--width"));
+  PRSGD_TRY(at_least(o.height, 100, "--height"));
+  for (const auto& f : o.runs) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(f, ec)) {
+      return fail(errc::not_found, "metrics file '" + f + "' does not exist");
+    }
+  }
+  return {};
+}
+
+expected<void> validate(const list_options& o) {
+  PRSGD_TRY(validate(o.output));
+  if (!o.data_dir.empty() && o.dataset.empty()) {
+    return bad("--data-dir needs --dataset");
+  }
+  return {};
+}
+
+expected<void> validate(const completion_options& o) { return one_of(o.shell, {"bash", "zsh"}, "the shell"); }
+
+expected<host_port> parse_host_port(const std::string& text, const std::string& what) {
+  const auto colon = text.rfind(':');
+  const auto usage = [&] {
+    return bad(what + " must be ADDR:PORT with an IPv4 address and a port 1..65535, e.g. 0.0.0.0:9400 (got '" + text +
+               "')");
+  };
+  if (colon == std::string::npos || colon == 0) {
+    return usage();
+  }
+  host_port out;
+  out.host = text.substr(0, colon);
+  const std::string port = text.substr(colon + 1);
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), out.port);
+  if (ec != std::errc{} || end != port.data() + port.size() || out.port < 1 || out.port > 65535) {
+    return usage();
+  }
+  in_addr addr{};
+  if (::inet_pton(AF_INET, out.host.c_str(), &addr) != 1) {
+    return usage();
+  }
+  return out;
 }
 
 }  // namespace prsgd::cli

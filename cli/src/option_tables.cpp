@@ -19,7 +19,10 @@ std::string one_line(std::string text) {
   return text;
 }
 
-void add_output(CLI::App& app, output_options& o) {
+void add_output(CLI::App& app, output_options& o, bool metrics) {
+  // A worker or head takes the metrics options and ignores them, so one config file or script line serves
+  // every role; its --help does not list them (the empty group hides an option).
+  const std::string metrics_group = metrics ? "Common" : "";
   app.add_option("--config", o.config_file,
                  "YAML file with any of these options (keys = long names without --); flags override it")
       ->type_name("FILE")
@@ -31,15 +34,21 @@ void add_output(CLI::App& app, output_options& o) {
       ->type_name("PATH")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->group("Common");
-  app.add_option("--metrics-jsonl", o.metrics_jsonl, "Append one JSON object per round to FILE")
+  app.add_option("--metrics-jsonl", o.metrics_jsonl,
+                 "Write one JSON object per closed round to FILE (a new job truncates it, a resumed one appends)")
       ->type_name("FILE")
-      ->group("Common");
-  app.add_option("--metrics-port", o.metrics_port, "Serve metrics on 127.0.0.1:PORT (0 = off)")
+      ->group(metrics_group);
+  app.add_option("--metrics-port", o.metrics_port, "Serve Prometheus metrics on 127.0.0.1:PORT (0 = off)")
       ->capture_default_str()
-      ->group("Common");
+      ->group(metrics_group);
+  app.add_option("--metrics-bind", o.metrics_bind,
+                 "Serve Prometheus metrics on ADDR:PORT instead, e.g. 0.0.0.0:9400 (read-only; off loopback on "
+                 "purpose)")
+      ->type_name("ADDR:PORT")
+      ->group(metrics_group);
   app.add_option("--progress", o.progress, "auto (updating line on a terminal) | plain | off")
       ->capture_default_str()
-      ->group("Common");
+      ->group(metrics_group);
 }
 
 std::vector<option_def> liveness_table(liveness_options& o) {
@@ -51,10 +60,10 @@ std::vector<option_def> liveness_table(liveness_options& o) {
 
 std::vector<option_def> model_table(model_options& o) {
   return {
-      {"--model", "Registered model name (fmnist-mlp, fmnist-cnn, kws-cnn, ...) or a spec: mlp:IN-H-...-OUT, cnn:...",
-       &o.model},
+      {"--model", "A registered model (list: prsgd models) or a spec: mlp:IN-H-...-OUT, cnn:...", &o.model},
       {"--dataset",
-       "auto (kws for kws-* models, else fashion-mnist) | fashion-mnist | kws | npy | csv | wav-folder | a plugin's",
+       "auto (kws for kws-* models, else fashion-mnist), fashion-mnist, kws, npy, csv, wav-folder or a plugin's "
+       "(list: prsgd datasets)",
        &o.dataset},
       {"--data-dir", "Data set directory (default: the data set's standard location)", &o.data_dir, true},
       {"--data-option", "KEY=VALUE setting of the data set (repeatable), e.g. label-column=last for csv",
@@ -178,16 +187,21 @@ std::vector<std::string> table_arguments(const std::vector<option_def>& table) {
 
 void add_liveness(CLI::App& app, liveness_options& o) { add_table(app, liveness_table(o), "Failure detection"); }
 
-void add_security(CLI::App& app, security_options& o) {
+void add_security(CLI::App& app, security_options& o, bool server, bool client) {
   app.add_option("--curve-public-key", o.curve_public_key, "This process's CURVE public key file (prsgd keygen)")
+      ->type_name("FILE")
       ->group("Security");
   app.add_option("--curve-secret-key", o.curve_secret_key, "This process's CURVE secret key file")
+      ->type_name("FILE")
       ->group("Security");
+  // The side a role does not play is accepted (and ignored) but not listed.
   app.add_option("--curve-allow", o.curve_allow,
-                 "Client public key file allowed to connect (repeatable; servers only; default: any client)")
-      ->group("Security");
-  app.add_option("--curve-server-key", o.curve_server_key, "The server's CURVE public key file (clients only)")
-      ->group("Security");
+                 "Client public key file allowed to connect (repeatable; default: any client with the server key)")
+      ->type_name("FILE")
+      ->group(server ? "Security" : "");
+  app.add_option("--curve-server-key", o.curve_server_key, "The CURVE public key file of the server to connect to")
+      ->type_name("FILE")
+      ->group(client ? "Security" : "");
   app.add_flag("--insecure", o.insecure,
                "Allow a non-loopback tcp address without CURVE keys (anyone who reaches the port can join)")
       ->group("Security");

@@ -58,9 +58,11 @@ void add_table(CLI::App& app, const std::vector<option_def>& table, const std::s
 std::vector<std::string> table_arguments(const std::vector<option_def>& table);
 
 // The groups as CLI11 options, each under its --help heading.
-void add_output(CLI::App& app, output_options& o);
+// `metrics`: false for a role that ignores --metrics-*/--progress (accepted, not listed in --help).
+void add_output(CLI::App& app, output_options& o, bool metrics);
 void add_liveness(CLI::App& app, liveness_options& o);
-void add_security(CLI::App& app, security_options& o);
+// `server` lists --curve-allow, `client` --curve-server-key; the other is accepted but not listed.
+void add_security(CLI::App& app, security_options& o, bool server, bool client);
 void add_model(CLI::App& app, model_options& o);
 void add_schedule(CLI::App& app, schedule_options& o);
 void add_save(CLI::App& app, save_options& o);

@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "option_tables.hpp"
@@ -41,6 +43,14 @@ struct parser {
   CLI::App* worker_cmd = nullptr;
   CLI::App* local_cmd = nullptr;
   CLI::App* keygen_cmd = nullptr;
+  plot_options plot;
+  list_options models;
+  list_options datasets;
+  completion_options completion;
+  CLI::App* plot_cmd = nullptr;
+  CLI::App* models_cmd = nullptr;
+  CLI::App* datasets_cmd = nullptr;
+  CLI::App* completion_cmd = nullptr;
 
   parser() {
     // A repeated scalar flag takes its last value, so scripts can append overrides.
@@ -53,7 +63,7 @@ struct parser {
         "Run `prsgd <subcommand> --help` for its options; docs/cli.md has everything.");
 
     local_cmd = app.add_subcommand("local", "Start an averager and N workers as processes on this machine");
-    add_output(*local_cmd, local.output);
+    add_output(*local_cmd, local.output, true);
     add_model(*local_cmd, local.model);
     add_schedule(*local_cmd, local.schedule);
     add_liveness(*local_cmd, local.liveness);
@@ -84,11 +94,11 @@ struct parser {
     averager_cmd->add_option("--endpoint-file", averager.endpoint_file, endpoint_file_help)
         ->type_name("FILE")
         ->group("Network");
-    add_output(*averager_cmd, averager.output);
+    add_output(*averager_cmd, averager.output, true);
     add_model(*averager_cmd, averager.model);
     add_schedule(*averager_cmd, averager.schedule);
     add_liveness(*averager_cmd, averager.liveness);
-    add_security(*averager_cmd, averager.security);
+    add_security(*averager_cmd, averager.security, true, true);
     averager_cmd->footer("Example: prsgd averager --listen tcp://0.0.0.0:7500 --model fmnist-mlp --interval 8");
     add_save(*averager_cmd, averager.save);
 
@@ -103,10 +113,10 @@ struct parser {
     worker_cmd->add_option("--slowdown-ms", worker.slowdown_ms, "Artificial delay per local step in ms")
         ->capture_default_str()
         ->group("Network");
-    add_output(*worker_cmd, worker.output);
+    add_output(*worker_cmd, worker.output, false);
     add_model(*worker_cmd, worker.model);
     add_liveness(*worker_cmd, worker.liveness);
-    add_security(*worker_cmd, worker.security);
+    add_security(*worker_cmd, worker.security, false, true);
     worker_cmd->footer("Example: prsgd worker --averager tcp://127.0.0.1:7500 --model fmnist-mlp");
 
     head_cmd = app.add_subcommand("head", "Run the head node: membership and names for a multi-host cluster");
@@ -115,9 +125,9 @@ struct parser {
     head_cmd->add_option("--endpoint-file", head.endpoint_file, endpoint_file_help)
         ->type_name("FILE")
         ->group("Network");
-    add_output(*head_cmd, head.output);
+    add_output(*head_cmd, head.output, false);
     add_liveness(*head_cmd, head.liveness);
-    add_security(*head_cmd, head.security);
+    add_security(*head_cmd, head.security, true, false);
 
     keygen_cmd = app.add_subcommand("keygen", "Write a CURVE key pair (NAME.public, NAME.secret) in Z85");
     keygen_cmd->add_option("--out-dir", keygen.out_dir, "Directory to write into")->capture_default_str();
@@ -152,6 +162,39 @@ struct parser {
     predict_cmd->add_option("inputs", predict.inputs, "Input files")->type_name("INPUT...");
     add_tool_output(*predict_cmd, predict.output);
     predict_cmd->footer("Example: prsgd predict --model fmnist-cnn --weights model.safetensors --top-k 3 shoe.png");
+
+    plot_cmd = app.add_subcommand("plot", "Draw runs' metrics files with gnuplot: accuracy, loss, idle, bytes");
+    plot_cmd->add_option("runs", plot.runs, "Metrics files (--metrics-jsonl), one run each")
+        ->type_name("METRICS.jsonl...");
+    plot_cmd->add_option("-o,--out", plot.out, "Picture to write (required)")->type_name("FILE");
+    plot_cmd->add_option("--y", plot.y, "accuracy | loss | idle | bytes (idle: per worker, cumulative)")
+        ->capture_default_str();
+    plot_cmd->add_option("--x", plot.x, "round | epoch | wall")->capture_default_str();
+    plot_cmd->add_option("--format", plot.format, "auto (svg for a .svg --out, else png) | png | svg")
+        ->capture_default_str();
+    plot_cmd->add_option("--label", plot.labels, "Legend title of each run, in order (repeatable)")
+        ->allow_extra_args(false)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    plot_cmd->add_option("--title", plot.title, "Figure title");
+    plot_cmd->add_option("--width", plot.width, "Width in pixels")->capture_default_str();
+    plot_cmd->add_option("--height", plot.height, "Height in pixels")->capture_default_str();
+    plot_cmd->footer("Example: prsgd plot i4.jsonl i16.jsonl --label I=4 --label I=16 --x wall -o acc.png");
+
+    models_cmd = app.add_subcommand("models", "List the registered models: parameters and the data sets they fit");
+    datasets_cmd = app.add_subcommand("datasets", "List the registered data sets: sample shape and classes");
+    datasets.datasets = true;
+    for (auto [cmd, o] : {std::pair{models_cmd, &models}, std::pair{datasets_cmd, &datasets}}) {
+      cmd->add_option("--dataset", o->dataset, "Also read this data set's shape from --data-dir");
+      cmd->add_option("--data-dir", o->data_dir, "Directory of --dataset's files")->type_name("DIR");
+      cmd->add_flag("--json", o->json, "Print JSON instead of a table");
+      add_tool_output(*cmd, o->output);
+    }
+    models_cmd->footer("Example: prsgd models --plugin ./libmy_models.so");
+
+    // Hidden: the packaging runs it to install the completion scripts.
+    completion_cmd = app.add_subcommand("completion", "Print a bash or zsh completion script");
+    completion_cmd->add_option("shell", completion.shell, "bash | zsh")->required();
+    completion_cmd->group("");
   }
 };
 
@@ -174,7 +217,74 @@ expected<command> finish(CLI::App& sub, Options& o, const std::string& config_fi
   return command{o};
 }
 
+// "local, averager, ..., or datasets": the subcommands --help lists.
+std::string subcommand_list(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands([](const CLI::App* a) { return !a->get_group().empty(); })) {
+    names.push_back(sub->get_name());
+  }
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  }
+  return out;
+}
+
+// "a | b | c" or "a|b|c" at the start of a help text: the values an option takes.
+std::vector<std::string> help_choices(const std::string& help) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (true) {
+    std::size_t end = i;
+    while (end < help.size() && (std::isalnum(static_cast<unsigned char>(help[end])) != 0 || help[end] == '-')) {
+      ++end;
+    }
+    if (end == i) {
+      return {};
+    }
+    out.push_back(help.substr(i, end - i));
+    // A choice may carry a remark in parentheses: "auto (updating line on a terminal) | plain".
+    std::size_t next = end;
+    if (help.compare(next, 2, " (") == 0) {
+      next = help.find(')', next);
+      next = next == std::string::npos ? help.size() : next + 1;
+    }
+    if (help.compare(next, 3, " | ") == 0) {
+      i = next + 3;
+    } else if (help.compare(next, 1, "|") == 0) {
+      i = next + 1;
+    } else {
+      return out.size() >= 2 ? out : std::vector<std::string>{};
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<subcommand_info> subcommand_options() {
+  parser p;
+  std::vector<subcommand_info> out;
+  for (const auto* sub : p.app.get_subcommands([](const CLI::App* a) { return !a->get_group().empty(); })) {
+    std::vector<option_info> options;
+    for (const auto* opt : sub->get_options([](const CLI::Option* o) { return !o->get_group().empty(); })) {
+      if (opt->get_lnames().empty()) {
+        continue;  // a positional argument or -h
+      }
+      option_info info;
+      info.name = "--" + opt->get_lnames().front();
+      info.takes_value = opt->get_expected_max() > 0;
+      info.help = opt->get_description();
+      if (info.takes_value) {
+        info.choices = help_choices(opt->get_description());
+        const std::string type = opt->get_type_name();
+        info.path = type == "FILE" || type == "DIR" || type == "PATH" || info.name.ends_with("-dir");
+      }
+      options.push_back(std::move(info));
+    }
+    out.push_back({sub->get_name(), sub->get_description(), std::move(options)});
+  }
+  return out;
+}
 
 std::string program_help() {
   parser p;
@@ -205,8 +315,7 @@ expected<command> parse_command_line(const std::vector<std::string>& args) {
     return command{help_request{text}};
   } catch (const CLI::ParseError& e) {
     if (p.app.get_subcommands().empty() && !args[1].empty() && args[1].front() != '-') {
-      return bad("prsgd: unknown subcommand '" + args[1] +
-                 "' (use head, averager, worker, local, keygen, export, eval or predict)");
+      return bad("prsgd: unknown subcommand '" + args[1] + "' (use " + subcommand_list(p.app) + ")");
     }
     std::string where = "prsgd";
     for (const auto* sub : p.app.get_subcommands()) {
@@ -238,7 +347,19 @@ expected<command> parse_command_line(const std::vector<std::string>& args) {
   if (p.predict_cmd->parsed()) {
     return finish(*p.predict_cmd, p.predict, p.predict.output.config_file);
   }
-  return bad("prsgd: a subcommand is required (head, averager, worker, local, keygen, export, eval, predict)");
+  if (p.plot_cmd->parsed()) {
+    return finish(*p.plot_cmd, p.plot, std::string{});
+  }
+  if (p.models_cmd->parsed()) {
+    return finish(*p.models_cmd, p.models, p.models.output.config_file);
+  }
+  if (p.datasets_cmd->parsed()) {
+    return finish(*p.datasets_cmd, p.datasets, p.datasets.output.config_file);
+  }
+  if (p.completion_cmd->parsed()) {
+    return finish(*p.completion_cmd, p.completion, std::string{});
+  }
+  return bad("prsgd: a subcommand is required (" + subcommand_list(p.app) + ")");
 }
 
 }  // namespace prsgd::cli

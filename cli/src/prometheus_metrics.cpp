@@ -168,19 +168,20 @@ prometheus_metrics::~prometheus_metrics() {
   }
 }
 
-expected<std::unique_ptr<prometheus_metrics>> prometheus_metrics::bind(int port) {
+expected<std::unique_ptr<prometheus_metrics>> prometheus_metrics::bind(int port, const std::string& host,
+                                                                       const std::string& option) {
   if (port < 1 || port > 65535) {
-    return fail(errc::invalid_argument, "--metrics-port must be 1..65535 (got " + std::to_string(port) + ")");
+    return fail(errc::invalid_argument, option + " port must be 1..65535 (got " + std::to_string(port) + ")");
   }
   auto p = std::make_unique<impl>(port);
-  const std::string address = "127.0.0.1:" + std::to_string(port);
+  const std::string address = host + ":" + std::to_string(port);
   try {
     p->exposer = std::make_unique<prometheus::Exposer>(
         std::vector<std::string>{"listening_ports", address, "num_threads", "2"});
     p->exposer->RegisterCollectable(p->collectable);
   } catch (const std::exception& e) {
-    return fail(errc::io_error, "cannot serve metrics on " + address + " (--metrics-port " + std::to_string(port) +
-                                    "): port in use or not allowed (" + e.what() + ")");
+    return fail(errc::io_error, "cannot serve metrics on " + address + " (" + option +
+                                    "): port in use, address not on this host, or not allowed (" + e.what() + ")");
   }
   return std::unique_ptr<prometheus_metrics>{new prometheus_metrics(std::move(p))};
 }

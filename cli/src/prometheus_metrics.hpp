@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "prsgd/actors/metrics.hpp"
@@ -20,9 +21,12 @@ namespace prsgd::cli {
 /// so a scrape sees every metric of a round or none of them.
 class prometheus_metrics {
  public:
-  /// Starts serving on 127.0.0.1:`port`. Returns io_error naming the port when it cannot be bound (in
-  /// use, no permission), invalid_argument when `port` is not in 1..65535.
-  [[nodiscard]] static expected<std::unique_ptr<prometheus_metrics>> bind(int port);
+  /// Starts serving on `host`:`port` (an IPv4 address; 127.0.0.1 unless the user chose another with
+  /// --metrics-bind). Returns io_error naming the address and `option` when it cannot be bound (in use, no
+  /// permission, not an address of this host), invalid_argument when `port` is not in 1..65535.
+  [[nodiscard]] static expected<std::unique_ptr<prometheus_metrics>> bind(int port,
+                                                                          const std::string& host = "127.0.0.1",
+                                                                          const std::string& option = "--metrics-port");
 
   prometheus_metrics(const prometheus_metrics&) = delete;
   prometheus_metrics& operator=(const prometheus_metrics&) = delete;

@@ -166,9 +166,18 @@ int run_averager(const averager_options& o) {
     std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
     return exit_usage;
   }
+  if (auto made = make_parent_directory(o.output.metrics_jsonl, "--metrics-jsonl"); !made) {
+    std::fprintf(stderr, "prsgd averager: %s\n", made.error().message().c_str());
+    return exit_failure;
+  }
   std::unique_ptr<prometheus_metrics> prom;  // --metrics-port: outlives the actor system declared below
-  if (o.output.metrics_port != 0) {
-    auto bound = prometheus_metrics::bind(o.output.metrics_port);
+  if (o.output.metrics_port != 0 || !o.output.metrics_bind.empty()) {
+    auto where = o.output.metrics_bind.empty()
+                     ? host_port{"127.0.0.1", o.output.metrics_port}
+                     : parse_host_port(o.output.metrics_bind, "--metrics-bind").value_or(host_port{});
+    auto bound = prometheus_metrics::bind(where.port, where.host,
+                                          o.output.metrics_bind.empty() ? "--metrics-port " + std::to_string(where.port)
+                                                                        : "--metrics-bind " + o.output.metrics_bind);
     if (!bound) {
       std::fprintf(stderr, "prsgd averager: %s\n", bound.error().message().c_str());
       return exit_failure;

@@ -27,3 +27,20 @@ if(TARGET prsgd AND TARGET prsgd::transport_zmq AND TARGET prsgd::wire)
                  TIMEOUT 60)
   target_include_directories(cli_head_role_test PRIVATE ${PROJECT_SOURCE_DIR}/cli/src)
 endif()
+
+# plot (with gnuplot), models, datasets, the completion scripts and --help against docs/cli.md.
+if(TARGET prsgd)
+  prsgd_add_process_test(cli_info_commands_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/info_commands_test.cpp
+                         DEPS prsgd::cli_support TIMEOUT 120)
+  target_compile_definitions(cli_info_commands_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    PRSGD_TEST_PLUGIN_REGISTERS_MODEL="$<TARGET_FILE:prsgd_test_plugin_registers_model>")
+  add_dependencies(cli_info_commands_test prsgd_test_plugin_registers_model)
+  if(TARGET prsgd_docs)
+    target_compile_definitions(cli_info_commands_test PRIVATE
+      PRSGD_CLI_INSTALL_SCRIPT="${PROJECT_BINARY_DIR}/cli/cmake_install.cmake")
+    add_dependencies(cli_info_commands_test prsgd_docs)
+    if(PRSGD_HELP2MAN)
+      target_compile_definitions(cli_info_commands_test PRIVATE PRSGD_MAN_DIR="${PROJECT_BINARY_DIR}/cli/man")
+    endif()
+  endif()
+endif()

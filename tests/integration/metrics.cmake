@@ -4,4 +4,5 @@
 if(TARGET prsgd)
   prsgd_add_process_test(metrics_prometheus_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/prometheus_test.cpp
                          DEPS prsgd::cli_support TIMEOUT 300)
+  target_compile_definitions(metrics_prometheus_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()

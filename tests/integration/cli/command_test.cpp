@@ -97,6 +97,32 @@ TEST_F(CommandTest, LocalStartsAveragerAndWorkersAndReportsEachExit) {
   EXPECT_NE(r.err.find("averager listens on " + endpoint.substr(0, endpoint.size() - 1)), std::string::npos) << r.err;
 }
 
+// Directories named by --log-dir and --metrics-jsonl are created; a job run again on its --checkpoint-dir keeps
+// the rounds its metrics file already holds (here the job had finished, so the second run only says so).
+TEST_F(CommandTest, LocalCreatesItsDirectoriesAndKeepsTheRoundsOfAResumedJob) {
+  const std::vector<std::string> args{"local",        "--workers",     "1",       "--rounds",
+                                      "3",            "--interval",    "2",       "--batch",
+                                      "16",           "--log-dir",     "logs/a/b", "--metrics-jsonl",
+                                      "runs/x/m.jsonl", "--checkpoint-dir", "ckpt", "--checkpoint-every",
+                                      "1",            "--progress",    "off",     "--grace-s",
+                                      "1"};
+  const auto rounds_in = [&] {
+    int n = 0;
+    for (const auto& l : prsgd::test::lines_of(read(path("runs/x/m.jsonl")))) {
+      n += l.rfind(R"({"round":)", 0) == 0 ? 1 : 0;
+    }
+    return n;
+  };
+  auto first = run(args);
+  ASSERT_EQ(first.status, 0) << first.err << read(path("logs/a/b/averager.log"));
+  EXPECT_EQ(rounds_in(), 3);
+  auto again = run(args);
+  ASSERT_EQ(again.status, 0) << again.err << read(path("logs/a/b/averager.log"));
+  EXPECT_NE(read(path("logs/a/b/averager.log")).find("already finished"), std::string::npos)
+      << read(path("logs/a/b/averager.log"));
+  EXPECT_EQ(rounds_in(), 3) << "the earlier rounds were lost:\n" << read(path("runs/x/m.jsonl"));
+}
+
 TEST_F(CommandTest, LocalReportsAnAveragerThatExitsBeforeListeningAndStartsNoWorker) {
   // The test holds a port the system chose; `prsgd local --port` that port cannot bind it.
   const prsgd::test::held_tcp_port taken{/*listen=*/true};

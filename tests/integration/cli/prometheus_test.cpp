@@ -14,10 +14,13 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "files.hpp"
 #include "ports.hpp"
 #include "prsgd_job.hpp"
 
@@ -222,6 +225,41 @@ TEST_F(PrometheusMetricsTest, ARefusedCurveKeyIsCountedAsADrop) {
   ASSERT_TRUE(seen) << log("averager");
   EXPECT_EQ(seen->at("prsgd_rounds_total"), 0);
   EXPECT_TRUE(job_.wait_for_log("averager", "refused a CURVE client", 10s)) << log("averager");
+}
+
+// --metrics-bind ADDR:PORT serves the same endpoint on an address the user chose (here every address of the
+// host), and every metric ops/grafana/prsgd.json queries is one that endpoint serves.
+TEST_F(PrometheusMetricsTest, MetricsBindServesEveryMetricTheGrafanaDashboardQueries) {
+  ASSERT_GT(metrics_port_, 0);
+  auto args = averager_args(400);
+  args[0] = "--metrics-bind";
+  args[1] = "0.0.0.0:" + std::to_string(metrics_port_);
+  args.back() = "1";  // --eval-every 1: the accuracy gauge exists from the first round on
+  const auto started = job_.start_averager(args);
+  ASSERT_TRUE(started) << log("averager");
+  start_worker(0);
+  start_worker(1);
+  const auto seen = scrape_until([](const auto& s) { return s.contains("prsgd_test_acc"); }, 120s);
+  ASSERT_TRUE(seen) << log("averager");
+  const std::string text = http_get(metrics_port_, "/metrics").body;
+
+  const std::string dashboard = test::read_file(std::string{PRSGD_SOURCE_DIR} + "/ops/grafana/prsgd.json");
+  ASSERT_FALSE(dashboard.empty());
+  std::set<std::string> queried;
+  const std::regex expr{R"re("expr": "([^"\\]|\\.)*")re"};
+  const std::regex metric{R"(prsgd_[a-z_]+)"};
+  for (auto e = std::sregex_iterator(dashboard.begin(), dashboard.end(), expr); e != std::sregex_iterator(); ++e) {
+    const std::string one = e->str();
+    for (auto m = std::sregex_iterator(one.begin(), one.end(), metric); m != std::sregex_iterator(); ++m) {
+      queried.insert(m->str());
+    }
+  }
+  EXPECT_GE(queried.size(), 20u);
+  for (const auto& name : queried) {
+    EXPECT_NE(text.find("# TYPE " + name + " "), std::string::npos)
+        << "the dashboard queries " << name << ", the endpoint does not serve it";
+  }
+  // The job's end is the first test's subject; the fixture kills these processes.
 }
 
 TEST_F(PrometheusMetricsTest, APortAlreadyInUseIsAOneLineErrorAndExitOne) {

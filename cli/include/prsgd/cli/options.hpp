@@ -29,6 +29,9 @@ struct output_options {
   std::string metrics_jsonl;
   /// Serve metrics over HTTP on 127.0.0.1:PORT (0 = off).
   int metrics_port = 0;
+  /// Serve them on ADDR:PORT instead (an explicit choice to go off loopback; "" = --metrics-port).
+  /// @pre not with metrics_port
+  std::string metrics_bind;
   /// auto (a single updating line on a terminal, plain lines otherwise) | plain | off.
   std::string progress = "auto";
 };
@@ -178,7 +181,7 @@ struct save_options {
 struct head_options {
   output_options output;
   liveness_options liveness;
-  /// Refused when set: the node layer the head runs on cannot authenticate its clients.
+  /// CURVE server keys and the admitted clients (--curve-server-key does not apply).
   security_options security;
   /// Endpoint to bind, e.g. tcp://0.0.0.0:7400.
   std::string listen;
@@ -285,6 +288,46 @@ struct predict_options {
   std::vector<std::string> inputs;
 };
 
+/// Holds `prsgd plot`: curves from metrics JSON-lines files, drawn with gnuplot.
+struct plot_options {
+  /// The metrics files (--metrics-jsonl), one run each. @pre not empty
+  std::vector<std::string> runs;
+  /// The picture to write. @pre not empty
+  std::string out;
+  /// auto (svg when `out` ends in .svg, else png) | png | svg.
+  std::string format = "auto";
+  /// What is plotted: accuracy | loss | idle | bytes (see plot.hpp).
+  std::string y = "accuracy";
+  /// Against what: round | epoch | wall.
+  std::string x = "round";
+  /// Legend titles by run (default: the file names).
+  std::vector<std::string> labels;
+  /// Figure title ("" = none).
+  std::string title;
+  /// Picture size in pixels. @pre >= 100
+  int width = 900;
+  int height = 560;
+};
+
+/// Holds `prsgd models` and `prsgd datasets`: what the registries hold, with --plugin's additions.
+struct list_options {
+  /// --log-level, --plugin, --config.
+  output_options output;
+  /// Also check against this data set (its files in `data_dir`) besides the ones whose shape is known.
+  std::string dataset;
+  std::string data_dir;
+  /// Print JSON instead of a table.
+  bool json = false;
+  /// True for `prsgd datasets`.
+  bool datasets = false;
+};
+
+/// Holds `prsgd completion`: prints a shell completion script.
+struct completion_options {
+  /// bash | zsh.
+  std::string shell;
+};
+
 /// Holds `prsgd keygen`: writes a CURVE key pair.
 struct keygen_options {
   /// Directory to write into (created).
@@ -301,8 +344,9 @@ struct help_request {
 };
 
 /// Holds the outcome of a successful parse: what to run.
-using command = std::variant<help_request, head_options, averager_options, worker_options, local_options,
-                             keygen_options, export_options, eval_options, predict_options>;
+using command =
+    std::variant<help_request, head_options, averager_options, worker_options, local_options, keygen_options,
+                 export_options, eval_options, predict_options, plot_options, list_options, completion_options>;
 
 /// Parses `args` (args[0] is the program name) including a `--config` YAML file, then validates.
 /// Returns invalid_argument (bad or unknown option, bad value, unknown YAML key) or not_found
@@ -322,6 +366,15 @@ using command = std::variant<help_request, head_options, averager_options, worke
 /// Returns invalid_argument unless `endpoint` looks like tcp://HOST:PORT, ipc://PATH or inproc://NAME.
 [[nodiscard]] expected<void> validate_endpoint(const std::string& endpoint, const std::string& what);
 
+/// Holds an ADDR:PORT (--metrics-bind).
+struct host_port {
+  std::string host;
+  int port = 0;
+};
+
+/// Parses "ADDR:PORT" with a numeric IPv4 address and a port in 1..65535; invalid_argument naming `what`.
+[[nodiscard]] expected<host_port> parse_host_port(const std::string& text, const std::string& what);
+
 /// Returns the first rule `o` breaks, e.g. "--lr must be > 0 (got 0)".
 [[nodiscard]] expected<void> validate(const output_options& o);
 [[nodiscard]] expected<void> validate(const liveness_options& o);
@@ -337,5 +390,32 @@ using command = std::variant<help_request, head_options, averager_options, worke
 [[nodiscard]] expected<void> validate(const export_options& o);
 [[nodiscard]] expected<void> validate(const eval_options& o);
 [[nodiscard]] expected<void> validate(const predict_options& o);
+[[nodiscard]] expected<void> validate(const plot_options& o);
+[[nodiscard]] expected<void> validate(const list_options& o);
+[[nodiscard]] expected<void> validate(const completion_options& o);
+
+/// Describes one option of a subcommand, for shell completion and the docs check.
+struct option_info {
+  /// The long name with its dashes, e.g. "--model".
+  std::string name;
+  /// Whether it takes a value (a flag does not).
+  bool takes_value = false;
+  /// The values it accepts when they are a fixed list (from its help text "a | b | c"), else empty.
+  std::vector<std::string> choices;
+  /// Whether its value is a file or directory.
+  bool path = false;
+  /// Its --help text.
+  std::string help;
+};
+
+/// Describes a subcommand as its --help shows it.
+struct subcommand_info {
+  std::string name;
+  std::string description;
+  std::vector<option_info> options;
+};
+
+/// Returns the subcommands `prsgd --help` lists, in order, each with the options its --help lists.
+[[nodiscard]] std::vector<subcommand_info> subcommand_options();
 
 }  // namespace prsgd::cli
