@@ -173,14 +173,14 @@ pool_state sample_pool::save() const {
 }
 
 std::vector<std::size_t> shuffled_indices(std::span<const std::pair<std::uint64_t, std::uint64_t>> ranges,
-                                          std::uint64_t seed) {
+                                          std::uint64_t seed, std::uint64_t round, std::uint64_t member) {
   std::vector<std::size_t> out;
   for (const auto& [b, e] : ranges) {
     for (std::uint64_t i = b; i < e; ++i) {
       out.push_back(static_cast<std::size_t>(i));
     }
   }
-  detail::rng gen(detail::derive_seed(seed, tag_round_order));
+  detail::rng gen(detail::derive_seed(seed, tag_round_order, round, member));
   gen.shuffle(std::span<std::size_t>{out});
   return out;
 }

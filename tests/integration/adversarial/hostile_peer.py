@@ -27,7 +27,7 @@ import time
 import msgpack
 import zmq
 
-VERSION = 2
+VERSION = 3
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 SCALE = float(os.environ.get("PRSGD_TEST_TIME_SCALE", "1"))
 ROUNDS = 12

@@ -112,9 +112,10 @@ class sample_pool {
   std::map<std::uint64_t, epoch_entry> open_;
 };
 
-/// Returns the sample indices of `ranges` in an order drawn from `seed` (a worker's order within its
-/// round). Ranges must not overlap.
+/// Returns the sample indices of `ranges` in an order drawn from (seed, round, member): the order a
+/// member visits the samples of one round in.
 [[nodiscard]] std::vector<std::size_t> shuffled_indices(std::span<const std::pair<std::uint64_t, std::uint64_t>> ranges,
-                                                        std::uint64_t seed);
+                                                        std::uint64_t seed, std::uint64_t round = 0,
+                                                        std::uint64_t member = 0);
 
 }  // namespace prsgd::algorithms
