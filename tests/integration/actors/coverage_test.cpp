@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,9 @@ TEST_F(CoverageTest, EverySampleOncePerEpochWithJoinsALeaveAndAKill) {
   ASSERT_EQ(::kill(w1, SIGTERM), 0);  // leaves
   EXPECT_EQ(job_.wait_exit(w1, 30s), 0) << job_.log("worker-1");
   ASSERT_TRUE(wait_lines(16)) << job_.log("averager");
+  const double epoch_at_kill = round_lines(metrics_).back().epoch;
+  EXPECT_GT(epoch_at_kill, 0.0);
+  EXPECT_LT(epoch_at_kill, static_cast<double>(epochs) - 0.5) << "the kill comes mid-job";
   ASSERT_EQ(::kill(w2, SIGKILL), 0);  // dies mid-round: its samples go back after the heartbeat timeout
   (void)start_worker(4);
   EXPECT_EQ(job_.wait_exit(averager->pid, 180s), 0) << job_.log("averager");
@@ -151,6 +155,13 @@ TEST_F(CoverageTest, EverySampleOncePerEpochWithJoinsALeaveAndAKill) {
     }
   }
   EXPECT_GE(removed, 1) << "the killed worker was removed mid-round";
+  std::set<std::uint64_t> trained_by;
+  for (const auto& l : lines) {
+    for (const auto& d : l.data) {
+      trained_by.insert(d[0]);
+    }
+  }
+  EXPECT_EQ(trained_by.size(), 4U) << "all four workers had submissions accepted";
   ASSERT_EQ(hits.size(), static_cast<std::size_t>(epochs)) << "exactly --epochs passes";
   for (const auto& [epoch, h] : hits) {
     int missing = 0;
