@@ -5,7 +5,8 @@ list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/averaging.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/aggregation.cpp)
 list(APPEND PRSGD_ALGORITHMS_SOURCES
-  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/sharding.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/sharding.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/src/data/sample_pool.cpp)
 list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/wire_dtype.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/outer_optimizer.cpp)

@@ -176,6 +176,12 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
   if (!(config.minibatch_momentum >= 0 && config.minibatch_momentum < 1)) {
     return fail(errc::invalid_argument, "averager: minibatch momentum must be in [0, 1)");
   }
+  if (config.data_samples > 0 && (config.spec.batch_size == 0 || config.data_block == 0)) {
+    return fail(errc::invalid_argument, "averager: sample ranges need a batch size and a block of at least 1");
+  }
+  if (config.max_epochs > 0 && config.data_samples == 0) {
+    return fail(errc::invalid_argument, "averager: max_epochs counts passes over the data and needs data_samples");
+  }
   if (config.mode == training_mode::minibatch_sgd && config.outer) {
     return fail(errc::invalid_argument,
                 "averager: the outer optimiser applies to restarted SGD; minibatch mode uses minibatch_momentum");
@@ -197,6 +203,17 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
   core.checkpoints_ = setup.checkpoints;
   core.evaluations_ = setup.evaluations;
   auto& resumed = setup.resume;
+  if (core.config_.data_samples > 0) {
+    const algorithms::pool_config pc{core.config_.data_samples, core.config_.data_block, core.config_.spec.seed,
+                                     core.config_.max_epochs};
+    auto pool = resumed && resumed->pool ? algorithms::sample_pool::restore(pc, *resumed->pool)
+                                         : algorithms::sample_pool::make(pc);
+    if (!pool) {
+      return fail(errc::invalid_argument, "averager: the checkpoint's data pool does not fit this job: " +
+                                              pool.error().message());
+    }
+    core.pool_ = std::move(*pool);
+  }
   if (resumed) {
     if (resumed->identity && core.config_.model_identity) {
       const auto& was = *resumed->identity;
@@ -306,7 +323,7 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
         it->second.last_seen = now;
         const bool member = set == &members_;
         send_to(out, id, make_welcome(id, it->second, member ? round_ : round_ + 1));
-        if (member && state_ == averager_state::collecting && !submissions_.contains(id)) {
+        if (member && state_ == averager_state::collecting && !submissions_.contains(id) && active(id)) {
           send_restart(out, id);
         }
         return with_wakeup(std::move(out));
@@ -439,6 +456,10 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
     return with_wakeup(std::move(out));
   }
   it->second.last_seen = clock_->now();
+  if (!active(m.member)) {
+    record(m, submission_status::rejected, "member sits round " + std::to_string(round_) + " out (no samples)", "round");
+    return with_wakeup(std::move(out));
+  }
   const bool want_gradient = config_.mode == training_mode::minibatch_sgd;
   // The claims are checked against what this member was assigned: its interval (fewer steps only when the
   // worker says the round was cut short), at most steps x batch samples, a finite loss over at most the
@@ -466,6 +487,10 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   } else if (batch > 0 && (m.samples - 1) / batch + 1 > m.steps) {
     reason = std::to_string(m.samples) + " samples > " + std::to_string(m.steps) + " steps x batch " +
              std::to_string(batch);
+    code = "samples";
+  } else if (pool_ && m.samples > granted_samples(m.member)) {
+    reason = std::to_string(m.samples) + " samples > the " + std::to_string(granted_samples(m.member)) +
+             " the member was given";
     code = "samples";
   } else if (!std::isfinite(m.loss_sum) || m.loss_count > m.samples) {
     reason = std::isfinite(m.loss_sum) ? "loss covers more samples than claimed" : "non-finite loss";
@@ -630,6 +655,11 @@ actions averager_core::with_wakeup(actions out) const {
 
 void averager_core::remove_worker(member_id id, const char* why) {
   std::erase_if(joins_, [id](const auto& kv) { return kv.second == id; });
+  if (auto g = grants_.find(id); g != grants_.end() && !submissions_.contains(id)) {
+    // Lost before its samples entered x̄: another member trains them later in the epoch.
+    pool_->give_back(g->second);
+    grants_.erase(g);
+  }
   if (members_.erase(id) > 0) {
     if (state_ == averager_state::collecting && !submissions_.contains(id)) {
       ++round_removed_;
@@ -661,13 +691,24 @@ void averager_core::start_round(actions& out) {
   state_ = averager_state::collecting;
   round_start_ = clock_->now();
   submissions_.clear();
-  round_members_ = members_.size();
   round_removed_ = 0;
   assign_intervals();
   round_step_size_ = current_step_size();
   compute_deadline();
-  for (const auto& [id, e] : members_) {
+  grants_.clear();
+  round_members_ = 0;
+  for (auto& [id, e] : members_) {
+    if (pool_ && !grant_samples(id, e)) {
+      continue;  // nothing left to hand out this round: the member sits it out
+    }
+    ++round_members_;
     send_restart(out, id);
+  }
+  if (round_members_ == 0) {
+    // Only when the pool is spent, which work_done() above already caught; never wait on nobody.
+    state_ = averager_state::idle;
+    deadline_.reset();
+    return;
   }
   idle_cutoff_.reset();
   if (config_.idle_rounds > 0 && last_round_duration_) {
@@ -696,8 +737,9 @@ void averager_core::maybe_close(actions& out) {
   if (state_ != averager_state::collecting) {
     return;
   }
-  const bool everyone = std::all_of(members_.begin(), members_.end(),
-                                    [&](const auto& kv) { return submissions_.contains(kv.first); });
+  const bool everyone = std::all_of(members_.begin(), members_.end(), [&](const auto& kv) {
+    return submissions_.contains(kv.first) || !active(kv.first);
+  });
   if (everyone) {
     close_barrier(out, false);  // (6)
     return;
@@ -715,7 +757,7 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
   // A member the round closed without (a deadline) missed it; idle_rounds misses in a row remove it.
   std::vector<std::pair<member_id, incarnation_t>> idle;
   for (auto& [id, e] : members_) {
-    if (!submissions_.contains(id) && config_.idle_rounds > 0 && ++e.missed >= config_.idle_rounds) {
+    if (!submissions_.contains(id) && active(id) && config_.idle_rounds > 0 && ++e.missed >= config_.idle_rounds) {
       idle.emplace_back(id, e.incarnation);
     }
   }
@@ -783,8 +825,14 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
   PRSGD_LOG(info, log_component) << "round " << round_ << " closed" << (by_deadline ? " by deadline" : "") << ": "
                                  << rm.submissions << "/" << rm.members << " submissions, " << rm.removed
                                  << " removed, " << rm.admitted << " joining";
+  settle_grants(rm);
   rm.trained_rounds = rounds_completed_;
-  if (config_.rounds_per_epoch > 0) {
+  if (pool_) {
+    rm.epoch = pool_->passes();
+    if (config_.max_epochs > 0) {
+      rm.rounds_total = planned_rounds();
+    }
+  } else if (config_.rounds_per_epoch > 0) {
     rm.epoch = static_cast<double>(rounds_completed_) / static_cast<double>(config_.rounds_per_epoch);
   }
   advance_round(std::move(next));
@@ -1012,8 +1060,9 @@ void averager_core::request_checkpoint() {
 // eval_every trained rounds and at the last round; releases whatever lines are ready.
 void averager_core::record_line(actions& out, round_metrics rm, bool last, bool trained) {
   const round_t closed = rm.round + 1;
-  const bool epoch_end =
-      trained && config_.rounds_per_epoch > 0 && rounds_completed_ % config_.rounds_per_epoch == 0;
+  const bool epoch_end = pool_ ? epoch_closed_
+                                : trained && config_.rounds_per_epoch > 0 &&
+                                      rounds_completed_ % config_.rounds_per_epoch == 0;
   const bool every = trained && config_.eval_every > 0 && rounds_completed_ % config_.eval_every == 0;
   held_line line{std::move(rm), std::nullopt};
   if (evaluations_ && (epoch_end || every || last)) {
@@ -1187,6 +1236,14 @@ checkpoint_state averager_core::snapshot() const {
   s.duplicate = counters_.duplicate;
   s.rejected = counters_.rejected;
   s.identity = config_.model_identity;
+  if (pool_) {
+    // The open round's grants go back: a resumed incarnation runs this round again with new members.
+    auto pool = *pool_;
+    for (const auto& [id, grant] : grants_) {
+      pool.give_back(grant);
+    }
+    s.pool = pool.save();
+  }
   return s;
 }
 
@@ -1201,7 +1258,77 @@ welcome_msg averager_core::make_welcome(member_id id, const member_entry& e, rou
 
 restart_msg averager_core::make_restart(member_id id) const {
   const auto& e = members_.at(id);
-  return restart_msg{id, e.incarnation, incarnation_, round_, model_, e.interval, round_step_size_, config_.mode};
+  restart_msg m{id, e.incarnation, incarnation_, round_, model_, e.interval, round_step_size_, config_.mode, {}};
+  if (auto g = grants_.find(id); g != grants_.end()) {
+    m.ranges.reserve(g->second.size());
+    for (const auto& r : g->second) {
+      m.ranges.emplace_back(r.begin, r.end);
+    }
+  }
+  return m;
+}
+
+bool averager_core::grant_samples(member_id id, member_entry& e) {
+  const std::uint64_t batch = config_.spec.batch_size;
+  auto grant = pool_->take(e.interval * batch, max_restart_ranges);
+  if (grant.empty()) {
+    return false;
+  }
+  std::uint64_t n = 0;
+  for (const auto& r : grant) {
+    n += r.size();
+  }
+  // Fewer samples than interval x batch (the last passes, or a fragmented pool): fewer steps, the last
+  // batch possibly short.
+  e.interval = std::min(e.interval, (n + batch - 1) / batch);
+  grants_[id] = std::move(grant);
+  return true;
+}
+
+std::uint64_t averager_core::granted_samples(member_id id) const {
+  std::uint64_t n = 0;
+  if (auto g = grants_.find(id); g != grants_.end()) {
+    for (const auto& r : g->second) {
+      n += r.size();
+    }
+  }
+  return n;
+}
+
+void averager_core::settle_grants(round_metrics& rm) {
+  epoch_closed_ = false;
+  if (!pool_) {
+    return;
+  }
+  const auto done_before = pool_->epochs_done();
+  for (const auto& [id, grant] : grants_) {
+    if (submissions_.contains(id)) {
+      pool_->consume(grant);
+      for (const auto& r : grant) {
+        rm.data.push_back({id, r.epoch, r.begin, r.end});
+      }
+    } else {
+      pool_->give_back(grant);  // not in x̄: the samples go to another member later in the epoch
+    }
+  }
+  grants_.clear();
+  epoch_closed_ = pool_->epochs_done() > done_before;
+}
+
+std::uint64_t averager_core::planned_rounds() const {
+  std::uint64_t per_round = 0;
+  for (const auto* set : {&members_, &pending_}) {
+    for (const auto& [id, e] : *set) {
+      per_round += e.interval * config_.spec.batch_size;
+    }
+  }
+  const std::uint64_t left = pool_->remaining();
+  return rounds_completed_ + (per_round == 0 ? 0 : (left + per_round - 1) / per_round);
+}
+
+std::vector<algorithms::sample_range> averager_core::grant_of(member_id member) const {
+  auto g = grants_.find(member);
+  return g == grants_.end() ? std::vector<algorithms::sample_range>{} : g->second;
 }
 
 void averager_core::send_restart(actions& out, member_id id) {
@@ -1219,7 +1346,7 @@ void averager_core::remove_idle(actions& out) {
   idle_cutoff_.reset();
   std::vector<std::pair<member_id, incarnation_t>> idle;
   for (const auto& [id, e] : members_) {
-    if (!submissions_.contains(id)) {
+    if (!submissions_.contains(id) && active(id)) {
       idle.emplace_back(id, e.incarnation);
     }
   }

@@ -16,9 +16,9 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoints are written little-endian");
 
 constexpr std::array<char, 8> magic{'P', 'R', 'S', 'G', 'D', 'C', 'K', 'P'};
-// Version 2 appends the model identity to version 1's payload, version 3 the `finished` flag; versions 1
-// and 2 are still read.
-constexpr std::uint32_t format_version = 3;
+// Version 2 appends the model identity to version 1's payload, version 3 the `finished` flag, version 4
+// the sample pool; versions 1 to 3 are still read.
+constexpr std::uint32_t format_version = 4;
 constexpr std::uint32_t oldest_readable_version = 1;
 constexpr std::size_t header_size = 8 + 4 + 8 + 4;
 
@@ -131,6 +131,21 @@ std::vector<unsigned char> encode_checkpoint(const checkpoint_state& s) {
     p.put_string(id.fingerprint);
   }
   p.put<std::uint8_t>(s.finished ? 1 : 0);
+  p.put<std::uint8_t>(s.pool ? 1 : 0);
+  if (s.pool) {
+    p.put<std::uint64_t>(s.pool->next_epoch);
+    p.put<std::uint64_t>(s.pool->epochs_done);
+    p.put<std::uint64_t>(s.pool->open.size());
+    for (const auto& e : s.pool->open) {
+      p.put<std::uint64_t>(e.epoch);
+      p.put<std::uint64_t>(e.consumed);
+      p.put<std::uint64_t>(e.available.size());
+      for (const auto& [b, en] : e.available) {
+        p.put<std::uint64_t>(b);
+        p.put<std::uint64_t>(en);
+      }
+    }
+  }
 
   writer h;
   for (char c : magic) {
@@ -199,6 +214,28 @@ expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& b
     std::uint8_t finished = 0;
     ok = p.get(finished) && finished <= 1;
     s.finished = finished == 1;
+  }
+  if (ok && version >= 4) {
+    std::uint8_t has_pool = 0;
+    ok = p.get(has_pool) && has_pool <= 1;
+    if (ok && has_pool == 1) {
+      algorithms::pool_state pool;
+      std::uint64_t open = 0;
+      ok = p.get(pool.next_epoch) && p.get(pool.epochs_done) && p.get(open) && open <= size / 24;
+      for (std::uint64_t i = 0; ok && i < open; ++i) {
+        algorithms::pool_epoch e;
+        std::uint64_t ranges = 0;
+        ok = p.get(e.epoch) && p.get(e.consumed) && p.get(ranges) && ranges <= size / 16;
+        for (std::uint64_t k = 0; ok && k < ranges; ++k) {
+          std::uint64_t b = 0;
+          std::uint64_t en = 0;
+          ok = p.get(b) && p.get(en);
+          e.available.emplace_back(b, en);
+        }
+        pool.open.push_back(std::move(e));
+      }
+      s.pool = std::move(pool);
+    }
   }
   ok = ok && p.at_end();
   if (!ok) {

@@ -28,6 +28,8 @@ enum class wire_type : std::uint8_t {
 
 // msgpack strings in a header are at most 256 bytes (parse_header's unpack limit).
 constexpr std::size_t max_header_string = 256;
+// Arrays in a header hold at most this many elements (RESTART's `ranges`, and each [begin, end) pair).
+constexpr std::size_t max_header_array = max_restart_ranges;
 
 std::string clipped(const std::string& text) {
   return text.size() <= max_header_string ? text : text.substr(0, max_header_string);
@@ -141,7 +143,7 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
   try {
     // Bounded unpacking: no array, map or string in a header can make msgpack allocate much.
     out.handle = msgpack::unpack(reinterpret_cast<const char*>(h.data()), h.size(), nullptr, nullptr,
-                                 msgpack::unpack_limit(16, 64, 256, 256, 16, 4));
+                                 msgpack::unpack_limit(max_header_array, 64, 256, 256, 16, 4));
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, std::string{"header is not msgpack: "} + e.what());
   }
@@ -221,9 +223,10 @@ multipart encode_one(const refused_msg& m) {
 }
 
 multipart encode_one(const restart_msg& m) {
-  header_writer w{wire_type::restart, common_fields + 4};
+  header_writer w{wire_type::restart, common_fields + 5};
   put_common(w, m);
   w.put("iv", m.interval);
+  w.put("ranges", m.ranges);
   w.put("ss", m.step_size);
   w.put("md", static_cast<std::uint8_t>(m.mode));
   w.put("n", static_cast<std::uint64_t>(m.model ? m.model->size() : 0));
@@ -335,6 +338,12 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.interval = r.get<std::uint64_t>("iv");
         m.step_size = r.get<double>("ss");
         m.mode = get_mode(r);
+        m.ranges = r.get<std::vector<index_range>>("ranges");
+        for (const auto& [b, e] : m.ranges) {
+          if (b >= e) {
+            throw std::range_error("sample range [" + std::to_string(b) + ", " + std::to_string(e) + ") is empty");
+          }
+        }
         auto model = read_payload(msg, r.get<std::uint64_t>("n"), limits);
         if (!model) {
           return std::move(model).error();

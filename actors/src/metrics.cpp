@@ -87,6 +87,21 @@ std::string to_json_line(const round_metrics& m) {
     put_number(out, m.screened[i].second);
   }
   out += '}';
+  key(out, "data");
+  out += '[';
+  for (std::size_t i = 0; i < m.data.size(); ++i) {
+    const auto& d = m.data[i];
+    out += i > 0 ? ",[" : "[";
+    put_number(out, static_cast<std::uint64_t>(d.member));
+    out += ',';
+    put_number(out, d.epoch);
+    out += ',';
+    put_number(out, d.begin);
+    out += ',';
+    put_number(out, d.end);
+    out += ']';
+  }
+  out += ']';
   key(out, "arrival_s");
   out += '{';
   bool first = true;

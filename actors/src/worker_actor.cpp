@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "prsgd/algorithms/model.hpp"
+#include "prsgd/algorithms/sample_pool.hpp"
 #include "prsgd/common/log.hpp"
 
 namespace prsgd::actors {
@@ -42,18 +43,58 @@ void fit_sampler(worker_actor::trainer& t, const algorithms::dataset& data, cons
   t.sampled = key;
 }
 
+// Yields the batches of one round: from the samples the averager gave the member (RESTART's ranges) in
+// the member's own order, or from the shard's sampler when the averager gives none.
+class round_batches {
+ public:
+  round_batches(worker_actor::trainer& t, const algorithms::dataset& data, const train_task& task,
+                const algorithms::shard_config& shard, std::size_t own_batch)
+      : t_(t) {
+    if (task.ranges.empty()) {
+      fit_sampler(t, data, task, shard, own_batch);
+      return;
+    }
+    for (const auto& [b, e] : task.ranges) {
+      if (e > data.size()) {
+        throw std::runtime_error("the averager gave samples up to " + std::to_string(e) + ", the training set has " +
+                                 std::to_string(data.size()));
+      }
+    }
+    order_ = algorithms::shuffled_indices(task.ranges, task.seed, task.round, task.member);
+    batch_ = static_cast<std::size_t>(task.batch_size > 0 ? task.batch_size : own_batch);
+  }
+  std::span<const std::size_t> next() {
+    if (order_.empty()) {
+      return t_.sampler->next_batch();
+    }
+    if (pos_ >= order_.size()) {
+      pos_ = 0;  // more steps than the ranges hold: the averager never asks for that; start over
+    }
+    const std::size_t n = std::min(batch_, order_.size() - pos_);
+    std::span<const std::size_t> b{order_.data() + pos_, n};
+    pos_ += n;
+    return b;
+  }
+
+ private:
+  worker_actor::trainer& t_;
+  std::vector<std::size_t> order_;
+  std::size_t batch_ = 1;
+  std::size_t pos_ = 0;
+};
+
 train_result run_task(worker_actor::trainer& t, const algorithms::dataset& data, const train_task& task,
                       const algorithms::shard_config& shard, std::size_t own_batch, bool keep_momentum,
                       std::chrono::microseconds slowdown, const std::atomic<bool>& cancel) {
   train_result r;
   r.round = task.round;
-  fit_sampler(t, data, task, shard, own_batch);
+  round_batches batches{t, data, task, shard, own_batch};
   auto ok = t.model->set_params(*task.model);
   if (!ok) {
     throw std::runtime_error("restart model does not fit: " + ok.error().message());
   }
   if (task.mode == training_mode::minibatch_sgd) {
-    auto batch = t.sampler->next_batch();
+    auto batch = batches.next();
     const float loss = t.model->forward_backward(data, batch);
     // Gradients for the trainable prefix; the buffers after it (batch-norm running statistics, updated by
     // this forward pass) go as values, which the averager averages instead of stepping.
@@ -79,7 +120,7 @@ train_result run_task(worker_actor::trainer& t, const algorithms::dataset& data,
     if (cancel.load(std::memory_order_relaxed)) {
       break;
     }
-    auto batch = t.sampler->next_batch();
+    auto batch = batches.next();
     const float loss = t.model->train_step(data, batch, *t.optimiser);
     r.steps += 1;
     r.samples += batch.size();

@@ -123,8 +123,8 @@ void worker_core::accept_restart(const restart_msg& m, actions& out) {
   interval_ = std::max<std::uint64_t>(m.interval, 1);
   mode_ = m.mode;
   state_ = worker_state::training;  // (3)/(6)
-  out.task = train_task{m.round, m.model, interval_, m.step_size, m.mode, shard_index_, num_shards_, spec_.batch_size,
-                        spec_.seed};
+  out.task = train_task{m.round,           m.model,     interval_, m.step_size, m.mode, shard_index_, num_shards_,
+                        spec_.batch_size, spec_.seed, m.ranges,  member_};
 }
 
 actions worker_core::on_message(const to_worker& msg) {

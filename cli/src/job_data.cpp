@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <utility>
 
@@ -22,6 +23,20 @@ std::string resolve_dataset(const model_options& o) {
 namespace {
 
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+
+// FNV-1a over the labels as little-endian 32-bit values: equal on every host for the same labels in order.
+std::uint64_t label_hash(const std::vector<std::int32_t>& labels) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const std::int32_t l : labels) {
+    auto v = static_cast<std::uint32_t>(l);
+    for (int b = 0; b < 4; ++b) {
+      h ^= v & 0xFFU;
+      h *= 0x100000001b3ULL;
+      v >>= 8U;
+    }
+  }
+  return h;
+}
 
 }  // namespace
 
@@ -63,7 +78,10 @@ expected<job_data> load_job_data(const model_options& o, data_need need) {
   out.model.seed = o.seed;
   out.train_size = loaded->train_size;
   if (loaded->train) {
+    out.label_hash = label_hash(loaded->train->labels);
     out.train = std::make_shared<const algorithms::dataset>(std::move(*loaded->train));
+  } else if (loaded->train_labels) {
+    out.label_hash = label_hash(*loaded->train_labels);
   }
   if (loaded->test) {
     out.test = std::make_shared<const algorithms::dataset>(std::move(*loaded->test));
@@ -107,8 +125,15 @@ expected<std::string> model_fingerprint(const model_options& o, const job_data& 
 }
 
 std::string data_fingerprint(const job_data& data) {
-  return data.name + " n=" + std::to_string(data.train_size) + " shape=" + shape_text(data.model) +
-         " classes=" + std::to_string(data.model.num_classes);
+  std::string text = data.name + " n=" + std::to_string(data.train_size) + " shape=" + shape_text(data.model) +
+                     " classes=" + std::to_string(data.model.num_classes);
+  if (data.label_hash) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(*data.label_hash));
+    text += " labels=";
+    text += hex;
+  }
+  return text;
 }
 
 expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std::size_t train_size) {

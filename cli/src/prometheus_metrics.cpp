@@ -97,7 +97,7 @@ struct prometheus_metrics::impl {
   prometheus::Gauge& round = gauge(r, "prsgd_round", "The last round r that closed (its submissions produced x_bar_{r+1}).");
   prometheus::Gauge& rounds_planned =
       gauge(r, "prsgd_rounds_planned", "Rounds the job is planned to run (0 = open-ended); JSON field rounds_total.");
-  optional_gauge epoch{r, "prsgd_epoch", "Epochs done once x_bar_{r+1} exists: (r+1) / rounds_per_epoch."};
+  optional_gauge epoch{r, "prsgd_epoch", "Passes over the training set once x_bar_{r+1} exists; JSON field epoch."};
   prometheus::Gauge& members = gauge(r, "prsgd_members", "Members of the last closed round when it started (|M_r|).");
   prometheus::Counter& submissions =
       counter(r, "prsgd_submissions_total", "Submissions that entered the average, over all closed rounds.");

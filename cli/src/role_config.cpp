@@ -105,6 +105,16 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
   cfg.test_set = data.test;
   core.eval_every = static_cast<std::uint64_t>(s.eval_every);
   core.rounds_per_epoch = plan.rounds_per_epoch;
+  if (!o.model.non_iid && data.train_size > 0) {
+    // The averager hands every member its samples per round; an epoch is one pass over the data, however
+    // many members share it. Blocks of at least 256 samples, about 16 to a member's round.
+    core.data_samples = data.train_size;
+    core.data_block = std::max<std::uint64_t>(256, plan.interval * core.spec.batch_size / 16);
+    if (s.rounds <= 0) {
+      core.max_epochs = static_cast<std::uint64_t>(std::max(s.epochs, 0));
+      core.max_rounds = 0;
+    }
+  }
   cfg.checkpoint_dir = s.checkpoint_dir;
   cfg.incarnation = incarnation;
   cfg.metrics_jsonl = o.output.metrics_jsonl;

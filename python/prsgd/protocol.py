@@ -9,7 +9,7 @@ a `Message`, or raises `ProtocolError` with one line saying what is wrong.
 import msgpack
 import numpy as np
 
-VERSION = 2
+VERSION = 3
 
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 NAMES = {JOIN: "JOIN", WELCOME: "WELCOME", LEAVE: "LEAVE", HEARTBEAT: "HEARTBEAT", MODEL: "MODEL",
@@ -18,12 +18,12 @@ NAMES = {JOIN: "JOIN", WELCOME: "WELCOME", LEAVE: "LEAVE", HEARTBEAT: "HEARTBEAT
 RESTARTED_SGD, MINIBATCH_SGD = 0, 1
 
 # The bounds of this version's decoder (actors/PROTOCOL.md, "Decoding and errors").
-MAX_HEADER_BYTES = 4096
-MAX_ARRAY = 16
+MAX_HEADER_BYTES = 16384
+MAX_ARRAY = 512
 MAX_MODEL_FLOATS = 1 << 28
 MAX_STRING = 256
 # Whether the averager's data fingerprint ends with the training labels' hash (" labels=<16 hex digits>").
-DATA_FINGERPRINT_HAS_LABELS = False
+DATA_FINGERPRINT_HAS_LABELS = True
 
 # Transport frame kinds (transport/README.md): data, heartbeat (followed by the sender's node name), goodbye.
 KIND_DATA, KIND_HEARTBEAT, KIND_BYE = b"D", b"H", b"B"

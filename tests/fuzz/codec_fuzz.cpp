@@ -74,6 +74,8 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
       {"model-gradient-empty", act::model_msg{0, 1, 1, 0, 1, 32, 0.25, 1, true, floats({})}},
       {"restart", act::restart_msg{3, 1700000000123, 42, 10, model, 8, 0.05, act::training_mode::restarted_sgd}},
       {"restart-empty", act::restart_msg{0, 1, 1, 0, nullptr, 1, 0.0, act::training_mode::minibatch_sgd}},
+      {"restart-ranges", act::restart_msg{3, 1700000000123, 42, 10, model, 8, 0.05, act::training_mode::restarted_sgd,
+                                          {{0, 256}, {1024, 1100}}}},
       {"removed", act::removed_msg{3, 1700000000123, 42, 11}},
       {"stop", act::stop_msg{3, 1700000000123, 42, 12}},
   };

@@ -3,4 +3,6 @@
 if(TARGET prsgd)
   prsgd_add_process_test(actors_recovery_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/actors/recovery_test.cpp
                          DEPS prsgd::cli_support TIMEOUT 400)
+  prsgd_add_process_test(actors_coverage_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/actors/coverage_test.cpp
+                         DEPS prsgd::cli_support TIMEOUT 300)
 endif()

@@ -32,6 +32,7 @@ loaded_dataset from_splits(kws_data&& data, dataset_parts parts) {
   if (parts == dataset_parts::train) {
     out.train = std::move(data.train);
   } else if (parts == dataset_parts::test_and_train_size) {
+    out.train_labels = std::move(data.train.labels);
     out.test = std::move(data.test);
   }
   return out;

@@ -26,12 +26,13 @@ expected<loaded_dataset> load_fashion_mnist_dataset(const dataset_request& reque
   }
   // The averager (and a check before launching) needs the training split's size only: its label file, not
   // 47 MB of decompressed images.
-  auto train_size = fashion_mnist_size(dir, split::train);
-  if (!train_size) {
-    return hint(train_size.error());
+  auto train_labels = fashion_mnist_labels(dir, split::train);
+  if (!train_labels) {
+    return hint(train_labels.error());
   }
-  out.train_size = *train_size;
+  out.train_size = train_labels->size();
   if (request.parts == dataset_parts::test_and_train_size) {
+    out.train_labels = std::move(*train_labels);
     auto test = load_fashion_mnist(dir, split::test);
     if (!test) {
       return hint(test.error());

@@ -205,6 +205,7 @@ expected<loaded_dataset> load_csv_dataset(const dataset_request& request) {
   if (request.parts == dataset_parts::train) {
     out.train = make_split(std::move(*train), features, *classes);
   } else if (request.parts == dataset_parts::test_and_train_size) {
+    out.train_labels = std::move(train->labels);
     out.test = make_split(std::move(*test), features, *classes);
   }
   return out;

@@ -109,6 +109,17 @@ expected<loaded_dataset> dataset_registry::load(std::string_view name, const dat
     if (out->train_size == 0) {
       return fail(errc::invalid_argument, what + " did not say how many training samples it has");
     }
+    if (!out->train_labels) {
+      auto train_request = request;
+      train_request.parts = dataset_parts::train;
+      auto train = load(name, train_request);
+      PRSGD_TRY(train);
+      out->train_labels = std::move(train->train->labels);
+    }
+    if (out->train_labels->size() != out->train_size) {
+      return fail(errc::invalid_argument, what + " has " + std::to_string(out->train_size) + " training samples but " +
+                                              std::to_string(out->train_labels->size()) + " training labels");
+    }
     PRSGD_TRY(check_split(name, "test", *out->test, *out));
   }
   return out;

@@ -181,6 +181,12 @@ expected<std::size_t> fashion_mnist_size(std::string_view dir, split which) {
   return static_cast<std::size_t>(labels->dims[0]);
 }
 
+expected<std::vector<std::int32_t>> fashion_mnist_labels(std::string_view dir, split which) {
+  auto labels = read_idx_gz(split_file(dir, which, "labels-idx1"), 1);
+  PRSGD_TRY(labels);
+  return std::vector<std::int32_t>(labels->data.begin(), labels->data.end());
+}
+
 expected<dataset> load_fashion_mnist(std::string_view dir, split which, fashion_mnist_options options) {
   const std::string images_path = split_file(dir, which, "images-idx3");
   const std::string labels_path = split_file(dir, which, "labels-idx1");

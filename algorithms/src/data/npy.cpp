@@ -550,6 +550,7 @@ expected<loaded_dataset> load_npy_dataset(const dataset_request& request) {
     PRSGD_TRY(x);
     out.train = make_split(*train, *classes, std::move(*x), "train");
   } else if (request.parts == dataset_parts::test_and_train_size) {
+    out.train_labels = train->labels;
     auto x = read_features(test->x_file, test->x, sample);
     PRSGD_TRY(x);
     out.test = make_split(*test, *classes, std::move(*x), "test");

@@ -25,7 +25,7 @@ import zmq
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from process_job import SCALE, ProcessJob, fail  # noqa: E402  (tests/integration/process_job.py)
 
-VERSION = 2
+VERSION = 3
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 ROUNDS = 12
 

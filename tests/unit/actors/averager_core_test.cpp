@@ -1472,5 +1472,195 @@ TEST(AveragerConfigTest, RejectsInvalidConfigs) {
   EXPECT_FALSE(averager_core::make(cfg, clk, {1.0F}).has_value());
 }
 
+// ---- sample ranges: the averager hands out every epoch's samples ----------------------------------------
+
+class AveragerPoolTest : public AveragerCoreTest {
+ protected:
+  void SetUp() override {
+    AveragerCoreTest::SetUp();
+    cfg.data_samples = 100;
+    cfg.data_block = 10;
+    cfg.spec.batch_size = 5;
+    cfg.interval = 4;  // 20 samples per member and round
+    cfg.max_epochs = 2;
+    cfg.idle_rounds = 0;
+  }
+  // Remembers the ranges of every RESTART in `out` (by logical member).
+  void note(const actions& out) {
+    for (const auto& r : of<restart_msg>(out)) {
+      given[r.member] = r.ranges;
+    }
+  }
+  static std::uint64_t count(const std::vector<index_range>& rs) {
+    std::uint64_t n = 0;
+    for (const auto& [b, e] : rs) {
+      n += e - b;
+    }
+    return n;
+  }
+  // Submits what a real worker would: the assigned steps over every sample it was given.
+  actions submit_given(member_id id) {
+    auto out = on_model(model(id, core->round(), filled(1.0F), interval_of(id).value_or(4), count(given[id])));
+    note(out);
+    return out;
+  }
+  std::map<member_id, std::vector<index_range>> given;
+};
+
+TEST_F(AveragerPoolTest, EachMemberGetsIntervalTimesBatchDisjointSamples) {
+  make();
+  note(join(1));
+  note(join(2));
+  note(join(3));
+  ASSERT_EQ(given.size(), 1U) << "the first joiner starts round 0 alone";
+  EXPECT_EQ(count(given[1]), 20U);
+  note(submit_given(1));
+  ASSERT_EQ(given.size(), 3U);
+  std::set<std::uint64_t> seen;
+  for (const auto& [id, rs] : given) {
+    EXPECT_EQ(count(rs), 20U) << "member " << id;
+    for (const auto& [b, e] : rs) {
+      EXPECT_LT(b, e);
+      EXPECT_LE(e, 100U);
+      for (auto i = b; i < e; ++i) {
+        EXPECT_TRUE(seen.insert(i).second) << "sample " << i << " given twice in one epoch";
+      }
+    }
+  }
+}
+
+TEST_F(AveragerPoolTest, ALostMembersSamplesGoToTheNextRound) {
+  make();
+  note(join(1));
+  note(submit_given(1));
+  note(join(2));
+  note(submit_given(1));  // round 1 had only member 1; 2 is admitted for round 2
+  ASSERT_EQ(core->round(), 2U);
+  const auto lost = given[2];
+  ASSERT_EQ(count(lost), 20U);
+  note(submit_given(1));
+  note(on_leave(leave_msg{2, 1, core->incarnation(), core->round()}));
+  ASSERT_EQ(core->round(), 3U) << "the barrier stops waiting for the member that left";
+  EXPECT_EQ(given[1], lost) << "the samples of the member that left come first in the next round";
+  const auto& line = lines.back();
+  for (const auto& d : line.data) {
+    EXPECT_EQ(d.member, core->members().front()) << "only the accepted submission consumed samples";
+  }
+}
+
+TEST_F(AveragerPoolTest, AClaimOfMoreSamplesThanGivenIsRejected) {
+  make();
+  note(join(1));
+  auto out = on_model(model(1, 0, filled(1.0F), 4, 19));
+  EXPECT_EQ(core->counters().accepted, 1U) << "fewer samples (a short last batch) are fine";
+  make();
+  given.clear();
+  who.clear();
+  note(join(1));
+  out = on_model(model(1, 0, filled(1.0F), 4, 21));
+  EXPECT_EQ(core->counters().rejected, 1U);
+  EXPECT_EQ(core->drops().at("samples"), 1U);
+}
+
+// Joins, a leave, a member that dies, over two epochs: every sample enters x̄ exactly once per epoch, the
+// job ends after two passes, and the metrics' epoch counts passes.
+TEST_F(AveragerPoolTest, ChurnStillConsumesEverySampleOncePerEpochAndEndsAfterTheEpochs) {
+  cfg.heartbeat_timeout = 5s;
+  make();
+  note(join(1));
+  note(join(2));
+  std::set<member_id> live{1};
+  member_id next = 3;
+  for (int step = 0; step < 200 && core->state() != averager_state::stopped; ++step) {
+    const round_t r = core->round();
+    const auto ms = members();
+    live = std::set<member_id>(ms.begin(), ms.end());
+    std::vector<member_id> restarted;
+    for (member_id id : ms) {
+      if (core->grant_of(real(id)).empty()) {
+        continue;  // sits the round out
+      }
+      restarted.push_back(id);
+    }
+    ASSERT_FALSE(restarted.empty());
+    if (step % 5 == 2 && restarted.size() > 1) {
+      // One member leaves before submitting.
+      note(on_leave(leave_msg{restarted.back(), 1, core->incarnation(), r}));
+      restarted.pop_back();
+    }
+    if (step % 7 == 4 && restarted.size() > 1) {
+      // One member dies: the others heartbeat until it times out.
+      const member_id dead = restarted.front();
+      restarted.erase(restarted.begin());
+      for (int half = 0; half < 2; ++half) {
+        clk.advance(3s);
+        for (member_id id : ms) {
+          if (id != dead) {
+            (void)heartbeat(id);
+          }
+        }
+      }
+      note(run(core->tick()));
+      const auto after = members();
+      EXPECT_FALSE(std::find(after.begin(), after.end(), dead) != after.end()) << "the dead member timed out";
+    }
+    if (step % 3 == 0) {
+      note(join(next++));  // a joiner, admitted at the next barrier
+    }
+    for (member_id id : restarted) {
+      if (core->round() == r && core->state() == averager_state::collecting) {
+        note(submit_given(id));
+      }
+    }
+    for (member_id id : live) {
+      if (members().empty() || core->state() == averager_state::stopped) {
+        break;
+      }
+      (void)heartbeat(id);
+    }
+  }
+  ASSERT_EQ(core->state(), averager_state::stopped) << "two passes end the job";
+  std::map<std::uint64_t, std::vector<int>> hits;
+  for (const auto& l : lines) {
+    for (const auto& d : l.data) {
+      auto& h = hits[d.epoch];
+      h.resize(100, 0);
+      for (auto i = d.begin; i < d.end; ++i) {
+        ++h[i];
+      }
+    }
+  }
+  ASSERT_EQ(hits.size(), 2U);
+  for (const auto& [epoch, h] : hits) {
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      EXPECT_EQ(h[i], 1) << "epoch " << epoch << " sample " << i;
+    }
+  }
+  ASSERT_FALSE(lines.empty());
+  EXPECT_DOUBLE_EQ(*lines.back().epoch, 2.0);
+  EXPECT_EQ(core->pool()->epochs_done(), 2U);
+}
+
+TEST_F(AveragerPoolTest, ASnapshotKeepsTheOpenRoundsSamplesForTheNextIncarnation) {
+  make();
+  note(join(1));
+  note(join(2));
+  note(submit_given(1));
+  note(submit_given(2));  // round 1 open: both hold 20 samples, 2 has submitted
+  const auto s = core->snapshot();
+  ASSERT_TRUE(s.pool.has_value());
+  std::uint64_t available = 0;
+  for (const auto& e : s.pool->open) {
+    for (const auto& [b, en] : e.available) {
+      available += en - b;
+    }
+    EXPECT_EQ(e.consumed, 20U) << "round 0's one submission; round 1 is open";
+  }
+  EXPECT_EQ(available, 80U) << "what is not consumed, the open round's grants included";
+  setup.resume = s;
+  make();
+  EXPECT_EQ(core->pool()->save(), *s.pool) << "a resumed incarnation continues the epoch";
+}
+
 }  // namespace
 }  // namespace prsgd::actors

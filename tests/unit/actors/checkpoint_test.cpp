@@ -71,10 +71,11 @@ TEST(CheckpointCodecTest, RoundTripsTheModelIdentity) {
   EXPECT_FALSE(d->identity.has_value());
 }
 
-// Version 1 (before the model identity) is version 3's payload without the trailing identity and
-// finished bytes.
+// Version 1 (before the model identity) is version 4's payload without the trailing identity, finished
+// and pool bytes.
 TEST(CheckpointCodecTest, ReadsVersionOneWithoutIdentity) {
   auto bytes = encode_checkpoint(sample_state(5));
+  bytes.pop_back();  // the "no pool" flag
   bytes.pop_back();  // the finished flag
   bytes.pop_back();  // the "no identity" flag
   const std::uint32_t version = 1;
@@ -88,6 +89,24 @@ TEST(CheckpointCodecTest, ReadsVersionOneWithoutIdentity) {
   EXPECT_EQ(d->round, 5U);
   EXPECT_EQ(d->model, sample_state(5).model);
   EXPECT_FALSE(d->identity.has_value());
+}
+
+TEST(CheckpointCodecTest, RoundTripsTheSamplePool) {
+  auto s = sample_state(4);
+  prsgd::algorithms::pool_state pool;
+  pool.next_epoch = 3;
+  pool.epochs_done = 1;
+  pool.open.push_back({1, 40, {{100, 200}, {0, 60}}});
+  pool.open.push_back({2, 0, {{300, 356}}});
+  s.pool = pool;
+  auto d = decode_checkpoint(encode_checkpoint(s));
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  ASSERT_TRUE(d->pool.has_value());
+  EXPECT_EQ(*d->pool, pool);
+  s.pool.reset();
+  d = decode_checkpoint(encode_checkpoint(s));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_FALSE(d->pool.has_value());
 }
 
 TEST(CheckpointCodecTest, RoundTripsTheFinishedFlag) {

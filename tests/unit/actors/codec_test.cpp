@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 
@@ -80,6 +81,40 @@ TEST(CodecTest, EveryWorkerMessageRoundTrips) {
   ASSERT_TRUE(jb);
   EXPECT_DOUBLE_EQ(std::get<join_msg>(*jb).speed_hint, 123.0);
   EXPECT_TRUE(std::holds_alternative<leave_msg>(*decode_to_averager(encode(to_averager{leave_msg{1, 1, 1, 1}}))));
+}
+
+TEST(CodecTest, RestartCarriesItsSampleRangesAsPairs) {
+  restart_msg r;
+  r.member = 3;
+  r.model = model_of(4);
+  r.ranges = {{0, 256}, {1024, 1100}, {59'900, 60'000}};
+  const auto wire = encode(to_worker{r});
+  auto back = decode_to_worker(wire);
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(std::get<restart_msg>(*back).ranges, r.ranges);
+  // On the wire: the key "ranges", an array of [begin, end] arrays.
+  auto h = msgpack::unpack(reinterpret_cast<const char*>(wire[0].data()), wire[0].size());
+  std::map<std::string, msgpack::object> fields;
+  h.get().convert(fields);
+  ASSERT_TRUE(fields.contains("ranges"));
+  const auto& arr = fields["ranges"];
+  ASSERT_EQ(arr.type, msgpack::type::ARRAY);
+  ASSERT_EQ(arr.via.array.size, 3u);
+  ASSERT_EQ(arr.via.array.ptr[1].type, msgpack::type::ARRAY);
+  EXPECT_EQ(arr.via.array.ptr[1].via.array.ptr[0].as<std::uint64_t>(), 1024u);
+  // The most ranges the averager sends fit the header limit.
+  r.ranges.clear();
+  for (std::uint64_t k = 0; k < max_restart_ranges; ++k) {
+    r.ranges.emplace_back(std::uint64_t{1} << 40U | k * 2, (std::uint64_t{1} << 40U | k * 2) + 1);
+  }
+  back = decode_to_worker(encode(to_worker{r}));
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(std::get<restart_msg>(*back).ranges.size(), max_restart_ranges);
+  // An empty range is refused.
+  r.ranges = {{5, 5}};
+  back = decode_to_worker(encode(to_worker{r}));
+  ASSERT_FALSE(back);
+  EXPECT_EQ(back.error().code, errc::decode_failed);
 }
 
 TEST(CodecTest, RejectsMessagesForTheOtherSide) {

@@ -15,6 +15,9 @@ if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_sharding_test
     SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/sharding_test.cpp
     DEPS prsgd::algorithms)
+  prsgd_add_test(prsgd_sample_pool_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/sample_pool_test.cpp
+    DEPS prsgd::algorithms)
 endif()
 if(TARGET prsgd::algorithms)
   prsgd_add_test(prsgd_wire_dtype_test

@@ -192,5 +192,43 @@ TEST(LoadJobDataTest, GoesThroughTheDataSetRegistryWithDataOptions) {
   ASSERT_TRUE(registry.remove("job-data-test-set"));
 }
 
+// The data fingerprint hashes the training labels: the worker (which loads the training split) and the
+// averager (which asks for the test split and gets the training labels alone, or through the registry's
+// fallback for a loader that does not give them) agree, and a data set of the same size and shape with
+// other labels differs.
+TEST(LoadJobDataTest, TheDataFingerprintHashesTheTrainingLabels) {
+  auto& registry = algorithms::dataset_registry::instance();
+  ASSERT_TRUE(registry.add("label-hash-test-set", "three samples", [](const algorithms::dataset_request& r) {
+    algorithms::loaded_dataset out;
+    out.shape = {1, 1, 2};
+    out.num_classes = 3;
+    out.train_size = 3;
+    algorithms::dataset d;
+    d.shape = out.shape;
+    d.num_classes = 3;
+    d.features.assign(6, 0.0F);
+    d.labels = r.options.contains("flip") ? std::vector<std::int32_t>{2, 1, 0} : std::vector<std::int32_t>{0, 1, 2};
+    if (r.parts == algorithms::dataset_parts::train) {
+      out.train = d;
+    } else if (r.parts == algorithms::dataset_parts::test_and_train_size) {
+      out.test = d;  // no train_labels: the registry loads the training split for them
+    }
+    return prsgd::expected<algorithms::loaded_dataset>{std::move(out)};
+  }));
+  model_options o;
+  o.dataset = "label-hash-test-set";
+  auto worker = load_job_data(o, data_need::train);
+  auto averager = load_job_data(o, data_need::train_size_and_test);
+  ASSERT_TRUE(worker && averager);
+  EXPECT_EQ(data_fingerprint(*worker), data_fingerprint(*averager));
+  EXPECT_NE(data_fingerprint(*worker).find(" labels="), std::string::npos) << data_fingerprint(*worker);
+  o.data_options = {"flip=yes"};
+  auto other = load_job_data(o, data_need::train);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->train_size, worker->train_size);
+  EXPECT_NE(data_fingerprint(*other), data_fingerprint(*worker));
+  ASSERT_TRUE(registry.remove("label-hash-test-set"));
+}
+
 }  // namespace
 }  // namespace prsgd::cli

@@ -54,7 +54,11 @@ TEST(RoleConfigTest, AveragerDefaultsMapToTheCore) {
   EXPECT_EQ(core.intervals, algorithms::interval_kind::fixed);
   EXPECT_EQ(core.interval, 8U);
   EXPECT_EQ(core.total_steps, plan.total_steps);
-  EXPECT_EQ(core.max_rounds, plan.rounds);
+  // IID data: the averager hands out sample ranges, and --epochs counts passes over them, not rounds.
+  EXPECT_EQ(core.max_rounds, 0U);
+  EXPECT_EQ(core.max_epochs, 2U);
+  EXPECT_EQ(core.data_samples, 60000U);
+  EXPECT_EQ(core.data_block, 256U);
   EXPECT_EQ(core.min_workers, 4U);
   EXPECT_EQ(cfg->incarnation, 1234U);
   EXPECT_EQ(core.step_sizes, algorithms::lr_kind::constant);
@@ -71,6 +75,21 @@ TEST(RoleConfigTest, AveragerDefaultsMapToTheCore) {
   EXPECT_EQ(cfg->model_name, "fmnist-mlp");
   EXPECT_EQ(core.rounds_per_epoch, plan.rounds_per_epoch);
   EXPECT_EQ(cfg->metrics_jsonl, "m.jsonl");
+}
+
+TEST(RoleConfigTest, NonIidShardsOrRoundsKeepTheirRoundCount) {
+  auto o = parse_averager({"--epochs", "2", "--non-iid"});
+  auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  EXPECT_EQ(cfg->core.data_samples, 0U) << "label-skewed shards are sampled by the workers";
+  EXPECT_EQ(cfg->core.max_epochs, 0U);
+  EXPECT_EQ(cfg->core.max_rounds, plan_for(o).rounds);
+  o = parse_averager({"--epochs", "0", "--rounds", "7"});
+  cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  EXPECT_EQ(cfg->core.data_samples, 60000U);
+  EXPECT_EQ(cfg->core.max_epochs, 0U) << "--rounds ends the job; the pool cycles through epochs";
+  EXPECT_EQ(cfg->core.max_rounds, 7U);
 }
 
 TEST(RoleConfigTest, EveryEnumMapsThroughTheLibraryParsers) {

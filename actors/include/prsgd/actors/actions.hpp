@@ -44,6 +44,10 @@ struct train_task {
   std::uint64_t num_shards = 1;
   std::uint64_t batch_size = 0;
   std::uint64_t seed = 0;
+  /// The samples to train on (RESTART's ranges); empty = draw batches from the shard's sampler.
+  std::vector<index_range> ranges;
+  /// The member id: with `seed` and `round`, it seeds the order the member visits its ranges in.
+  member_id member = 0;
 };
 
 /// Asks the averager shell to score x̄ on its test set and report with averager_core::on_evaluated(id, ...).

@@ -20,6 +20,7 @@
 #include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/averaging.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
+#include "prsgd/algorithms/sample_pool.hpp"
 #include "prsgd/algorithms/schedule.hpp"
 #include "prsgd/common/clock.hpp"
 #include "prsgd/common/expected.hpp"
@@ -126,6 +127,15 @@ struct averager_config {
   /// Trained rounds that make one epoch over the training set (0: unknown). x̄ is evaluated at each epoch
   /// end, and the metrics lines carry the epoch.
   std::uint64_t rounds_per_epoch = 0;
+  /// Training samples to hand out (0 = none: RESTART carries no ranges and members sample their shards).
+  /// With samples, the averager keeps a pool of every epoch's sample indices (algorithms::sample_pool,
+  /// in blocks of `data_block` shuffled per epoch with spec.seed) and gives each member interval x batch
+  /// of them per round in RESTART; an accepted submission consumes them, anything else returns them to the
+  /// pool. Needs spec.batch_size > 0. The metrics' epoch then counts passes over the data.
+  std::uint64_t data_samples = 0;
+  std::uint64_t data_block = 256;
+  /// With data_samples: end the job after this many passes over the training set (0 = by max_rounds).
+  std::uint64_t max_epochs = 0;
   /// Evaluations the shell runs at once (at least 1); further requests wait in the core, in order.
   std::size_t max_evaluations = 1;
 
@@ -312,6 +322,10 @@ class averager_core {
   /// message naming a member), "refused" (JOINs answered with REFUSED), and rejected MODELs by claim
   /// ("steps", "samples", "loss", "size", "non_finite", "kind", "not_member", "round", "incarnation").
   [[nodiscard]] const std::map<std::string, std::uint64_t, std::less<>>& drops() const noexcept { return drops_; }
+  /// Returns the samples `member` trains in the open round (empty without a pool or a grant).
+  [[nodiscard]] std::vector<algorithms::sample_range> grant_of(member_id member) const;
+  /// Returns the sample pool (empty when the job hands out no sample ranges).
+  [[nodiscard]] const std::optional<algorithms::sample_pool>& pool() const noexcept { return pool_; }
   /// Returns the data shard `member` (a member or joiner) holds.
   [[nodiscard]] std::optional<std::uint64_t> shard_of(member_id member) const;
   /// Returns the number of data shards handed out.
@@ -374,10 +388,21 @@ class averager_core {
   void advance_round(std::vector<float> next);
   void request_checkpoint();
   void record_line(actions& out, round_metrics rm, bool last, bool trained);
-  /// Returns true once max_rounds rounds have trained (never for an open-ended job).
+  /// Returns true once max_rounds rounds have trained, or max_epochs passes are consumed (never for an
+  /// open-ended job).
   [[nodiscard]] bool work_done() const noexcept {
-    return config_.max_rounds > 0 && rounds_completed_ >= config_.max_rounds;
+    return (config_.max_rounds > 0 && rounds_completed_ >= config_.max_rounds) || (pool_ && pool_->finished());
   }
+  /// Gives a member's samples of the open round to it (pool jobs); returns false when the pool had none.
+  bool grant_samples(member_id id, member_entry& e);
+  /// Settles the closing round's grants: consumed for the submissions that entered x̄, returned otherwise.
+  void settle_grants(round_metrics& rm);
+  /// Returns the samples `id` was given for the open round (0 without a grant).
+  [[nodiscard]] std::uint64_t granted_samples(member_id id) const;
+  /// Returns true when `id` trains in the open round (without a pool: every member).
+  [[nodiscard]] bool active(member_id id) const { return !pool_ || grants_.contains(id); }
+  /// Estimates the trained rounds the job will have run once its passes are done (pool jobs with max_epochs).
+  [[nodiscard]] std::uint64_t planned_rounds() const;
 
   void start_round(actions& out);
   void end_job(actions& out);
@@ -459,6 +484,10 @@ class averager_core {
   std::optional<algorithms::averaging_rule> last_rule_;
   std::uint64_t screened_total_ = 0;
   std::uint64_t refused_rounds_ = 0;
+  std::optional<algorithms::sample_pool> pool_;
+  /// Samples each member trains in the open round (pool jobs); a member without a grant sits the round out.
+  std::map<member_id, std::vector<algorithms::sample_range>> grants_;
+  bool epoch_closed_ = false;  // the closing round completed an epoch (pool jobs)
 
   std::deque<held_line> lines_;                    // closed rounds' lines not yet released, in order
   std::deque<checkpoint_state> held_checkpoints_;  // taken, waiting for the lines of the rounds before them

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "prsgd/actors/protocol.hpp"
+#include "prsgd/algorithms/sample_pool.hpp"
 #include "prsgd/common/expected.hpp"
 #include "prsgd/common/file_io.hpp"
 
@@ -67,12 +68,16 @@ struct checkpoint_state {
   /// True for the checkpoint written when the job ended (x̄ is the final model): an averager started on
   /// it has nothing left to do. Recorded from format version 3 on.
   bool finished = false;
+  /// Where the job is in its passes over the training set: the samples of each open epoch not consumed
+  /// yet (the open round's grants included). Empty when the job hands out no sample ranges. Recorded from
+  /// format version 4 on.
+  std::optional<algorithms::pool_state> pool;
 };
 
 /// Encodes `s` as checkpoint bytes: header {magic "PRSGDCKP", version, payload size, CRC32} + payload.
-/// Writes format version 3 (version 1 plus the model identity, plus the finished flag).
+/// Writes format version 4 (version 1 plus the model identity, the finished flag, the sample pool).
 [[nodiscard]] std::vector<unsigned char> encode_checkpoint(const checkpoint_state& s);
-/// Decodes checkpoint bytes of format version 1 (no identity), 2 (no finished flag) or 3. Returns
+/// Decodes checkpoint bytes of format version 1 (no identity), 2 (no finished flag), 3 (no pool) or 4. Returns
 /// decode_failed (bad magic, version, truncation, sizes, NaN/Inf in x̄ or the momentum) or
 /// checksum_mismatch (payload CRC32 differs).
 [[nodiscard]] expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& bytes);

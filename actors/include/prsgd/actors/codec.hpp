@@ -14,7 +14,7 @@ namespace prsgd::actors {
 /// Limits applied when decoding PR-SGD messages from the network.
 struct codec_limits {
   /// Largest header frame accepted, in bytes.
-  std::size_t max_header_bytes = 4096;
+  std::size_t max_header_bytes = 16384;
   /// Largest model (or gradient) accepted, in floats (default 256 Mi floats = 1 GiB).
   std::uint64_t max_model_floats = std::uint64_t{1} << 28;
 };

@@ -16,6 +16,14 @@
 
 namespace prsgd::actors {
 
+/// Names samples [begin, end) of epoch `epoch` that member `member` trained on in an accepted submission.
+struct consumed_range {
+  member_id member = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+};
+
 /// Describes one closed round, as the averager saw it. Field meanings: actors/METRICS.md.
 struct round_metrics {
   /// The round that closed (its submissions produced x̄_{round+1}).
@@ -26,7 +34,8 @@ struct round_metrics {
   std::size_t submissions = 0;
   /// Training samples behind those submissions (Σ samples_i).
   std::uint64_t samples = 0;
-  /// Epochs completed once x̄_{round+1} exists: trained_rounds / rounds_per_epoch (empty when unknown).
+  /// Passes over the training set once x̄_{round+1} exists: samples consumed / training samples when the
+  /// averager hands out sample ranges, else trained_rounds / rounds_per_epoch (empty when unknown).
   std::optional<double> epoch;
   /// Rounds that trained so far (closed with at least one submission), this one included.
   std::uint64_t trained_rounds = 0;
@@ -73,6 +82,8 @@ struct round_metrics {
   std::vector<std::pair<member_id, double>> screened;
   /// True when the combined x̄ was not finite: the round was refused and x̄ kept.
   bool refused = false;
+  /// The sample ranges the round's accepted submissions consumed (empty without sample ranges).
+  std::vector<consumed_range> data;
 };
 
 /// Returns `text` as a JSON string literal (see prsgd/common/json_quote.hpp).

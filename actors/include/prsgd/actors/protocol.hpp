@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -32,7 +33,7 @@ using flat_buffer = std::shared_ptr<const std::vector<float>>;
 using origin_t = std::uint64_t;
 
 /// Names the version of these protocol messages; bump on any field change.
-inline constexpr std::uint32_t protocol_version = 2;
+inline constexpr std::uint32_t protocol_version = 3;
 
 /// Lists the two training modes that share the barrier machinery.
 enum class training_mode : std::uint8_t {
@@ -165,8 +166,13 @@ struct model_msg {
   bool cut = false;
 };
 
+/// Names the training samples [first, second) of the data set.
+using index_range = std::pair<std::uint64_t, std::uint64_t>;
+/// Caps RESTART's `ranges` (and every other array in a header): the averager never sends more.
+inline constexpr std::size_t max_restart_ranges = 512;
+
 /// Starts round `round` for one worker (averager -> worker): restart from `model`, run `interval` steps
-/// with step size `step_size`, then submit MODEL(round).
+/// with step size `step_size` on the samples of `ranges`, then submit MODEL(round).
 struct restart_msg {
   member_id member = 0;
   incarnation_t incarnation = 0;
@@ -179,6 +185,9 @@ struct restart_msg {
   /// γ for this round.
   double step_size = 0;
   training_mode mode = training_mode::restarted_sgd;
+  /// The samples this member trains on this round: its batches are drawn from exactly these indices
+  /// (interval x batch of them, or fewer at the end of the job). Empty: the member samples its own shard.
+  std::vector<index_range> ranges;
 };
 
 /// Tells a worker the averager no longer counts it (averager -> worker), e.g. after a heartbeat timeout

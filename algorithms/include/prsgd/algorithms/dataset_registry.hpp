@@ -53,6 +53,9 @@ struct loaded_dataset {
   std::optional<dataset> train;
   /// The test split when asked for.
   std::optional<dataset> test;
+  /// The training split's labels, for dataset_parts::test_and_train_size (the averager hashes them into the
+  /// data fingerprint). A loader that leaves it empty makes the registry load the training split for them.
+  std::optional<std::vector<std::int32_t>> train_labels;
 };
 
 /// Loads a data set for a request, or returns why it cannot: a one-line error naming the file and the problem.

@@ -54,6 +54,10 @@ struct fashion_mnist_options {
 /// file is not opened; load_fashion_mnist validates both. Errors as for load_fashion_mnist.
 [[nodiscard]] expected<std::size_t> fashion_mnist_size(std::string_view dir = {}, split which = split::train);
 
+/// The labels of one split, read from its label file alone (for the data fingerprint's label hash).
+[[nodiscard]] expected<std::vector<std::int32_t>> fashion_mnist_labels(std::string_view dir = {},
+                                                                      split which = split::train);
+
 /// Holds the raw contents of an IDX file of unsigned bytes (type code 0x08).
 struct idx_bytes {
   /// Dimension sizes from the header (1 for labels, 3 for images).

@@ -40,6 +40,8 @@ struct job_data {
   std::shared_ptr<const algorithms::dataset> test;
   /// Training samples (0 for data_need::shape when the data set cannot count them cheaply).
   std::size_t train_size = 0;
+  /// FNV-1a hash of the training labels in order (empty for data_need::shape).
+  std::optional<std::uint64_t> label_hash;
 };
 
 /// Returns the data set --dataset names ("auto": kws for models whose name starts with "kws", else
@@ -71,7 +73,8 @@ struct job_data {
 [[nodiscard]] expected<std::string> model_fingerprint(const model_options& o, const job_data& data);
 
 /// Returns the data fingerprint a JOIN declares and the averager compares: the data set's name, training
-/// samples, sample shape and classes, e.g. "fashion-mnist n=60000 shape=1x28x28 classes=10".
+/// samples, sample shape, classes and a hash of the training labels, e.g.
+/// "fashion-mnist n=60000 shape=1x28x28 classes=10 labels=5d1b7e0c2a9f3e41".
 [[nodiscard]] std::string data_fingerprint(const job_data& data);
 
 /// Holds the job's length as the averager plans it.
