@@ -76,10 +76,15 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("*.yaml")):
     jobs = {d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: d
             for d in docs if d["kind"] == "Job"}
     avg = jobs["averager"]["spec"]["template"]["spec"]["containers"][0]
-    probe = " ".join(avg["livenessProbe"]["exec"]["command"])
-    port = re.search(r"/dev/tcp/127\.0\.0\.1/(\d+)", probe)
-    if not port or int(port.group(1)) != avg_cfg.get("metrics-port"):
-        fail(f"{f.stem}: the liveness probe ({probe}) does not read metrics-port {avg_cfg.get('metrics-port')}")
+    probe = avg["livenessProbe"].get("httpGet", {})
+    ports = {p["name"]: p["containerPort"] for p in avg.get("ports", [])}
+    bind = str(avg_cfg.get("metrics-bind", ""))
+    port = ports.get(probe.get("port"))
+    if probe.get("path") != "/metrics" or port is None or not bind.endswith(f":{port}") or bind.startswith("127."):
+        fail(f"{f.stem}: the liveness probe ({probe}) does not read metrics-bind {bind or '(unset)'} from outside")
+    notes = jobs["averager"]["spec"]["template"]["metadata"].get("annotations", {})
+    if notes.get("prometheus.io/scrape") != "true" or notes.get("prometheus.io/port") != str(port):
+        fail(f"{f.stem}: the averager pod's Prometheus annotations {notes} do not name port {port}")
     if f.stem == "speech":
         wrk_cfg = yaml.safe_load(cm["data"]["worker.yaml"])
         for role, cfg in (("averager", avg_cfg), ("worker", wrk_cfg)):
@@ -91,5 +96,5 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob("*.yaml")):
             mounts = {m["mountPath"] for m in spec["containers"][0]["volumeMounts"] if m["name"] in claim}
             if cfg.get("data-dir") not in mounts:
                 fail(f"speech: the {role}'s data-dir {cfg.get('data-dir')} is not where the claim is mounted {mounts}")
-    print(f"{f.stem}: probe on metrics port {port.group(1)}")
+    print(f"{f.stem}: probe and scrape annotations on metrics port {port}")
 PY
