@@ -233,7 +233,8 @@ void add_security(CLI::App& app, security_options& o) {
   app.add_option("--curve-secret-key", o.curve_secret_key, "This process's CURVE secret key file")
       ->group("Security");
   app.add_option("--curve-allow", o.curve_allow,
-                 "Client public key file allowed to connect (repeatable; servers only; default: any client)")
+                 "Client public key file, or a directory of .public files, allowed to connect (repeatable; "
+                 "servers only; default: any client)")
       ->group("Security");
   app.add_option("--curve-server-key", o.curve_server_key, "The server's CURVE public key file (clients only)")
       ->group("Security");
@@ -642,7 +643,9 @@ expected<void> validate(const security_options& o) {
   }
   for (const auto* f : files) {
     std::error_code ec;
-    if (!f->empty() && !std::filesystem::is_regular_file(*f, ec)) {
+    const bool allow_dir = f != &o.curve_public_key && f != &o.curve_secret_key && f != &o.curve_server_key &&
+                           std::filesystem::is_directory(*f, ec);
+    if (!f->empty() && !allow_dir && !std::filesystem::is_regular_file(*f, ec)) {
       return fail(errc::not_found, "key file '" + *f + "' does not exist");
     }
   }
