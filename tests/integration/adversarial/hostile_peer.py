@@ -10,6 +10,8 @@ membership, and what the averager did with the attack (its metrics file and log)
   impostor     sends LEAVE, HEARTBEAT and MODEL naming the real members, without their tokens
   join-storm   repeats one JOIN hundreds of times; at most one RESTART per round comes back
   other-model  a real `prsgd worker` with another model: it exits 1 with one line; the job goes on
+  keys         CURVE with keys from `prsgd keygen` and an allow-list directory: a stranger's key is refused at
+               connect time (zap_denied); a member's token used from another allowed key is refused (wrong_key)
 
 usage: hostile_peer.py --prsgd PATH --workdir DIR SCENARIO
 """
@@ -19,9 +21,11 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import msgpack
@@ -75,10 +79,10 @@ class Job:
             time.sleep(0.05)
         fail("the averager did not listen")
 
-    def start_worker(self, name, model="fmnist-mlp"):
+    def start_worker(self, name, model="fmnist-mlp", extra=()):
         return self.start(name, ["worker", "--averager", self.endpoint, "--model", model, "--batch", "32",
                                  "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--slowdown-ms", "5",
-                                 "--progress", "off"])
+                                 "--progress", "off"] + list(extra))
 
     def wait(self, name, timeout):
         try:
@@ -92,9 +96,21 @@ class Job:
                 p.send_signal(signal.SIGKILL)
                 p.wait()
 
+    def wait_rounds(self, n, timeout=120):
+        """Waits until `n` rounds have closed (the real workers are members and have trained)."""
+        deadline = time.monotonic() + timeout * SCALE
+        while time.monotonic() < deadline:
+            if os.path.exists(self.metrics) and len([l for l in self.lines() if "members" in l]) >= n:
+                return
+            if self.procs["averager"].poll() is not None:
+                fail("the averager exited early:\n" + self.log("averager")[-4000:])
+            time.sleep(0.05)
+        fail(f"{n} rounds did not close:\n" + self.log("averager")[-4000:])
+
     def lines(self):
+        """The metrics file's complete lines (a line still being written is left out)."""
         with open(self.metrics) as f:
-            return [json.loads(l) for l in f if l.strip()]
+            return [json.loads(l) for l in f if l.endswith("\n") and l.strip()]
 
     def finish(self):
         """Asserts the job ran every round and both real workers ended normally, still members."""
@@ -116,12 +132,15 @@ class Job:
 
 
 class Peer:
-    """One DEALER connection that speaks the protocol."""
+    """One DEALER connection that speaks the protocol (with CURVE when given `curve`: (public, secret, server))."""
 
-    def __init__(self, endpoint):
+    def __init__(self, endpoint, curve=None):
         self.ctx = zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            public, secret, server = curve
+            self.sock.curve_publickey, self.sock.curve_secretkey, self.sock.curve_serverkey = public, secret, server
         # The transport's client id: node name, NUL, 16 random bytes (transport/README.md).
         self.sock.setsockopt(zmq.ROUTING_ID, b"hostile\0" + secrets.token_bytes(16))
         self.sock.connect(endpoint)
@@ -257,9 +276,114 @@ def scenario_other_model(job):
     print("other-model: " + lines[0])
 
 
+def reserved_port():
+    """A loopback port no other socket is given automatically for about a minute (left in TIME_WAIT on the
+    listening side; the averager's HTTP server binds it with SO_REUSEADDR), for --metrics-port."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    accepted.close()  # the accepted end closes first: the TIME_WAIT is on the server's side
+    client.close()
+    server.close()
+    return port
+
+
+def scrape(port):
+    """The averager's Prometheus text as {series: value} ({} when nobody answers yet)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            c.sendall(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            data = b""
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return {}
+    out = {}
+    for line in data.decode(errors="replace").split("\r\n\r\n", 1)[-1].splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                out[name] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def keygen(job, out_dir, name):
+    r = subprocess.run([job.prsgd, "keygen", "--out-dir", out_dir, "--name", name], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"prsgd keygen failed: {r.stderr}")
+    read = lambda ext: open(os.path.join(out_dir, f"{name}.{ext}")).read().strip().encode()
+    return read("public"), read("secret")
+
+
+def scenario_keys(job):
+    """CURVE on, with an allow-list directory: strangers refused at connect time, members bound to their key."""
+    server_pub = job.server_key
+    stranger = Peer(job.endpoint, curve=job.keys["stranger"] + (server_pub,))
+    stranger.join()
+    # Join once the real workers train, so that the quick answers below do not make them look idle.
+    job.wait_rounds(1)
+    # A faulty member with an allowed key, and a second allowed key that tries to speak for it with its token.
+    member = Peer(job.endpoint, curve=job.keys["hostile"] + (server_pub,))
+    member.join(job.mf, job.df)
+    other = Peer(job.endpoint, curve=job.keys["hostile-2"] + (server_pub,))
+    restarts, last_round, forged, removed, metrics = 0, -1, 0, 0, {}
+
+    def scraper():  # on its own thread, so a slow scrape never delays the member's answers
+        nonlocal metrics
+        while job.procs["averager"].poll() is None:
+            metrics = scrape(job.metrics_port) or metrics
+            time.sleep(0.3)
+
+    threading.Thread(target=scraper, daemon=True).start()
+    deadline = time.monotonic() + 300 * SCALE
+    while job.procs["averager"].poll() is None and time.monotonic() < deadline:
+        m = member.recv(50)
+        if m:
+            if m["t"] == WELCOME:
+                member.member, member.token, member.ainc = m["m"], m["k"], m["a"]
+            elif m["t"] == RESTART and m["m"] == member.member:
+                restarts, last_round = restarts + 1, m["r"]
+                # An honest-looking answer: x̄ back unchanged, the assigned steps, a plausible sample count.
+                member.send({"t": MODEL, "m": member.member, "i": member.nonce, "a": member.ainc, "r": m["r"],
+                             "k": member.token, "st": m["iv"], "sa": 32 * m["iv"], "ls": 0.0, "lc": 0, "g": False,
+                             "n": m["n"], "ct": False}, m["_payload"])
+            elif m["t"] == REMOVED:
+                removed += 1
+        if member.member:
+            member.heartbeat(member.member, member.token)
+            other.ainc = member.ainc
+            other.nonce = member.nonce
+            other.send({"t": LEAVE, "m": member.member, "i": member.nonce, "a": member.ainc, "r": 0,
+                        "k": member.token})
+            other.heartbeat(member.member, member.token)
+            forged += 2
+        if stranger.recv(0):
+            fail("the stranger's key got an answer")
+    rounds = job.finish()
+    if removed or last_round != ROUNDS - 1:
+        fail(f"the member with a valid key was removed ({removed} REMOVED, last RESTART for round {last_round})")
+    wrong_key = metrics.get('prsgd_dropped_total{reason="wrong_key"}', 0)
+    zap = metrics.get('prsgd_transport_dropped_total{reason="zap_denied"}', 0)
+    if wrong_key < 1:
+        fail(f"no message from another key was counted as wrong_key: {sorted(k for k in metrics if 'drop' in k)}")
+    if zap < 1:
+        fail("the stranger's key was not counted as zap_denied")
+    print(f"keys: {forged} messages with a member's token from another key, {int(wrong_key)} counted wrong_key; "
+          f"stranger refused {int(zap)} times; {len(rounds)} rounds")
+
+
 def declared_fingerprints(job):
     """Learns the job's fingerprints the way a stranger could: a REFUSED names the job's model, then its data."""
-    probe = Peer(job.endpoint)
+    probe = Peer(job.endpoint, curve=getattr(job, "probe_curve", None))
     probe.join("probe", "probe")
     deadline = time.monotonic() + 30 * SCALE
     while time.monotonic() < deadline:
@@ -281,7 +405,26 @@ def declared_fingerprints(job):
 
 
 SCENARIOS = {"zero-model": scenario_zero_model, "impostor": scenario_impostor, "join-storm": scenario_join_storm,
-             "other-model": scenario_other_model}
+             "other-model": scenario_other_model, "keys": scenario_keys}
+
+
+def start_keyed_job(job):
+    """Keys from `prsgd keygen`: a server pair, and an allow-list directory with the workers' and two hostile
+    members' public keys; the stranger's key is made elsewhere and never listed."""
+    keys, allowed = os.path.join(job.dir, "keys"), os.path.join(job.dir, "keys", "allowed")
+    job.server_key = keygen(job, keys, "server")[0]
+    job.keys = {name: keygen(job, allowed, name) for name in ("worker-0", "worker-1", "hostile", "hostile-2")}
+    job.keys["stranger"] = keygen(job, keys, "stranger")
+    job.metrics_port = reserved_port()
+    job.start_averager(["--curve-public-key", os.path.join(keys, "server.public"), "--curve-secret-key",
+                        os.path.join(keys, "server.secret"), "--curve-allow", allowed,
+                        "--metrics-port", str(job.metrics_port)])
+    for w in ("worker-0", "worker-1"):
+        job.start_worker(w, extra=["--curve-public-key", os.path.join(allowed, w + ".public"), "--curve-secret-key",
+                                   os.path.join(allowed, w + ".secret"), "--curve-server-key",
+                                   os.path.join(keys, "server.public")])
+    job.probe_curve = job.keys["hostile"] + (job.server_key,)
+    job.mf, job.df = declared_fingerprints(job)
 
 
 def main():
@@ -292,9 +435,12 @@ def main():
     args = ap.parse_args()
     job = Job(args.prsgd, args.workdir)
     try:
-        job.start_averager()
-        job.start_worker("worker-0")
-        job.start_worker("worker-1")
+        if args.scenario == "keys":
+            start_keyed_job(job)
+        else:
+            job.start_averager()
+            job.start_worker("worker-0")
+            job.start_worker("worker-1")
         if args.scenario == "other-model":
             job.start_worker("worker-other", model="mlp:784-32-10")
         SCENARIOS[args.scenario](job)
