@@ -174,6 +174,7 @@ class Peer:
 def scenario_zero_model(job):
     peer = Peer(job.endpoint)
     mf, df = declared_fingerprints(job)  # a faulty member declares the job's model and data
+    job.wait_rounds(1)  # the real workers hold shards 0 and 1, as in the run without the attacker
     peer.join(mf, df)
     zero_models, restarts = 0, 0
     deadline = time.monotonic() + 300 * SCALE
@@ -235,6 +236,7 @@ def scenario_impostor(job):
 def scenario_join_storm(job):
     peer = Peer(job.endpoint)
     mf, df = declared_fingerprints(job)
+    job.wait_rounds(1)  # the real workers hold shards 0 and 1, as in the run without the attacker
     restarts_per_round = {}
     welcomes = 0
     deadline = time.monotonic() + 300 * SCALE
@@ -427,13 +429,48 @@ def start_keyed_job(job):
     job.mf, job.df = declared_fingerprints(job)
 
 
+# Scenarios whose attacker never adds a model to x̄: the job must end where the same job without the attacker
+# ends (the same seed and shards give the same averages), and the attack may cost at most this many log lines
+# more (rate-limited warnings: a few lines per 10 s per kind; unlimited, the floods above write thousands).
+COMPARED = ("zero-model", "impostor", "join-storm", "other-model")
+ACCURACY_TOLERANCE = 0.01
+EXTRA_LOG_LINES = 200
+
+
+def final_accuracy(job):
+    done = [l for l in job.lines() if l.get("event") == "done"]
+    if not done or done[-1].get("test_acc") is None:
+        fail("the metrics file has no done line with a test accuracy")
+    return done[-1]["test_acc"]
+
+
+def log_lines(job):
+    return len(job.log("averager").splitlines())
+
+
+def run_reference(prsgd, workdir):
+    """The same job without the attacker: its final accuracy and the length of the averager's log."""
+    ref = Job(prsgd, workdir)
+    try:
+        ref.start_averager()
+        ref.start_worker("worker-0")
+        ref.start_worker("worker-1")
+        ref.finish()
+        return final_accuracy(ref), log_lines(ref)
+    finally:
+        ref.stop_all()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prsgd", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     args = ap.parse_args()
-    job = Job(args.prsgd, args.workdir)
+    reference = None
+    if args.scenario in COMPARED:
+        reference = run_reference(args.prsgd, os.path.join(args.workdir, "reference"))
+    job = Job(args.prsgd, os.path.join(args.workdir, "attack"))
     try:
         if args.scenario == "keys":
             start_keyed_job(job)
@@ -446,6 +483,15 @@ def main():
         SCENARIOS[args.scenario](job)
     finally:
         job.stop_all()
+    if reference is not None:
+        ref_acc, ref_lines = reference
+        acc, lines = final_accuracy(job), log_lines(job)
+        if abs(acc - ref_acc) > ACCURACY_TOLERANCE:
+            fail(f"test accuracy {acc:.4f} under attack, {ref_acc:.4f} without: more than 1 point apart")
+        if lines > ref_lines + EXTRA_LOG_LINES:
+            fail(f"the averager wrote {lines} log lines under attack, {ref_lines} without")
+        print(f"{args.scenario}: accuracy {acc:.4f} (without the attacker {ref_acc:.4f}); "
+              f"{lines} log lines (without {ref_lines})")
 
 
 if __name__ == "__main__":
