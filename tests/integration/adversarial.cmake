@@ -6,7 +6,7 @@
 if(TARGET prsgd AND EXISTS /usr/bin/python3)
   set(_peer ${CMAKE_CURRENT_LIST_DIR}/adversarial/hostile_peer.py)
   prsgd_scaled_timeout(_timeout 300)
-  foreach(scenario zero-model impostor join-storm other-model keys)
+  foreach(scenario zero-model impostor join-storm other-model keys endless-multipart)
     add_test(NAME adversarial_${scenario}
              COMMAND /usr/bin/python3 ${_peer} --prsgd $<TARGET_FILE:prsgd>
                      --workdir ${CMAKE_CURRENT_BINARY_DIR}/adversarial/${scenario} ${scenario})

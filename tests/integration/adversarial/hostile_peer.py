@@ -12,6 +12,10 @@ membership, and what the averager did with the attack (its metrics file and log)
   other-model  a real `prsgd worker` with another model: it exits 1 with one line; the job goes on
   keys         CURVE with keys from `prsgd keygen` and an allow-list directory: a stranger's key is refused at
                connect time (zap_denied); a member's token used from another allowed key is refused (wrong_key)
+  endless-multipart
+               CURVE job: a stranger opens raw TCP connections and streams frames that never end; each is closed
+               at the handshake and the averager's memory (VmRSS) stays flat; a member with a valid key sends a
+               message of 1000 frames: its connection is dropped at the frames cap (too_many_frames)
 
 usage: hostile_peer.py --prsgd PATH --workdir DIR SCENARIO
 """
@@ -383,6 +387,70 @@ def scenario_keys(job):
           f"stranger refused {int(zap)} times; {len(rounds)} rounds")
 
 
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    fail("no VmRSS for the averager")
+
+
+def zmtp_greeting(mechanism):
+    """A ZMTP 3.0 greeting (64 bytes) proposing `mechanism`, as a client."""
+    return b"\xff" + bytes(8) + b"\x7f" + bytes([3, 0]) + mechanism.ljust(20, b"\0") + b"\0" + bytes(31)
+
+
+def endless_frames(endpoint, budget):
+    """Opens a raw TCP connection, proposes the NULL mechanism and streams 64 KiB frames flagged MORE, never a
+    last one, until the peer closes the connection or `budget` bytes are out. Returns the bytes it got out."""
+    host, port = endpoint.rsplit("/", 1)[-1].rsplit(":", 1)
+    frame = b"\x03" + struct.pack(">Q", 65536) + bytes(65536)  # MORE | LONG, 8-byte size, body
+    sent = 0
+    with socket.create_connection((host, int(port))) as c:
+        c.settimeout(10 * SCALE)
+        try:
+            c.sendall(zmtp_greeting(b"NULL"))
+            # READY with an empty property list, then the frames of a message that never ends.
+            c.sendall(b"\x04\x06\x05READY")
+            while sent < budget:
+                c.sendall(frame)
+                sent += len(frame)
+        except OSError:
+            pass  # closed by the averager: what we want
+    return sent
+
+
+def scenario_endless_multipart(job):
+    """Messages that never end: strangers are cut off at the handshake, a member's long message at the cap."""
+    job.wait_rounds(1)
+    pid = job.procs["averager"].pid
+    before = vm_rss_kib(pid)
+    budget, streamed = 256 << 20, 0
+    for _ in range(8):
+        streamed += endless_frames(job.endpoint, budget)
+    after = vm_rss_kib(pid)
+    if streamed >= budget:
+        fail("the averager kept reading a stranger's endless message")
+    if after - before > 32 << 10:
+        fail(f"the averager's VmRSS grew from {before} to {after} KiB while strangers streamed {streamed} bytes")
+    # A member with a valid key sends a finished message of 1000 frames (the cap is 72): its connection is
+    # dropped, and the job goes on.
+    member = Peer(job.endpoint, curve=job.keys["hostile"] + (job.server_key,))
+    member.sock.send_multipart([b"D"] + [b"x"] * 1000)
+    cap_seen = 0
+    deadline = time.monotonic() + 60 * SCALE
+    while time.monotonic() < deadline and job.procs["averager"].poll() is None:
+        cap_seen = scrape(job.metrics_port).get('prsgd_transport_dropped_total{reason="too_many_frames"}', 0)
+        if cap_seen >= 1:
+            break
+        time.sleep(0.1)
+    rounds = job.finish()
+    if cap_seen < 1:
+        fail("the message of 1000 frames was not counted as too_many_frames")
+    print(f"endless-multipart: strangers got {streamed} bytes out over 8 connections, the averager's VmRSS "
+          f"went from {before} to {after} KiB; the 1000-frame message was dropped at the cap; {len(rounds)} rounds")
+
+
 def declared_fingerprints(job):
     """Learns the job's fingerprints the way a stranger could: a REFUSED names the job's model, then its data."""
     probe = Peer(job.endpoint, curve=getattr(job, "probe_curve", None))
@@ -407,7 +475,8 @@ def declared_fingerprints(job):
 
 
 SCENARIOS = {"zero-model": scenario_zero_model, "impostor": scenario_impostor, "join-storm": scenario_join_storm,
-             "other-model": scenario_other_model, "keys": scenario_keys}
+             "other-model": scenario_other_model, "keys": scenario_keys,
+             "endless-multipart": scenario_endless_multipart}
 
 
 def start_keyed_job(job):
@@ -472,7 +541,7 @@ def main():
         reference = run_reference(args.prsgd, os.path.join(args.workdir, "reference"))
     job = Job(args.prsgd, os.path.join(args.workdir, "attack"))
     try:
-        if args.scenario == "keys":
+        if args.scenario in ("keys", "endless-multipart"):
             start_keyed_job(job)
         else:
             job.start_averager()
