@@ -12,6 +12,9 @@ membership, and what the averager did with the attack (its metrics file and log)
   other-model  a real `prsgd worker` with another model: it exits 1 with one line; the job goes on
   keys         CURVE with keys from `prsgd keygen` and an allow-list directory: a stranger's key is refused at
                connect time (zap_denied); a member's token used from another allowed key is refused (wrong_key)
+  head-spoof   a job that finds its averager through `prsgd head`: a stranger tries to take the name
+               prsgd/averager, the averager's node name, and sends leave and node_down for other nodes; every
+               claim is refused, the name still leads to the averager, and the job completes
   endless-multipart
                CURVE job: a stranger opens raw TCP connections and streams frames that never end; each is closed
                at the handshake and the averager's memory (VmRSS) stays flat; a member with a valid key sends a
@@ -451,6 +454,101 @@ def scenario_endless_multipart(job):
           f"went from {before} to {after} KiB; the 1000-frame message was dropped at the cap; {len(rounds)} rounds")
 
 
+class NodePeer:
+    """A stranger speaking the runtime envelope (runtime/PROTOCOL.md, version 1) on one DEALER connection."""
+    TELL, ASK, REPLY, ERROR, REGISTER_NODE, REGISTER_NAME, LOOKUP, NODE_DOWN, LEAVE = 1, 2, 3, 4, 10, 11, 12, 13, 14
+    ALREADY_EXISTS, UNAUTHORIZED = 4, 17
+
+    def __init__(self, endpoint, name):
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.ROUTING_ID, name.encode() + b"\0" + secrets.token_bytes(16))
+        self.sock.connect(endpoint)
+
+    def send(self, header):
+        self.sock.send_multipart([b"D", msgpack.packb(dict(header, v=1))])
+
+    def request(self, header):
+        """Sends a request and returns the answer's header (with `a` unpacked), or fails after a while."""
+        c = secrets.randbits(63) | 1
+        self.send(dict(header, c=c))
+        deadline = time.monotonic() + 30 * SCALE
+        while time.monotonic() < deadline:
+            if not self.sock.poll(100):
+                continue
+            frames = self.sock.recv_multipart()
+            if len(frames) < 2 or frames[0] != b"D":
+                continue
+            h = msgpack.unpackb(frames[1], raw=False)
+            if h.get("c") == c:
+                if h.get("a"):
+                    h["a"] = msgpack.unpackb(h["a"], raw=False)
+                return h
+        fail(f"no answer to {header}")
+
+
+def scenario_head_spoof(job):
+    job.wait_rounds(1)
+    head = NodePeer(job.head_endpoint, "stranger")
+    nodes = head.request({"t": NodePeer.LOOKUP, "n": ""})["a"]
+    averager = head.request({"t": NodePeer.LOOKUP, "n": "prsgd/averager"})
+    if averager["t"] != NodePeer.REPLY:
+        fail(f"the averager is not registered: {averager}")
+    avg_node, avg_id = averager["a"]
+    avg_endpoint = next(ep for name, ep, _ in nodes if name == avg_node)
+    head_node = nodes[0][0]
+    refusals = []
+    # Take the averager's name, for the stranger's own actor and for one on the averager's node.
+    for f in (["stranger", 1], [avg_node, 7]):
+        answer = head.request({"t": NodePeer.REGISTER_NAME, "n": "prsgd/averager", "f": f})
+        refusals.append(("register_name prsgd/averager as " + repr(f), answer))
+    # Claim the averager's node name with another endpoint and a newer incarnation.
+    answer = head.request({"t": NodePeer.REGISTER_NODE, "nd": avg_node, "ep": "tcp://127.0.0.1:9", "i": 2 ** 62})
+    refusals.append(("register_node " + avg_node, answer))
+    for what, answer in refusals:
+        if answer["t"] != NodePeer.ERROR or answer.get("ec") not in (NodePeer.ALREADY_EXISTS, NodePeer.UNAUTHORIZED):
+            fail(f"the head accepted {what}: {answer}")
+    # Say the averager's node left (to the head), and that the head is down (to the averager's node).
+    for _ in range(20):
+        head.send({"t": NodePeer.LEAVE, "nd": avg_node, "i": 2 ** 62})
+    node = NodePeer(avg_endpoint, "stranger")
+    for _ in range(20):
+        node.send({"t": NodePeer.NODE_DOWN, "nd": head_node, "i": 2 ** 62})
+    deadline = time.monotonic() + 30 * SCALE
+    while "refused node_down" not in job.log("averager"):
+        if time.monotonic() > deadline:
+            fail("the averager's node did not refuse the forged node_down:\n" + job.log("averager")[-4000:])
+        time.sleep(0.05)
+    # The head handles one connection's messages in order: the leaves came before this lookup.
+    after = head.request({"t": NodePeer.LOOKUP, "n": "prsgd/averager"})
+    if after["t"] != NodePeer.REPLY or after["a"] != [avg_node, avg_id]:
+        fail(f"prsgd/averager no longer leads to the averager: {after}")
+    rounds = job.finish()
+    head_log = job.log("head")
+    if "refused leave" not in head_log or "refused register_node" not in head_log:
+        fail("the head did not log the refused claims:\n" + head_log[-4000:])
+    print(f"head-spoof: {len(refusals)} claims refused ({', '.join(str(a.get('ec')) for _, a in refusals)}), "
+          f"40 forged leave/node_down ignored; prsgd/averager still at {avg_node}; {len(rounds)} rounds")
+
+
+def start_head_job(job):
+    """A head on loopback; the averager registers with it and the workers find the averager through it."""
+    endpoint_file = os.path.join(job.dir, "head.endpoint")
+    job.start("head", ["head", "--listen", "tcp://127.0.0.1:*", "--endpoint-file", endpoint_file,
+                       "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--log-level", "info"])
+    deadline = time.monotonic() + 60 * SCALE
+    while not (os.path.exists(endpoint_file) and open(endpoint_file).read().endswith("\n")):
+        if time.monotonic() > deadline or job.procs["head"].poll() is not None:
+            fail("the head did not listen:\n" + job.log("head"))
+        time.sleep(0.05)
+    job.head_endpoint = open(endpoint_file).read().strip()
+    job.start_averager(["--head", job.head_endpoint])
+    for w in ("worker-0", "worker-1"):
+        job.start(w, ["worker", "--head", job.head_endpoint, "--model", "fmnist-mlp", "--batch", "32",
+                      "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--slowdown-ms", "5",
+                      "--progress", "off"])
+
+
 def declared_fingerprints(job):
     """Learns the job's fingerprints the way a stranger could: a REFUSED names the job's model, then its data."""
     probe = Peer(job.endpoint, curve=getattr(job, "probe_curve", None))
@@ -476,7 +574,7 @@ def declared_fingerprints(job):
 
 SCENARIOS = {"zero-model": scenario_zero_model, "impostor": scenario_impostor, "join-storm": scenario_join_storm,
              "other-model": scenario_other_model, "keys": scenario_keys,
-             "endless-multipart": scenario_endless_multipart}
+             "endless-multipart": scenario_endless_multipart, "head-spoof": scenario_head_spoof}
 
 
 def start_keyed_job(job):
@@ -543,6 +641,8 @@ def main():
     try:
         if args.scenario in ("keys", "endless-multipart"):
             start_keyed_job(job)
+        elif args.scenario == "head-spoof":
+            start_head_job(job)
         else:
             job.start_averager()
             job.start_worker("worker-0")
