@@ -473,6 +473,53 @@ TEST(ZmqTransportTest, IncomingPeerIsBoundToItsClientKey) {
   EXPECT_EQ(next_data(sb, 10s), "for-b");
 }
 
+// Sends from another thread make the server look at ZMQ_EVENTS, which lets libzmq prefetch the next incoming
+// message; the client key must be read the same way on that path (one peer, one key, no conflicts).
+TEST(ZmqTransportTest, ACurveClientStaysOnePeerWhileTheServerSendsFromAnotherThread) {
+  auto server_keys = generate_curve_keypair();
+  auto client_keys = generate_curve_keypair();
+  ASSERT_TRUE(server_keys && client_keys);
+  recorder srec;
+  auto scfg = fast_config("server");
+  scfg.curve = curve_options{server_keys->public_key, server_keys->secret_key, {client_keys->public_key}};
+  auto server = make_or_die(scfg, srec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  recorder crec;
+  auto ccfg = fast_config("client");
+  ccfg.curve = curve_options{client_keys->public_key, client_keys->secret_key, {}};
+  auto client = make_or_die(ccfg, crec);
+  auto to_server = client->connect(*ep, connect_options{server_keys->public_key});
+  ASSERT_TRUE(to_server);
+  ASSERT_TRUE(client->send(*to_server, text_message({"hello"})));
+  ASSERT_TRUE(srec.wait_messages(1));
+  const peer_id client_peer = srec.messages().at(0).peer;
+
+  constexpr int count = 3000;
+  std::atomic<bool> done{false};
+  std::thread replies([&] {
+    while (!done.load()) {
+      (void)server->send(client_peer, text_message({"tick"}));
+      std::this_thread::yield();
+    }
+  });
+  for (int i = 0; i < count; ++i) {
+    ASSERT_TRUE(client->send(*to_server, text_message({"m"})));
+  }
+  const bool all = srec.wait_messages(count + 1, 30s);
+  done = true;
+  replies.join();
+  ASSERT_TRUE(all);
+  for (const auto& m : srec.messages()) {
+    ASSERT_EQ(m.peer, client_peer);
+  }
+  for (const auto& ev : srec.events()) {
+    EXPECT_EQ(ev.peer, client_peer);
+    EXPECT_EQ(ev.client_key, client_keys->public_key);
+  }
+  EXPECT_EQ(server->stats().key_conflicts, 0U);
+}
+
 TEST(ZmqTransportTest, RefusesSendsWhenPeerQueueIsFull) {
   recorder rec;
   auto cfg = fast_config("client");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // zmq_transport's receive path, on the I/O thread: whole messages from the ROUTER (incoming peers, which it
 // registers on first contact) and from each DEALER (outgoing peers), handed zero-copy to the handlers.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,9 @@ zmq_transport::impl::received zmq_transport::impl::receive_parts(zmq::socket_t& 
     }
   }
   if (too_long) {
-    parts.resize(1);  // the first part names the sender on a ROUTER
+    // Keep the first two parts: on a ROUTER they name the sender (routing id) and carry the connection's
+    // metadata (the kind frame came from the wire; see user_id_of).
+    parts.resize(std::min<std::size_t>(parts.size(), 2));
     return received::too_many_frames;
   }
   return received::message;
@@ -121,9 +124,12 @@ void zmq_transport::impl::take_routing_id(peer_id id, in_peer& p) {
 
 namespace {
 
-// Returns the "User-Id" the ZAP handler gave the connection `m` came on (the client key), or "".
-std::string user_id_of(zmq::message_t& m) {
-  const char* value = zmq_msg_gets(m.handle(), "User-Id");
+// Returns the "User-Id" the ZAP handler gave the connection a ROUTER message came on (the client key), or
+// "". Read from the first part after the routing id: that part came from the wire and always carries the
+// connection's metadata, while libzmq builds the routing id part itself and does not attach the metadata
+// to it on every path (a message prefetched by ZMQ_EVENTS gets a routing id part without it).
+std::string user_id_of(std::vector<zmq::message_t>& parts) {
+  const char* value = parts.size() > 1 ? zmq_msg_gets(parts[1].handle(), "User-Id") : nullptr;
   return value == nullptr ? std::string{} : std::string{value};
 }
 
@@ -151,7 +157,7 @@ void zmq_transport::impl::receive_router() {
     // With CURVE every connection carries its client key (the ZAP handler's User-Id): a peer is one
     // (client key, routing id) pair, so a connection with another key never speaks for an existing peer.
     std::string& lookup = rid_scratch_;
-    lookup = cfg_.curve ? user_id_of(parts[0]) : std::string{};
+    lookup = cfg_.curve ? user_id_of(parts) : std::string{};
     const std::size_t key_size = lookup.size();
     lookup.append(static_cast<const char*>(parts[0].data()), parts[0].size());
     if (got == received::too_many_frames) {
