@@ -2,9 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """A hostile peer against a real job: `prsgd averager` and two real `prsgd worker` processes on loopback.
 
-The peer speaks the training protocol (actors/PROTOCOL.md) with pyzmq and msgpack. Each scenario runs one
-job and asserts that the job completes, that the real workers end normally and never lose their
-membership, and what the averager did with the attack (its metrics file and log):
+The peer speaks the training protocol (actors/PROTOCOL.md) with pyzmq and msgpack (head-spoof: the runtime
+envelope, runtime/PROTOCOL.md). Each scenario runs one job and asserts that the job completes, that the real
+workers end normally and never lose their membership, and what the averager did with the attack (its
+metrics file, log and metrics endpoint). zero-model, impostor, join-storm and other-model first run the same
+job without the attacker (WORKDIR/reference) and also assert the same final accuracy within 1 point and a
+bounded log; the attack's job runs in WORKDIR/attack.
 
   zero-model   joins as a member and answers every RESTART with an all-zero model claiming 2^50 samples
   impostor     sends LEAVE, HEARTBEAT and MODEL naming the real members, without their tokens
