@@ -139,9 +139,34 @@ void averager_actor::on_wire(peer_id peer, multipart msg) {
   apply(core_->on_message(*decoded, peer));
 }
 
+// Hands the growth of the core's drop counters that the owner's metrics show (forwarded_drops) to on_drop.
+void averager_actor::report_core_drops() {
+  if (!core_) {
+    return;
+  }
+  const auto& drops = core_->drops();
+  for (std::size_t i = 0; i < forwarded_drops.size(); ++i) {
+    const auto it = drops.find(forwarded_drops[i]);
+    const std::uint64_t now_count = it == drops.end() ? 0 : it->second;
+    if (now_count > reported_drops_[i] && config_.on_drop) {
+      config_.on_drop(forwarded_drops[i], now_count - reported_drops_[i]);
+    }
+    reported_drops_[i] = now_count;
+  }
+}
+
 void averager_actor::on_peer(const peer_event& event) {
   PRSGD_LOG(debug, "averager") << "peer " << event.peer << (event.up ? " up" : " down") << " node '" << event.node
                                << "'";
+  if (!core_) {
+    return;
+  }
+  // The connection's client key (CURVE) binds the members that join over it; see averager_core::on_connection.
+  if (event.up) {
+    core_->on_connection(event.peer, event.client_key);
+  } else {
+    core_->on_disconnected(event.peer);
+  }
 }
 
 void averager_actor::finish() {
@@ -182,8 +207,11 @@ void averager_actor::apply(actions a) {
   for (const auto& r : a.routes) {
     peers_[r.member] = r.via;
   }
+  std::vector<std::pair<const outbound*, errc>> failed;
   for (const auto& o : a.sends) {
-    send(o);
+    if (auto code = send(o); code != errc::none) {
+      failed.emplace_back(&o, code);
+    }
   }
   for (auto& e : a.evaluations) {
     evaluate(std::move(e));
@@ -198,6 +226,14 @@ void averager_actor::apply(actions a) {
     report_done(*a.done);
   }
   rearm(a.wakeup);
+  report_core_drops();
+  // Refused sends go back to the core once this result is carried out (it retries a RESTART or removes the
+  // member); what it answers may only fail again with messages it does not retry, so this ends.
+  for (const auto& [o, code] : failed) {
+    if (core_ && !done_) {
+      apply(core_->on_send_failed(o->member, o->msg, code));
+    }
+  }
 }
 
 void averager_actor::write_checkpoint(const checkpoint_state& s) {
@@ -211,9 +247,9 @@ void averager_actor::write_checkpoint(const checkpoint_state& s) {
   (void)store_->prune(config_.checkpoints_kept);  // a failure is logged by the store; the new checkpoint is safe
 }
 
-void averager_actor::send(const outbound& o) {
+errc averager_actor::send(const outbound& o) {
   if (!link_) {
-    return;
+    return errc::none;
   }
   peer_id to = 0;
   if (o.via) {
@@ -221,11 +257,11 @@ void averager_actor::send(const outbound& o) {
   } else if (auto it = peers_.find(o.member); it != peers_.end()) {
     to = it->second;
   } else {
-    return;  // no accepted message from this worker in this incarnation: nowhere to send
+    return errc::none;  // no accepted message from this worker in this incarnation: nowhere to send
   }
   auto sent = link_->send(to, encode(o.msg));
   if (sent) {
-    return;
+    return errc::none;
   }
   if (config_.on_drop) {
     config_.on_drop("send_failed", 1);
@@ -234,6 +270,7 @@ void averager_actor::send(const outbound& o) {
     PRSGD_LOG(warn, "averager") << "send to worker " << o.member << " failed: " << sent.error().message()
                                 << send_failure_warnings_.suffix();
   }
+  return o.via ? errc::none : sent.error().code;  // a reply to a stranger is not retried
 }
 
 void averager_actor::evaluate(evaluation_request request) {

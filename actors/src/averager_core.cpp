@@ -79,7 +79,12 @@ std::string_view to_string(submission_status s) noexcept {
 }
 
 std::string_view to_string(auth_failure f) noexcept {
-  return f == auth_failure::bad_token ? "bad_token" : "wrong_connection";
+  switch (f) {
+    case auth_failure::bad_token: return "bad_token";
+    case auth_failure::wrong_connection: return "wrong_connection";
+    case auth_failure::wrong_key: return "wrong_key";
+  }
+  return "unknown";
 }
 
 std::string_view to_string(averager_state s) noexcept {
@@ -300,6 +305,16 @@ actions averager_core::on_message(const to_averager& m, origin_t from) {
       m);
 }
 
+void averager_core::on_connection(origin_t from, std::string client_key) {
+  if (client_key.empty()) {
+    connection_keys_.erase(from);
+  } else {
+    connection_keys_[from] = std::move(client_key);
+  }
+}
+
+void averager_core::on_disconnected(origin_t from) { connection_keys_.erase(from); }
+
 actions averager_core::on_join(const join_msg& m, origin_t from) {
   actions out;
   const auto now = clock_->now();
@@ -310,7 +325,10 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
   if (auto why = mismatch(m)) {
     ++counters_.refused;
     ++drops_["refused"];
-    PRSGD_LOG(warn, log_component) << "refused a JOIN from connection " << from << ": " << *why;
+    if (warnings_->refused_join.allow(clock_->now())) {
+      PRSGD_LOG(warn, log_component) << "refused a JOIN from connection " << from << ": " << *why
+                                     << warnings_->refused_join.suffix();
+    }
     reply(out, 0, refused_msg{0, m.incarnation, incarnation_, round_, *why}, from);
     return with_wakeup(std::move(out));
   }
@@ -347,6 +365,9 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
   e.speed = m.speed_hint > 0 && std::isfinite(m.speed_hint) ? m.speed_hint : 0;
   e.token = secure_random_u64();
   e.origin = from;
+  if (auto k = connection_keys_.find(from); k != connection_keys_.end()) {
+    e.client_key = k->second;
+  }
   e.shard = *shard;
   pending_[id] = e;
   joins_[{from, m.incarnation}] = id;
@@ -504,6 +525,7 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
     return with_wakeup(std::move(out));
   }
   it->second.missed = 0;
+  it->second.send_failures = 0;
   submissions_[m.member] = submission{m, clock_->now()};
   record(m, submission_status::accepted, "");
   if (config_.idle_rounds > 0) {
@@ -544,6 +566,9 @@ actions averager_core::tick() {
   }
   if (state_ == averager_state::collecting && idle_cutoff_ && now >= *idle_cutoff_) {
     remove_idle(out);
+  }
+  if (state_ == averager_state::collecting) {
+    resend_restarts(out);
   }
   if (state_ == averager_state::rejoin_wait && now >= rejoin_until_) {
     PRSGD_LOG(info, log_component) << "rejoin grace over; " << restored_.size() << " checkpointed members did not return";
@@ -642,6 +667,13 @@ std::optional<clock_source::time_point> averager_core::next_wakeup() const {
   }
   if (state_ == averager_state::collecting && idle_cutoff_) {
     t = std::min(t, *idle_cutoff_);
+  }
+  if (state_ == averager_state::collecting) {
+    for (const auto& [id, e] : members_) {
+      if (e.resend_at) {
+        t = std::min(t, *e.resend_at);
+      }
+    }
   }
   return t;
 }
@@ -946,9 +978,12 @@ void averager_core::screen(round_inputs& in, round_metrics& rm) {
     const double ratio = (*norms)[i] / verdict.median_norm;
     rm.screened.emplace_back(id, ratio);
     rm.samples -= submissions_.at(id).msg.samples;
-    PRSGD_LOG(warn, log_component) << "round " << round_ << ": left out the update of worker " << id << ": norm "
-                                   << (*norms)[i] << " is " << ratio << " x the round's median "
-                                   << verdict.median_norm << " (limit " << config_.screen_k << " x)";
+    if (warnings_->screened.allow(clock_->now())) {
+      PRSGD_LOG(warn, log_component) << "round " << round_ << ": left out the update of worker " << id << ": norm "
+                                     << (*norms)[i] << " is " << ratio << " x the round's median "
+                                     << verdict.median_norm << " (limit " << config_.screen_k << " x)"
+                                     << warnings_->screened.suffix();
+    }
     unaccept(id, "left out by the outlier screen (update norm " + std::to_string(ratio) + " x the median)");
     submissions_.erase(id);
     ++screened_total_;
@@ -1182,8 +1217,11 @@ void averager_core::record(const model_msg& m, submission_status s, std::string 
     case submission_status::rejected:
       ++counters_.rejected;
       ++round_counters_.rejected;
-      PRSGD_LOG(warn, log_component) << "rejected MODEL of worker " << m.member << " (incarnation " << m.incarnation
-                                     << ", round " << m.round << "): " << reason;
+      if (warnings_->rejected_model.allow(clock_->now())) {
+        PRSGD_LOG(warn, log_component) << "rejected MODEL of worker " << m.member << " (incarnation "
+                                       << m.incarnation << ", round " << m.round << "): " << reason
+                                       << warnings_->rejected_model.suffix();
+      }
       break;
   }
   if (s == submission_status::late || s == submission_status::duplicate) {
@@ -1337,8 +1375,56 @@ void averager_core::send_restart(actions& out, member_id id) {
     return;  // at most one RESTART per member and round, however many JOINs ask
   }
   e.restarted = round_;
+  e.resend_at.reset();
   send_to(out, id, make_restart(id));
   round_bytes_out_ += model_size_ * sizeof(float);
+}
+
+actions averager_core::on_send_failed(member_id member, const any_msg& msg, errc code) {
+  actions out;
+  ++drops_["send_failed"];
+  const auto* restart = std::get_if<restart_msg>(&msg);
+  auto it = members_.find(member);
+  if (restart == nullptr || state_ != averager_state::collecting || restart->round != round_ ||
+      it == members_.end() || it->second.incarnation != restart->incarnation || submissions_.contains(member)) {
+    return with_wakeup(std::move(out));  // nothing waits for it
+  }
+  auto& e = it->second;
+  ++e.send_failures;
+  if (code == errc::overloaded && e.send_failures <= config_.send_retries) {
+    e.restarted.reset();  // send_restart may send this round's RESTART once more
+    e.resend_at = clock_->now() + config_.heartbeat_interval;
+    if (warnings_->send_failed.allow(clock_->now())) {
+      PRSGD_LOG(warn, log_component) << "RESTART of round " << round_ << " to worker " << member << " not sent ("
+                                     << to_string(code) << "); retry " << e.send_failures << " of "
+                                     << config_.send_retries << warnings_->send_failed.suffix();
+    }
+    return with_wakeup(std::move(out));
+  }
+  ++drops_["send_failed_removed"];
+  const std::string why = "its RESTART could not be sent (" + std::string{to_string(code)} + ", " +
+                          std::to_string(e.send_failures) + (e.send_failures == 1 ? " attempt)" : " attempts)");
+  send_to(out, member, removed_msg{member, e.incarnation, incarnation_, round_});
+  remove_worker(member, why.c_str());
+  maybe_close(out);
+  return with_wakeup(std::move(out));
+}
+
+// Sends again the RESTARTs whose retry time has come (members that still have not submitted).
+void averager_core::resend_restarts(actions& out) {
+  const auto now = clock_->now();
+  std::vector<member_id> due;
+  for (const auto& [id, e] : members_) {
+    if (e.resend_at && *e.resend_at <= now) {
+      due.push_back(id);
+    }
+  }
+  for (const member_id id : due) {
+    members_.at(id).resend_at.reset();
+    if (state_ == averager_state::collecting && !submissions_.contains(id)) {
+      send_restart(out, id);
+    }
+  }
 }
 
 // Removes every member that has not submitted by the idle cutoff (it heartbeats, so the timeout misses it).
@@ -1372,7 +1458,10 @@ bool averager_core::authorised(member_id member, session_token token, origin_t f
     return true;  // names nobody we know: the handlers treat it as a stranger
   }
   std::optional<auth_failure> failure;
-  if (token != e->token) {
+  const auto key = connection_keys_.find(from);
+  if (!e->client_key.empty() && (key == connection_keys_.end() || key->second != e->client_key)) {
+    failure = auth_failure::wrong_key;
+  } else if (token != e->token) {
     failure = auth_failure::bad_token;
   } else if (from != e->origin) {
     failure = auth_failure::wrong_connection;
@@ -1383,8 +1472,10 @@ bool averager_core::authorised(member_id member, session_token token, origin_t f
   ++counters_.unauthorised;
   ++round_counters_.unauthorised;
   ++drops_[std::string{to_string(*failure)}];
-  PRSGD_LOG(debug, log_component) << "dropped " << what << " naming member " << member << " from connection " << from
-                                  << ": " << to_string(*failure);
+  if (warnings_->unauthorised.allow(clock_->now())) {
+    PRSGD_LOG(warn, log_component) << "refused " << what << " naming member " << member << " from connection "
+                                   << from << ": " << to_string(*failure) << warnings_->unauthorised.suffix();
+  }
   return false;
 }
 

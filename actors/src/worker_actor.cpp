@@ -180,7 +180,10 @@ void worker_actor::on_wire(peer_id peer, multipart msg) {
   }
   auto decoded = decode_to_worker(msg, config_.limits);
   if (!decoded) {
-    PRSGD_LOG(warn, "worker") << "dropped malformed message from the averager: " << decoded.error().message();
+    if (malformed_warnings_.allow(now())) {
+      PRSGD_LOG(warn, "worker") << "dropped malformed message from the averager: " << decoded.error().message()
+                                << malformed_warnings_.suffix();
+    }
     return;
   }
   if (const auto* r = std::get_if<restart_msg>(&*decoded)) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -96,6 +97,27 @@ expected<std::string> read_key_file(const std::string& path) {
   return text;
 }
 
+expected<std::vector<std::string>> allow_list_files(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    return std::vector<std::string>{path};
+  }
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(path, ec)) {
+    if (e.path().extension() == ".public" && e.is_regular_file(ec)) {
+      files.push_back(e.path().string());
+    }
+  }
+  if (ec) {
+    return fail(errc::io_error, "cannot list '" + path + "': " + ec.message());
+  }
+  if (files.empty()) {
+    return fail(errc::not_found, "key directory '" + path + "' holds no .public files");
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 expected<curve_setup> load_curve(const security_options& sec) {
   curve_setup out;
   if (sec.curve_public_key.empty()) {
@@ -108,10 +130,14 @@ expected<curve_setup> load_curve(const security_options& sec) {
   curve_options curve;
   curve.public_key = *pub;
   curve.secret_key = *secret;
-  for (const auto& file : sec.curve_allow) {
-    auto key = read_key_file(file);
-    PRSGD_TRY(key);
-    curve.allowed_client_keys.push_back(*key);
+  for (const auto& entry : sec.curve_allow) {
+    auto files = allow_list_files(entry);
+    PRSGD_TRY(files);
+    for (const auto& file : *files) {
+      auto key = read_key_file(file);
+      PRSGD_TRY(key);
+      curve.allowed_client_keys.push_back(*key);
+    }
   }
   out.server_public_key = curve.public_key;
   if (!sec.curve_server_key.empty()) {

@@ -131,7 +131,9 @@ expected<void> validate(const security_options& o) {
   }
   for (const auto* f : files) {
     std::error_code ec;
-    if (!f->empty() && !std::filesystem::is_regular_file(*f, ec)) {
+    const bool allow_dir = f != &o.curve_public_key && f != &o.curve_secret_key && f != &o.curve_server_key &&
+                           std::filesystem::is_directory(*f, ec);
+    if (!f->empty() && !allow_dir && !std::filesystem::is_regular_file(*f, ec)) {
       return fail(errc::not_found, "key file '" + *f + "' does not exist");
     }
   }

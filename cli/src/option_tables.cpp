@@ -196,8 +196,9 @@ void add_security(CLI::App& app, security_options& o, bool server, bool client) 
       ->group("Security");
   // The side a role does not play is accepted (and ignored) but not listed.
   app.add_option("--curve-allow", o.curve_allow,
-                 "Client public key file allowed to connect (repeatable; default: any client with the server key)")
-      ->type_name("FILE")
+                 "Client public key file, or a directory of .public files, allowed to connect (repeatable; "
+                 "default: any client with the server key)")
+      ->type_name("PATH")
       ->group(server ? "Security" : "");
   app.add_option("--curve-server-key", o.curve_server_key, "The CURVE public key file of the server to connect to")
       ->type_name("FILE")

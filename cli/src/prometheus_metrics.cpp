@@ -145,6 +145,7 @@ struct prometheus_metrics::impl {
   prometheus::Counter& dropped_too_many_frames = dropped_family.Add({{"reason", "too_many_frames"}});
   prometheus::Counter& dropped_connection = dropped_family.Add({{"reason", "dropped_connection"}});
   prometheus::Counter& dropped_zap = dropped_family.Add({{"reason", "zap_denied"}});
+  prometheus::Counter& dropped_key_conflict = dropped_family.Add({{"reason", "key_conflict"}});
   prometheus::Counter& dropped_unreachable = dropped_family.Add({{"reason", "peer_unreachable"}});
   prometheus::Family<prometheus::Counter>& averager_dropped_family = counters_by_reason(
       r, "prsgd_dropped_total", "Messages the averager dropped before its protocol core, by reason.");
@@ -235,6 +236,9 @@ void prometheus_metrics::record_drop(std::string_view reason, std::uint64_t coun
     impl_->averager_send_failed.Increment(num(count));
   } else if (reason == "inbox_full") {
     impl_->averager_inbox_full.Increment(num(count));
+  } else {
+    // Any other reason the averager reports (e.g. the core's bad_token, wrong_connection, wrong_key).
+    impl_->averager_dropped_family.Add({{"reason", std::string{reason}}}).Increment(num(count));
   }
 }
 
@@ -250,6 +254,7 @@ void prometheus_metrics::record_transport(const transport_stats& now) {
   grow(s.dropped_too_many_frames, s.last_transport.too_many_frames, now.too_many_frames);
   grow(s.dropped_connection, s.last_transport.from_dropped_connections, now.from_dropped_connections);
   grow(s.dropped_zap, s.last_transport.zap_denied, now.zap_denied);
+  grow(s.dropped_key_conflict, s.last_transport.key_conflicts, now.key_conflicts);
   grow(s.dropped_unreachable, s.last_transport.messages_dropped, now.messages_dropped);
   grow(s.sends_refused, s.last_transport.sends_refused, now.sends_refused);
   s.last_transport = now;

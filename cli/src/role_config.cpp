@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
@@ -150,6 +151,22 @@ expected<actors::worker_actor_config> worker_config_from(const worker_options& o
   cfg.batch_size = static_cast<std::size_t>(o.model.batch);
   cfg.slowdown = std::chrono::milliseconds{o.slowdown_ms};
   return cfg;
+}
+
+expected<void> limit_frames_to_model(transport_config& cfg, std::size_t num_params) {
+  constexpr std::size_t room = std::size_t{1} << 20;
+  constexpr std::size_t hard_cap = std::size_t{1} << 34;  // 16 GiB: beyond what ZeroMQ and this host handle
+  const std::uint64_t codec_cap = actors::codec_limits{}.max_model_floats;
+  if (num_params > codec_cap) {
+    return fail(errc::too_large, "the model has " + std::to_string(num_params) +
+                                     " parameters: a training message carries at most " + std::to_string(codec_cap));
+  }
+  if (num_params > (hard_cap - room) / sizeof(float)) {
+    return fail(errc::too_large, "the model has " + std::to_string(num_params) +
+                                     " parameters: its frame would exceed the transport's limit of 16 GiB");
+  }
+  cfg.max_frame_bytes = num_params * sizeof(float) + room;
+  return {};
 }
 
 }  // namespace prsgd::cli

@@ -78,20 +78,6 @@ expected<transport_config> make_transport_config(const std::string& node_name, c
   return cfg;
 }
 
-/// Derives the transport's frame limit from the model: the largest frame prsgd sends is the model (float32),
-/// so a frame much larger than it can only come from a broken or hostile peer and is refused by libzmq
-/// before it is stored. The header frames are small; 1 MiB of room covers them.
-expected<void> limit_frames_to_model(transport_config& cfg, std::size_t num_params) {
-  constexpr std::size_t room = std::size_t{1} << 20;
-  constexpr std::size_t hard_cap = std::size_t{1} << 34;  // 16 GiB: beyond what ZeroMQ and this host handle
-  if (num_params > (hard_cap - room) / sizeof(float)) {
-    return fail(errc::too_large, "the model has " + std::to_string(num_params) +
-                                     " parameters: its frame would exceed the transport's limit of 16 GiB");
-  }
-  cfg.max_frame_bytes = num_params * sizeof(float) + room;
-  return {};
-}
-
 actors::transport_factory zmq_factory(transport_config cfg) {
   return [cfg](transport_handlers h) { return make_transport("zmq", cfg, std::move(h)); };
 }

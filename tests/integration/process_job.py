@@ -73,6 +73,6 @@ class ProcessJob:
                 p.wait()
 
     def lines(self):
-        """The metrics file's JSON lines."""
+        """The metrics file's complete JSON lines (a line still being written is left out)."""
         with open(self.metrics) as f:
-            return [json.loads(l) for l in f if l.strip()]
+            return [json.loads(l) for l in f if l.endswith("\n") and l.strip()]

@@ -6,7 +6,7 @@ prsgd_add_executable(transport_peer_helper SOURCES ${prsgd_transport_it}/peer_he
   DEPS prsgd::transport_zmq)
 prsgd_add_test(transport_zmq_integration_test
   SOURCES ${prsgd_transport_it}/zmq_transport_test.cpp
-  DEPS prsgd::transport_zmq prsgd_test_support
+  DEPS prsgd::transport_zmq prsgd_test_support cppzmq
   LABELS integration TIMEOUT 120)
 target_compile_definitions(transport_zmq_integration_test PRIVATE
   PRSGD_PEER_HELPER="$<TARGET_FILE:transport_peer_helper>")

@@ -114,11 +114,15 @@ struct network_state {
 
   peer_event client_event(const connection& c, std::uint64_t /*id*/, bool up_now, errc reason) const {
     return peer_event{c.client_peer, up_now,
-                      c.server != no_node ? nodes[c.server].name : std::string{}, c.endpoint, true, reason};
+                      c.server != no_node ? nodes[c.server].name : std::string{}, c.endpoint, true, reason, {}};
   }
 
   peer_event server_event(const connection& c, bool up_now, errc reason) const {
-    return peer_event{c.server_peer, up_now, nodes[c.client].name, {}, false, reason};
+    // Like the ZAP handler of zmq_transport: a CURVE server learns the client's public key.
+    const auto& cl = nodes[c.client].cfg.curve;
+    const bool curve = nodes[c.server].cfg.curve.has_value() && cl.has_value();
+    return peer_event{c.server_peer, up_now, nodes[c.client].name, {}, false, reason,
+                      curve ? cl->public_key : std::string{}};
   }
 
   bool curve_allows(const connection& c, std::size_t server) const {

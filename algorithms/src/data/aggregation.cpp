@@ -217,6 +217,100 @@ constexpr std::array<register_fn, max_register_inputs> register_kernels{
     &register_kernel_9,  &register_kernel_10, &register_kernel_11, &register_kernel_12,
     &register_kernel_13, &register_kernel_14, &register_kernel_15, &register_kernel_16};
 
+struct weighted_args {
+  const float* const* xs;
+  const float* ref;   // never null here: zeros when the inputs are the updates
+  const double* q;    // N weights, normalised (w_i / s)
+  double beta;        // the mass trimmed at each end
+  double inv_keep;    // 1 / (1 − 2β)
+  float scale;        // s
+  float* out;
+  std::size_t len;
+};
+
+// The register kernel for unequal weights and N <= max_register_inputs: per coordinate, the N updates and
+// their weights are loaded into 2N double locals, sorted together by Batcher's network (compare, then
+// blend both), and each sorted value is weighed by how much of its weight interval [lo, hi) falls inside
+// [β, 1 − β]. The arithmetic is the blocked weighted path's, operation for operation, so the results are
+// the same bits; only the values stay in vector registers instead of going through memory per comparator.
+template <std::size_t N>
+[[gnu::always_inline]] inline void weighted_kernel(const weighted_args& a) {
+  static constexpr comparator_list net = batcher(N);
+  const float* x[N];
+  double w[N];
+  for (std::size_t i = 0; i < N; ++i) {
+    x[i] = a.xs[i];
+    w[i] = a.q[i];
+  }
+  const double beta = a.beta;
+  const double keep_hi = 1 - a.beta;
+  const double inv_keep = a.inv_keep;
+  const float scale = a.scale;
+  const float* ref = a.ref;  // may alias out: element k of ref is read before out[k] is written
+  float* out = a.out;
+  for (std::size_t k = 0; k < a.len; ++k) {
+    double v[N];
+    double q[N];
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < N; ++i) {
+      v[i] = static_cast<double>(x[i][k]) - static_cast<double>(ref[k]);
+      q[i] = w[i];
+    }
+#pragma GCC unroll 80
+    for (std::size_t c = 0; c < net.size; ++c) {
+      const std::size_t i = net.pairs[c].first;
+      const std::size_t j = net.pairs[c].second;
+      const bool swap = v[j] < v[i];
+      const double va = v[i];
+      const double vb = v[j];
+      const double qa = q[i];
+      const double qb = q[j];
+      v[i] = swap ? vb : va;
+      v[j] = swap ? va : vb;
+      q[i] = swap ? qb : qa;
+      q[j] = swap ? qa : qb;
+    }
+    double cum = 0;
+    double acc = 0;
+#pragma GCC unroll 16
+    for (std::size_t j = 0; j < N; ++j) {
+      const double lo = cum;
+      const double hi = j + 1 == N ? 1.0 : lo + q[j];  // the last value closes the mass exactly
+      cum = hi;
+      const double kept = std::max(0.0, std::min(hi, keep_hi) - std::max(lo, beta));
+      acc += kept * inv_keep * v[j];
+    }
+    out[k] = ref[k] + scale * static_cast<float>(acc);
+  }
+}
+
+#define PRSGD_AGGREGATION_WEIGHTED_KERNEL(N) \
+  PRSGD_AGGREGATION_WIDE_VECTORS void weighted_kernel_##N(const weighted_args& a) { weighted_kernel<N>(a); }
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(1)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(2)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(3)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(4)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(5)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(6)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(7)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(8)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(9)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(10)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(11)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(12)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(13)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(14)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(15)
+PRSGD_AGGREGATION_WEIGHTED_KERNEL(16)
+#undef PRSGD_AGGREGATION_WEIGHTED_KERNEL
+
+using weighted_fn = void (*)(const weighted_args&);
+constexpr std::array<weighted_fn, max_register_inputs> weighted_kernels{
+    &weighted_kernel_1,  &weighted_kernel_2,  &weighted_kernel_3,  &weighted_kernel_4,
+    &weighted_kernel_5,  &weighted_kernel_6,  &weighted_kernel_7,  &weighted_kernel_8,
+    &weighted_kernel_9,  &weighted_kernel_10, &weighted_kernel_11, &weighted_kernel_12,
+    &weighted_kernel_13, &weighted_kernel_14, &weighted_kernel_15, &weighted_kernel_16};
+
 // Per block of coordinates: u_i = x_i − ref for every input, sorted per coordinate by a sorting network.
 // Equal weights (the common case) sort floats and weigh the j-th smallest with the same coefficient in
 // every coordinate; unequal weights sort (value, weight) pairs in double and compute each coordinate's
@@ -274,6 +368,18 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
     }
     std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
     register_kernels[n - 1]({xs.data(), ref != nullptr ? ref : zeros.data(), coef.data(), out.data(), len});
+    return;
+  }
+  if (!equal && n <= max_register_inputs) {
+    std::vector<const float*> xs(n);
+    std::vector<double> q(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      xs[i] = inputs[i].params.data();
+      q[i] = weights[i] / s;
+    }
+    std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
+    weighted_kernels[n - 1](
+        {xs.data(), ref != nullptr ? ref : zeros.data(), q.data(), beta, inv_keep, scale, out.data(), len});
     return;
   }
   for (std::size_t b = 0; b < len; b += block_floats) {

@@ -19,6 +19,8 @@
 #include "prsgd/transport/zmq_transport.hpp"
 #include "recorder.hpp"
 
+#include <zmq.hpp>
+
 namespace prsgd {
 namespace {
 
@@ -387,6 +389,135 @@ TEST(ZmqTransportTest, CurveAllowsListedClientAndDeniesOthers) {
   auto nokey = bad->connect(*ep, {});
   ASSERT_FALSE(nokey);
   EXPECT_EQ(nokey.error().code, errc::invalid_argument);
+}
+
+// A raw DEALER with a chosen routing id and CURVE key pair: what a hostile client can do with libzmq.
+zmq::socket_t raw_curve_dealer(zmq::context_t& ctx, const std::string& routing_id, const curve_keypair& own,
+                               const std::string& server_key, const std::string& endpoint) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::routing_id, routing_id);
+  s.set(zmq::sockopt::curve_serverkey, server_key);
+  s.set(zmq::sockopt::curve_publickey, own.public_key);
+  s.set(zmq::sockopt::curve_secretkey, own.secret_key);
+  s.connect(endpoint);
+  return s;
+}
+
+// Returns the payload of the next data message ('D' kind frame) on `s`, skipping transport heartbeats.
+std::string next_data(zmq::socket_t& s, std::chrono::milliseconds deadline) {
+  s.set(zmq::sockopt::rcvtimeo, static_cast<int>(test::scaled(deadline).count()));
+  for (;;) {
+    std::vector<std::string> parts;
+    do {
+      zmq::message_t m;
+      if (!s.recv(m)) {
+        return "(nothing)";
+      }
+      parts.push_back(m.to_string());
+      if (!m.more()) {
+        break;
+      }
+    } while (true);
+    if (parts.size() >= 2 && parts[0] == "D") {
+      return parts[1];
+    }
+  }
+}
+
+TEST(ZmqTransportTest, IncomingPeerIsBoundToItsClientKey) {
+  auto server_keys = generate_curve_keypair();
+  auto a = generate_curve_keypair();
+  auto b = generate_curve_keypair();
+  ASSERT_TRUE(server_keys && a && b);
+  recorder srec;
+  auto scfg = fast_config("server");
+  scfg.heartbeat_timeout = 5s;  // the peers below are raw sockets that send no heartbeats
+  scfg.curve = curve_options{server_keys->public_key, server_keys->secret_key, {a->public_key, b->public_key}};
+  auto server = make_or_die(scfg, srec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+
+  zmq::context_t ctx;
+  const std::string twin_id = std::string("twin") + '\0' + "12345678";
+  auto sa = raw_curve_dealer(ctx, twin_id, *a, server_keys->public_key, *ep);
+  sa.send(zmq::str_buffer("D"), zmq::send_flags::sndmore);
+  sa.send(zmq::str_buffer("from-a"));
+  peer_event up_a;
+  ASSERT_TRUE(srec.wait_event(true, 0, 10s, &up_a));
+  EXPECT_EQ(up_a.client_key, a->public_key);  // the ZAP handler's User-Id reaches the application
+  ASSERT_TRUE(srec.wait_messages(1));
+  EXPECT_EQ(srec.messages().at(0).peer, up_a.peer);
+
+  // Another key presents the same transport identity: libzmq hands the routing id over to it, but it is
+  // another peer, and the first key's peer is down while the other key holds the routing id.
+  auto sb = raw_curve_dealer(ctx, twin_id, *b, server_keys->public_key, *ep);
+  sb.send(zmq::str_buffer("D"), zmq::send_flags::sndmore);
+  sb.send(zmq::str_buffer("from-b"));
+  ASSERT_TRUE(srec.wait_messages(2));
+  const auto second = srec.messages().at(1);
+  EXPECT_EQ(second.msg.at(0).view(), "from-b");
+  EXPECT_NE(second.peer, up_a.peer);
+  peer_event down_a;
+  ASSERT_TRUE(srec.wait_event(false, up_a.peer, 10s, &down_a));
+  EXPECT_EQ(down_a.reason, errc::unauthorized);
+  peer_event up_b;
+  ASSERT_TRUE(srec.wait_event(true, second.peer, 10s, &up_b));
+  EXPECT_EQ(up_b.client_key, b->public_key);
+  EXPECT_EQ(server->stats().key_conflicts, 1U);
+
+  // What is meant for the first key never reaches the second: messages on one connection keep their
+  // order, so "for-a" would arrive before "for-b" had it been sent.
+  (void)server->send(up_a.peer, text_message({"for-a"}));
+  ASSERT_TRUE(server->send(second.peer, text_message({"for-b"})));
+  EXPECT_EQ(next_data(sb, 10s), "for-b");
+}
+
+// Sends from another thread make the server look at ZMQ_EVENTS, which lets libzmq prefetch the next incoming
+// message; the client key must be read the same way on that path (one peer, one key, no conflicts).
+TEST(ZmqTransportTest, ACurveClientStaysOnePeerWhileTheServerSendsFromAnotherThread) {
+  auto server_keys = generate_curve_keypair();
+  auto client_keys = generate_curve_keypair();
+  ASSERT_TRUE(server_keys && client_keys);
+  recorder srec;
+  auto scfg = fast_config("server");
+  scfg.curve = curve_options{server_keys->public_key, server_keys->secret_key, {client_keys->public_key}};
+  auto server = make_or_die(scfg, srec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  recorder crec;
+  auto ccfg = fast_config("client");
+  ccfg.curve = curve_options{client_keys->public_key, client_keys->secret_key, {}};
+  auto client = make_or_die(ccfg, crec);
+  auto to_server = client->connect(*ep, connect_options{server_keys->public_key});
+  ASSERT_TRUE(to_server);
+  ASSERT_TRUE(client->send(*to_server, text_message({"hello"})));
+  ASSERT_TRUE(srec.wait_messages(1));
+  const peer_id client_peer = srec.messages().at(0).peer;
+
+  constexpr int count = 3000;
+  std::atomic<bool> done{false};
+  std::thread replies([&] {
+    while (!done.load()) {
+      (void)server->send(client_peer, text_message({"tick"}));
+      std::this_thread::yield();
+    }
+  });
+  for (int i = 0; i < count; ++i) {
+    ASSERT_TRUE(client->send(*to_server, text_message({"m"})));
+  }
+  const bool all = srec.wait_messages(count + 1, 30s);
+  done = true;
+  replies.join();
+  ASSERT_TRUE(all);
+  for (const auto& m : srec.messages()) {
+    ASSERT_EQ(m.peer, client_peer);
+  }
+  for (const auto& ev : srec.events()) {
+    EXPECT_EQ(ev.peer, client_peer);
+    EXPECT_EQ(ev.client_key, client_keys->public_key);
+  }
+  EXPECT_EQ(server->stats().key_conflicts, 0U);
 }
 
 TEST(ZmqTransportTest, RefusesSendsWhenPeerQueueIsFull) {

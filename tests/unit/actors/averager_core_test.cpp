@@ -198,6 +198,14 @@ class AveragerCoreTest : public ::testing::Test {
     return on_model(model(id, r, filled(v), steps > 0 ? steps : interval_of(id).value_or(4)));
   }
 
+  // Plays a shell whose transport refused the RESTART `r` (as the test sees it, in logical ids).
+  actions send_failed(restart_msg r, errc code) {
+    const member_id l = r.member;
+    r.member = real(l);
+    r.incarnation = nonce(l, r.incarnation);
+    return run(core->on_send_failed(r.member, any_msg{r}, code));
+  }
+
   actions heartbeat(member_id id, incarnation_t inc = 1) {
     return on_heartbeat(heartbeat_msg{id, inc, core->incarnation(), core->round(), false, 0});
   }
@@ -212,6 +220,16 @@ class AveragerCoreTest : public ::testing::Test {
       }
     }
     return found;
+  }
+
+  static restart_msg restart_for(const actions& out, member_id id) {
+    for (const auto& m : of<restart_msg>(out)) {
+      if (m.member == id) {
+        return m;
+      }
+    }
+    ADD_FAILURE() << "no RESTART for worker " << id;
+    return {};
   }
 
   static std::set<member_id> restart_targets(const actions& out, round_t r) {
@@ -1272,6 +1290,77 @@ TEST_F(AveragerCoreTest, MemberThatMissesDeadlineClosedRoundsIsRemoved) {
     ASSERT_EQ(core->round(), r + 1);
   }
   EXPECT_EQ(members(), std::vector<member_id>{1}) << "two rounds closed without worker 2";
+}
+
+TEST_F(AveragerCoreTest, AMemberIsBoundToTheClientKeyItJoinedWith) {
+  make();
+  core->on_connection(10, "KEY-A");
+  core->on_connection(11, "KEY-B");
+  (void)on_join(join_msg{1, 1, 0, 0, 0, {}, {}}, 10);
+  ASSERT_EQ(members(), std::vector<member_id>{1});
+  // Member 1's token (say it leaked) from a connection with another key, or with none: refused as wrong_key.
+  (void)on_heartbeat(heartbeat_msg{1, 1, core->incarnation(), 0, false, 0}, 11);
+  (void)on_model(model(1, 0, filled(1.0F)), 11);
+  (void)on_leave(leave_msg{1, 1, core->incarnation(), 0}, 12);
+  EXPECT_EQ(core->drops().at("wrong_key"), 3U);
+  EXPECT_EQ(core->counters().unauthorised, 3U);
+  EXPECT_FALSE(core->drops().contains("wrong_connection"));
+  EXPECT_EQ(members(), std::vector<member_id>{1});
+  EXPECT_TRUE(core->accounting().empty());
+  // The member's own connection, down and up again with its key, is still the member.
+  core->on_disconnected(10);
+  core->on_connection(10, "KEY-A");
+  (void)on_model(model(1, 0, filled(1.0F)), 10);
+  EXPECT_EQ(core->round(), 1U);
+  EXPECT_EQ(core->counters().accepted, 1U);
+}
+
+TEST_F(AveragerCoreTest, ARestartRefusedForBackPressureIsSentAgainThenTheMemberIsRemoved) {
+  cfg.send_retries = 2;
+  cfg.idle_rounds = 0;
+  make();
+  (void)join(1);
+  (void)join(2);  // waits for round 1
+  auto out = submit(1, 0, 1.0F);
+  ASSERT_EQ(core->round(), 1U);
+  auto refused = restart_for(out, 2);
+  for (std::uint32_t attempt = 1; attempt <= 2; ++attempt) {
+    out = send_failed(refused, errc::overloaded);
+    EXPECT_TRUE(out.sends.empty());
+    ASSERT_TRUE(out.wakeup.has_value());
+    EXPECT_LE(*out.wakeup, clk.now() + cfg.heartbeat_interval);
+    clk.advance(cfg.heartbeat_interval);
+    (void)heartbeat(2);
+    out = run(core->tick());
+    refused = restart_for(out, 2);  // the same round's RESTART once more
+    EXPECT_EQ(refused.round, 1U);
+    EXPECT_EQ(members(), (std::vector<member_id>{1, 2}));
+  }
+  // The third refusal is one more than send_retries: the member goes, and the barrier stops waiting for it.
+  out = send_failed(refused, errc::overloaded);
+  EXPECT_EQ(of<removed_msg>(out).size(), 1U);
+  EXPECT_EQ(members(), std::vector<member_id>{1});
+  EXPECT_EQ(core->drops().at("send_failed"), 3U);
+  EXPECT_EQ(core->drops().at("send_failed_removed"), 1U);
+  (void)submit(1, 1, 2.0F);
+  EXPECT_EQ(core->round(), 2U);
+}
+
+TEST_F(AveragerCoreTest, ARestartThatCanNeverBeSentRemovesTheMemberAtOnce) {
+  make();
+  (void)join(1);
+  (void)join(2);
+  auto out = submit(1, 0, 1.0F);
+  ASSERT_EQ(core->round(), 1U);
+  // A RESTART of an older round, or for a member that already submitted, changes nothing.
+  auto stale = restart_for(out, 2);
+  stale.round = 0;
+  (void)send_failed(stale, errc::overloaded);
+  EXPECT_EQ(members(), (std::vector<member_id>{1, 2}));
+  out = send_failed(restart_for(out, 2), errc::too_large);
+  EXPECT_EQ(of<removed_msg>(out).size(), 1U);
+  EXPECT_EQ(members(), std::vector<member_id>{1});
+  EXPECT_EQ(core->drops().at("send_failed_removed"), 1U);
 }
 
 TEST_F(AveragerCoreTest, MessagesWithoutTheTokenOrFromAnotherConnectionAreDroppedAndCounted) {

@@ -347,6 +347,81 @@ TEST_F(DeterministicJobTest, AFullInboxDropsOnArrivalAndReportsTheCount) {
   link->stop();
 }
 
+// Wraps the averager's inproc transport and refuses, as back-pressure would, every RESTART (the only
+// two-frame message the averager sends) to the first connection it sends one to.
+class refusing_link : public transport {
+ public:
+  explicit refusing_link(std::unique_ptr<transport> inner) : inner_(std::move(inner)) {}
+  const std::string& node_name() const noexcept override { return inner_->node_name(); }
+  expected<std::string> bind(std::string_view ep) override { return inner_->bind(ep); }
+  expected<peer_id> connect(std::string_view ep, connect_options o) override { return inner_->connect(ep, o); }
+  expected<void> disconnect(peer_id peer) override { return inner_->disconnect(peer); }
+  expected<void> send(peer_id peer, multipart msg) override {
+    if (msg.size() == 2) {
+      victim_ = victim_.value_or(peer);
+      if (peer == *victim_) {
+        ++refused_;
+        return fail(errc::overloaded, "test: the peer's queue is full");
+      }
+    }
+    return inner_->send(peer, std::move(msg));
+  }
+  void stop() override { inner_->stop(); }
+  transport_stats stats() const override { return inner_->stats(); }
+  std::uint64_t refused() const { return refused_; }
+
+ private:
+  std::unique_ptr<transport> inner_;
+  std::optional<peer_id> victim_;
+  std::uint64_t refused_ = 0;
+};
+
+TEST_F(DeterministicJobTest, ARestartThatCannotBeSentRemovesTheMemberInsteadOfStallingTheRound) {
+  job_record rec;
+  deterministic_system sys;
+  inproc_network net{sys.clock()};
+  auto cfg = averager_cfg(rec, std::make_shared<memory_checkpoint_store>());
+  cfg.core.max_rounds = 6;
+  cfg.core.shards = 2;
+  cfg.core.idle_rounds = 0;  // only the send failures may remove the member
+  cfg.core.heartbeat_timeout = 60s;
+  std::map<std::string, std::uint64_t> drops;
+  cfg.on_drop = [&drops](std::string_view reason, std::uint64_t n) { drops[std::string{reason}] += n; };
+  refusing_link* refusing = nullptr;
+  transport_factory make = [&](transport_handlers h) -> expected<std::unique_ptr<transport>> {
+    auto t = inproc(net, "averager")(std::move(h));
+    if (!t) {
+      return std::move(t).error();
+    }
+    auto r = std::make_unique<refusing_link>(std::move(*t));
+    refusing = r.get();
+    return std::unique_ptr<transport>(std::move(r));
+  };
+  std::vector<std::shared_ptr<transport>> links(3);
+  auto avg = start_averager(sys, std::move(cfg), make, "inproc://averager", &links[0]);
+  ASSERT_TRUE(avg) << avg.error().message();
+  for (member_id id = 1; id <= 2; ++id) {
+    auto w = start_worker(sys, worker_cfg(rec, id), inproc(net, "worker" + std::to_string(id)), avg->second,
+                          &links[id]);
+    ASSERT_TRUE(w) << w.error().message();
+  }
+  for (int idle_steps = 0; !rec.summary && idle_steps < 60'000;) {
+    if (net.poll() + sys.dispatch_all() == 0) {
+      sys.advance(1ms);
+      ++idle_steps;
+    }
+  }
+  ASSERT_TRUE(rec.summary.has_value()) << "the job stalled on a RESTART that never left";
+  EXPECT_EQ(rec.summary->trained_rounds, 6U);
+  // Each member on the refused connection got its RESTART tried 1 + 3 times, then was removed and counted.
+  ASSERT_GE(drops["send_failed_removed"], 1U);
+  EXPECT_EQ(refusing->refused(), 4 * drops["send_failed_removed"]);
+  for (auto& l : links) {
+    l->stop();
+  }
+  sys.dispatch_all();
+}
+
 TEST_F(DeterministicJobTest, SameSeedSameJob) {
   const auto a = run_job();
   const auto b = run_job();

@@ -70,4 +70,35 @@ TEST_F(KeyFilesTest, RejectsBadKeysAndBadFiles) {
   EXPECT_EQ(read_key_file((dir_ / "garbage").string()).error().code, errc::decode_failed);
 }
 
+TEST_F(KeyFilesTest, AnAllowListDirectoryAdmitsEachOfItsPublicKeys) {
+  const std::string other = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+  for (const auto& [name, key] : {std::pair{"worker-a", pub}, std::pair{"worker-b", other}}) {
+    keygen_options o;
+    o.out_dir = (dir_ / "allowed").string();
+    o.name = name;
+    ASSERT_TRUE(write_key_files(o, key, sec));  // the .secret files beside them are not keys to admit
+  }
+  keygen_options own;
+  own.out_dir = dir_.string();
+  own.name = "server";
+  auto server = write_key_files(own, pub, sec);
+  ASSERT_TRUE(server);
+
+  security_options s;
+  s.curve_public_key = server->public_path;
+  s.curve_secret_key = server->secret_path;
+  s.curve_allow = {(dir_ / "allowed").string()};
+  auto setup = load_curve(s);
+  ASSERT_TRUE(setup) << setup.error().message();
+  ASSERT_TRUE(setup->own.has_value());
+  EXPECT_EQ(setup->own->allowed_client_keys, (std::vector<std::string>{pub, other}));
+
+  std::filesystem::create_directories(dir_ / "empty");
+  s.curve_allow = {(dir_ / "empty").string()};
+  auto none = load_curve(s);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, errc::not_found);
+  EXPECT_NE(none.error().message().find("holds no .public files"), std::string::npos) << none.error().message();
+}
+
 }  // namespace

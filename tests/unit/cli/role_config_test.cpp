@@ -252,4 +252,17 @@ TEST(RoleConfigTest, GroupsSurviveTheTripThroughArguments) {
   EXPECT_EQ(parse_averager(to_arguments(averager_options{}.schedule)).schedule, averager_options{}.schedule);
 }
 
+TEST(RoleConfigTest, TheFrameLimitFollowsTheModelAndAModelThatCannotTravelIsRefused) {
+  transport_config cfg;
+  ASSERT_TRUE(limit_frames_to_model(cfg, 1000));
+  EXPECT_EQ(cfg.max_frame_bytes, 1000 * sizeof(float) + (std::size_t{1} << 20));
+  const std::size_t codec_cap = actors::codec_limits{}.max_model_floats;
+  ASSERT_TRUE(limit_frames_to_model(cfg, codec_cap));
+  // One float more than a training message can carry: every RESTART would fail, so the role does not start.
+  auto refused = limit_frames_to_model(cfg, codec_cap + 1);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, errc::too_large);
+  EXPECT_NE(refused.error().message().find("a training message carries at most"), std::string::npos);
+}
+
 }  // namespace

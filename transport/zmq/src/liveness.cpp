@@ -56,7 +56,7 @@ void zmq_transport::impl::tick() {
     }
     if (p.up && now - p.last_rx > timeout) {
       p.up = false;
-      emit(peer_event{id, false, p.remote_node, p.endpoint, true, errc::peer_unreachable});
+      emit(peer_event{id, false, p.remote_node, p.endpoint, true, errc::peer_unreachable, {}});
     }
   }
   std::vector<peer_id> forget;
@@ -72,7 +72,7 @@ void zmq_transport::impl::tick() {
         drop(p.pending.front());
         p.pending.pop_front();
       }
-      emit(peer_event{id, false, p.node, {}, false, errc::peer_unreachable});
+      emit(peer_event{id, false, p.node, {}, false, errc::peer_unreachable, p.client_key});
     } else if (!p.up && now - p.down_since > forget_after) {
       forget.push_back(id);
     }
@@ -93,14 +93,18 @@ void zmq_transport::impl::remove_incoming(peer_id id, errc reason) {
   }
   const bool was_up = p.up;
   const std::string node = p.node;
-  by_routing_id_.erase(p.routing_id);
+  const std::string key = p.client_key;
+  by_routing_id_.erase(p.lookup);
+  if (auto h = holders_.find(p.routing_id); h != holders_.end() && h->second == id) {
+    holders_.erase(h);
+  }
   ins_.erase(it);
   {
     std::lock_guard lock(mutex_);
     directory_.erase(id);
   }
   if (was_up && reason != errc::none) {
-    emit(peer_event{id, false, node, {}, false, reason});
+    emit(peer_event{id, false, node, {}, false, reason, key});
   }
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // zmq_transport's receive path, on the I/O thread: whole messages from the ROUTER (incoming peers, which it
 // registers on first contact) and from each DEALER (outgoing peers), handed zero-copy to the handlers.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,9 @@ zmq_transport::impl::received zmq_transport::impl::receive_parts(zmq::socket_t& 
     }
   }
   if (too_long) {
-    parts.resize(1);  // the first part names the sender on a ROUTER
+    // Keep the first two parts: on a ROUTER they name the sender (routing id) and carry the connection's
+    // metadata (the kind frame came from the wire; see user_id_of).
+    parts.resize(std::min<std::size_t>(parts.size(), 2));
     return received::too_many_frames;
   }
   return received::message;
@@ -75,16 +78,16 @@ void zmq_transport::impl::emit(peer_event ev) {
   }
 }
 
-// Forgets the incoming connection with routing id `rid` and ignores whatever else arrives on it. A ROUTER
-// cannot close one client's TCP connection, so the connection stays open but is dead to us; the client
-// learns it from the missing heartbeats.
-void zmq_transport::impl::drop_connection(const std::string& rid) {
+// Forgets the incoming connection known by `lookup` (client key + routing id) and ignores whatever else
+// arrives on it. A ROUTER cannot close one client's TCP connection, so the connection stays open but is
+// dead to us; the client learns it from the missing heartbeats.
+void zmq_transport::impl::drop_connection(const std::string& lookup) {
   constexpr std::size_t max_remembered = 4096;
-  if (auto found = by_routing_id_.find(rid); found != by_routing_id_.end()) {
+  if (auto found = by_routing_id_.find(lookup); found != by_routing_id_.end()) {
     remove_incoming(found->second, errc::protocol_error);
   }
-  if (dropped_ids_.insert(rid).second) {
-    dropped_order_.push_back(rid);
+  if (dropped_ids_.insert(lookup).second) {
+    dropped_order_.push_back(lookup);
     if (dropped_order_.size() > max_remembered) {
       dropped_ids_.erase(dropped_order_.front());
       dropped_order_.pop_front();
@@ -93,6 +96,44 @@ void zmq_transport::impl::drop_connection(const std::string& rid) {
   PRSGD_LOG(debug, log_component) << cfg_.node_name << ": dropped a connection that sent a message of more than "
                                   << cfg_.max_frames_per_message << " frames";
 }
+
+// Records that peer `id`'s connection holds its routing id now. Another client key's peer that held it
+// (the ROUTER handed the routing id over to a connection with another key) goes down: what is sent to it
+// would reach the other key. It comes up again when its own connection takes the routing id back.
+void zmq_transport::impl::take_routing_id(peer_id id, in_peer& p) {
+  auto [it, fresh] = holders_.try_emplace(p.routing_id, id);
+  if (fresh || it->second == id) {
+    return;
+  }
+  const peer_id previous = it->second;
+  it->second = id;
+  auto old = ins_.find(previous);
+  if (old == ins_.end() || !old->second.up) {
+    return;
+  }
+  key_conflicts_.fetch_add(1, std::memory_order_relaxed);
+  auto& o = old->second;
+  o.up = false;
+  o.down_since = clock_.now();
+  while (!o.pending.empty()) {
+    drop(o.pending.front());
+    o.pending.pop_front();
+  }
+  emit(peer_event{previous, false, o.node, {}, false, errc::unauthorized, o.client_key});
+}
+
+namespace {
+
+// Returns the "User-Id" the ZAP handler gave the connection a ROUTER message came on (the client key), or
+// "". Read from the first part after the routing id: that part came from the wire and always carries the
+// connection's metadata, while libzmq builds the routing id part itself and does not attach the metadata
+// to it on every path (a message prefetched by ZMQ_EVENTS gets a routing id part without it).
+std::string user_id_of(std::vector<zmq::message_t>& parts) {
+  const char* value = parts.size() > 1 ? zmq_msg_gets(parts[1].handle(), "User-Id") : nullptr;
+  return value == nullptr ? std::string{} : std::string{value};
+}
+
+}  // namespace
 
 // Receives up to recv_batch messages; leaves router_ready_ set when more may be waiting.
 void zmq_transport::impl::receive_router() {
@@ -113,25 +154,29 @@ void zmq_transport::impl::receive_router() {
       router_dirty_ = true;
       return;
     }
+    // With CURVE every connection carries its client key (the ZAP handler's User-Id): a peer is one
+    // (client key, routing id) pair, so a connection with another key never speaks for an existing peer.
+    std::string& lookup = rid_scratch_;
+    lookup = cfg_.curve ? user_id_of(parts) : std::string{};
+    const std::size_t key_size = lookup.size();
+    lookup.append(static_cast<const char*>(parts[0].data()), parts[0].size());
     if (got == received::too_many_frames) {
       too_many_frames_.fetch_add(1, std::memory_order_relaxed);
-      drop_connection(std::string{static_cast<const char*>(parts[0].data()), parts[0].size()});
+      drop_connection(lookup);
       continue;
     }
     if (parts.size() < 2 || parts[1].size() < 1) {
       malformed_received_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    std::string& rid = rid_scratch_;
-    rid.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
     const char kind = *static_cast<const char*>(parts[1].data());
-    if (dropped_ids_.contains(rid)) {
+    if (dropped_ids_.contains(lookup)) {
       if (kind == kind_data) {
         from_dropped_.fetch_add(1, std::memory_order_relaxed);
       }
       continue;
     }
-    auto found = by_routing_id_.find(rid);
+    auto found = by_routing_id_.find(lookup);
     if (kind == kind_bye) {
       if (found != by_routing_id_.end()) {
         remove_incoming(found->second, errc::shutting_down);
@@ -146,23 +191,26 @@ void zmq_transport::impl::receive_router() {
     if (found == by_routing_id_.end()) {
       id = next_id_.fetch_add(1);
       in_peer p;
-      p.routing_id = rid;
-      p.node = rid.substr(0, rid.find('\0'));
+      p.client_key = lookup.substr(0, key_size);
+      p.routing_id = lookup.substr(key_size);
+      p.lookup = lookup;
+      p.node = p.routing_id.substr(0, p.routing_id.find('\0'));
       p.counters = std::make_shared<peer_counters>();
       {
         std::lock_guard lock(mutex_);
         directory_.emplace(id, p.counters);
       }
       ins_.emplace(id, std::move(p));
-      by_routing_id_.emplace(rid, id);
+      by_routing_id_.emplace(lookup, id);
     } else {
       id = found->second;
     }
     auto& p = ins_.at(id);
     p.last_rx = clock_.now();
+    take_routing_id(id, p);
     if (!p.up) {
       p.up = true;
-      emit(peer_event{id, true, p.node, {}, false, errc::none});
+      emit(peer_event{id, true, p.node, {}, false, errc::none, p.client_key});
       send_heartbeat_in(p);  // so the client learns our name and goes up without waiting a full interval
     }
     if (kind == kind_data) {
@@ -207,7 +255,7 @@ void zmq_transport::impl::receive_dealer(peer_id id) {
     if (kind == kind_bye) {
       if (p.up) {
         p.up = false;
-        emit(peer_event{id, false, p.remote_node, p.endpoint, true, errc::shutting_down});
+        emit(peer_event{id, false, p.remote_node, p.endpoint, true, errc::shutting_down, {}});
       }
       continue;
     }
@@ -221,7 +269,7 @@ void zmq_transport::impl::receive_dealer(peer_id id) {
     p.last_rx = clock_.now();
     if (!p.up) {
       p.up = true;
-      emit(peer_event{id, true, p.remote_node, p.endpoint, true, errc::none});
+      emit(peer_event{id, true, p.remote_node, p.endpoint, true, errc::none, {}});
     }
     if (kind == kind_data) {
       deliver(id, to_frames(parts, 1));

@@ -314,6 +314,7 @@ inline transport_stats zmq_transport::impl::stats() const {
   s.too_many_frames = too_many_frames_.load();
   s.from_dropped_connections = from_dropped_.load();
   s.zap_denied = zap_denied_.load();
+  s.key_conflicts = key_conflicts_.load();
   s.heartbeats_sent = heartbeats_sent_.load();
   s.direct_sends = direct_sends_.load();
   return s;

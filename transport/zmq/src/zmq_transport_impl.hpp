@@ -118,6 +118,11 @@ class zmq_transport::impl {
 
   struct in_peer {
     std::string routing_id;
+    /// With CURVE: the client's public key (Z85) as the ZAP handler admitted it (libzmq's "User-Id");
+    /// otherwise empty. One in_peer is one (routing id, client key) pair.
+    std::string client_key;
+    /// The key of by_routing_id_: the client key followed by the routing id.
+    std::string lookup;
     std::string node;
     std::shared_ptr<peer_counters> counters;
     bool up = false;
@@ -187,7 +192,8 @@ class zmq_transport::impl {
   inline void send_heartbeat_out(out_peer& p);
   void tick();
   void remove_incoming(peer_id id, errc reason);
-  void drop_connection(const std::string& rid);
+  void drop_connection(const std::string& lookup);
+  void take_routing_id(peer_id id, in_peer& p);
 
   // ---- CURVE (curve.cpp) ----
   expected<void> load_curve_keys();
@@ -223,7 +229,11 @@ class zmq_transport::impl {
   std::optional<zmq::socket_t> zap_;
   std::map<peer_id, out_peer> outs_;
   std::map<peer_id, in_peer> ins_;
-  std::unordered_map<std::string, peer_id> by_routing_id_;
+  std::unordered_map<std::string, peer_id> by_routing_id_;  // client key + routing id -> peer
+  // Routing id -> the incoming peer whose connection holds it now. With ROUTER handover a connection with
+  // another client key can take a routing id over; the peer of the other key is then down until its own
+  // connection takes the routing id back, so nothing meant for it goes to the other key.
+  std::unordered_map<std::string, peer_id> holders_;
   // Routing ids of incoming connections dropped for breaking the frame limit; their messages are ignored.
   // Bounded: the oldest entries go first (a dropped client that reconnects gets a new routing id anyway).
   std::unordered_set<std::string> dropped_ids_;
@@ -252,6 +262,7 @@ class zmq_transport::impl {
   std::atomic<std::uint64_t> heartbeats_sent_{0};
   std::atomic<std::uint64_t> direct_sends_{0};
   std::atomic<std::uint64_t> zap_denied_{0};
+  std::atomic<std::uint64_t> key_conflicts_{0};
 };
 
 }  // namespace prsgd

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -83,8 +84,11 @@ struct averager_actor_config {
   /// (`job_over` false, nothing run and nothing written).
   std::function<void(const job_summary&)> on_done;
   /// Called on the actor's strand with messages the shell dropped and the reason: "malformed" (did not
-  /// decode), "send_failed" (the transport refused a send: the peer's queue was full or it is gone) or
-  /// "inbox_full" (received while the actor's inbox was at its bound; reported with the next message).
+  /// decode), "send_failed" (the transport refused a send: the peer's queue was full or it is gone),
+  /// "inbox_full" (received while the actor's inbox was at its bound; reported with the next message), or
+  /// the core's "bad_token", "wrong_connection", "wrong_key" (a message naming a member it does not
+  /// belong to) and "send_failed_removed" (a member removed because its RESTART could not be sent); see
+  /// averager_core::drops.
   std::function<void(std::string_view reason, std::uint64_t count)> on_drop;
   /// Bounds what the I/O thread may queue for the actor: received messages not yet handled, and their
   /// bytes. A message above either bound is dropped on the I/O thread and counted ("inbox_full"); the
@@ -137,10 +141,16 @@ class averager_actor : public actor {
   [[nodiscard]] std::vector<member_id> members() const;
 
  private:
+  /// The core's drop reasons that are also reported through on_drop: messages naming a member from
+  /// elsewhere, and members removed because their RESTART could not be sent.
+  static constexpr std::array<std::string_view, 4> forwarded_drops{"bad_token", "wrong_connection", "wrong_key",
+                                                                   "send_failed_removed"};
+  void report_core_drops();
   /// Carries out what the core asked for, in the order of the fields of `actions`.
   void apply(actions a);
   void write_checkpoint(const checkpoint_state& s);
-  void send(const outbound& o);
+  /// Sends `o`; returns the transport's error code when it refused (errc::none when sent or not routable).
+  errc send(const outbound& o);
   void evaluate(evaluation_request request);
   void on_evaluated(evaluation_request request, expected<double> accuracy);
   void write_line(const round_metrics& m);
@@ -158,6 +168,7 @@ class averager_actor : public actor {
   rate_limiter inbox_warnings_;
   std::optional<metrics_writer> writer_;
   std::map<member_id, peer_id> peers_;  // routes, as the core accepted them
+  std::array<std::uint64_t, forwarded_drops.size()> reported_drops_{};  // core drops already handed to on_drop
   std::optional<timer_id> timer_;
   std::vector<std::shared_ptr<algorithms::model>> idle_evaluators_;
   bool done_ = false;

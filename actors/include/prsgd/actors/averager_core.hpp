@@ -24,6 +24,7 @@
 #include "prsgd/algorithms/schedule.hpp"
 #include "prsgd/common/clock.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/common/rate_limiter.hpp"
 
 namespace prsgd::actors {
 
@@ -158,6 +159,9 @@ struct averager_config {
   /// JOIN that finds every shard held by a live member or joiner is not answered until one is free (the
   /// worker keeps repeating its JOIN).
   std::size_t shards = 0;
+  /// A RESTART the transport refused for back-pressure (overloaded) is sent again this many times, one
+  /// heartbeat interval apart, before the member is removed (see averager_core::on_send_failed).
+  std::uint32_t send_retries = 3;
   /// A member that has not submitted for this many rounds is removed (0 = never). A round counts when it
   /// closed without the member (a deadline), or when it has been open for this many times the previous
   /// round's duration, and this many times as long as any accepted submission of the round took (each at
@@ -179,11 +183,12 @@ enum class submission_status : std::uint8_t {
   rejected,
 };
 
-/// Says why a worker message was dropped before it reached the protocol state: it names a member without
-/// that member's session token, or arrived on another connection than the member's JOIN.
-enum class auth_failure : std::uint8_t { bad_token, wrong_connection };
+/// Says why a worker message was dropped before it reached the protocol state: it names a member but came
+/// from another client key than the member's JOIN (CURVE), carries another session token, or arrived on
+/// another connection than the member's JOIN.
+enum class auth_failure : std::uint8_t { bad_token, wrong_connection, wrong_key };
 
-/// Returns "bad_token" | "wrong_connection".
+/// Returns "bad_token" | "wrong_connection" | "wrong_key".
 [[nodiscard]] std::string_view to_string(auth_failure f) noexcept;
 
 /// Returns "accepted" | "late" | "duplicate" | "rejected".
@@ -273,6 +278,12 @@ class averager_core {
 
   /// Handles any worker message that arrived on connection `from` (dispatches to the handlers below).
   [[nodiscard]] actions on_message(const to_averager& m, origin_t from);
+  /// Records that connection `from` belongs to the client key `client_key` (the CURVE public key the
+  /// transport's handshake proved; empty: no key). A member joined over a connection with a key is bound
+  /// to that key: a message naming it from a connection with no or another key is dropped (`wrong_key`).
+  void on_connection(origin_t from, std::string client_key);
+  /// Forgets the key of connection `from` (it went down; it is recorded again if it comes back).
+  void on_disconnected(origin_t from);
   /// Handles JOIN: answers WELCOME at once; admits at the next barrier (or starts a round when idle).
   [[nodiscard]] actions on_join(const join_msg& m, origin_t from = 0);
   /// Handles LEAVE: removes the worker; may close the barrier.
@@ -281,7 +292,16 @@ class averager_core {
   [[nodiscard]] actions on_heartbeat(const heartbeat_msg& m, origin_t from = 0);
   /// Handles MODEL (or a gradient): classifies it exactly once; may close the barrier.
   [[nodiscard]] actions on_model(const model_msg& m, origin_t from = 0);
-  /// Handles time: heartbeat timeouts, deadlines, rejoin grace, averager heartbeats.
+  /// Takes a message for `member` that the shell could not hand to the transport (`code`: overloaded when
+  /// the member's connection holds too many unsent bytes, too_large, not_found for a connection that is
+  /// gone). A RESTART of the open round for a member that has not submitted is sent again one heartbeat
+  /// interval later, at most `send_retries` times (only for overloaded: the other errors do not pass);
+  /// after that the member is removed with the reason, so the barrier never waits for a model that never
+  /// left. Every failure is counted (`drops()["send_failed"]`, removals `["send_failed_removed"]`).
+  /// Other messages are repeated by the protocol itself (heartbeats, a WELCOME for every JOIN) and are
+  /// only counted.
+  [[nodiscard]] actions on_send_failed(member_id member, const any_msg& msg, errc code);
+  /// Handles time: heartbeat timeouts, deadlines, rejoin grace, averager heartbeats, RESTART retries.
   [[nodiscard]] actions tick();
   /// Ends the job: STOP to every known worker; later worker messages are ignored (a JOIN gets STOP).
   [[nodiscard]] actions stop();
@@ -318,8 +338,8 @@ class averager_core {
   [[nodiscard]] std::optional<clock_source::time_point> deadline() const noexcept { return deadline_; }
   /// Returns the cumulative submission counters.
   [[nodiscard]] const submission_counters& counters() const noexcept { return counters_; }
-  /// Returns the cumulative count of dropped messages by reason: "bad_token", "wrong_connection" (any
-  /// message naming a member), "refused" (JOINs answered with REFUSED), and rejected MODELs by claim
+  /// Returns the cumulative count of dropped messages by reason: "bad_token", "wrong_connection",
+  /// "wrong_key" (any message naming a member), "refused" (JOINs answered with REFUSED), and rejected MODELs by claim
   /// ("steps", "samples", "loss", "size", "non_finite", "kind", "not_member", "round", "incarnation").
   [[nodiscard]] const std::map<std::string, std::uint64_t, std::less<>>& drops() const noexcept { return drops_; }
   /// Returns the samples `member` trains in the open round (empty without a pool or a grant).
@@ -353,11 +373,17 @@ class averager_core {
     session_token token = 0;
     /// The connection the JOIN came in on: the member's messages are accepted only from it.
     origin_t origin = 0;
+    /// The client key of that connection (on_connection; empty without CURVE): the member's messages are
+    /// accepted only from a connection with this key.
+    std::string client_key;
     std::uint64_t shard = 0;
     /// Rounds in a row without an accepted submission.
     std::uint64_t missed = 0;
     /// The last round a RESTART was sent for (at most one per round).
     std::optional<round_t> restarted;
+    /// RESTARTs of the open round the transport refused (on_send_failed), and when to send it again.
+    std::uint32_t send_failures = 0;
+    std::optional<clock_source::time_point> resend_at;
   };
   struct submission {
     model_msg msg;
@@ -428,6 +454,7 @@ class averager_core {
   [[nodiscard]] std::optional<std::uint64_t> free_shard() const;
   void send_restart(actions& out, member_id id);
   void remove_idle(actions& out);
+  void resend_restarts(actions& out);
   void prune_accounting();
   [[nodiscard]] welcome_msg make_welcome(member_id id, const member_entry& e, round_t admitted) const;
   [[nodiscard]] restart_msg make_restart(member_id id) const;
@@ -475,6 +502,17 @@ class averager_core {
   submission_counters round_counters_;
   std::map<std::string, std::uint64_t, std::less<>> drops_;
   std::map<std::pair<origin_t, incarnation_t>, member_id> joins_;  // (connection, JOIN nonce) -> member
+  std::map<origin_t, std::string> connection_keys_;  // client keys of the connections that are up
+  /// Warnings caused by remote input, each family a few lines per 10 s ("... and N more like it").
+  /// Held by pointer so the core stays movable.
+  struct remote_warnings {
+    rate_limiter refused_join;
+    rate_limiter rejected_model;
+    rate_limiter unauthorised;
+    rate_limiter screened;
+    rate_limiter send_failed;
+  };
+  std::unique_ptr<remote_warnings> warnings_ = std::make_unique<remote_warnings>();
   member_id next_member_ = 1;
   std::size_t num_shards_ = 1;
   std::optional<clock_source::duration> last_round_duration_;  // of the last round this incarnation closed

@@ -16,6 +16,7 @@
 #include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/algorithms/sgd.hpp"
 #include "prsgd/algorithms/sharding.hpp"
+#include "prsgd/common/rate_limiter.hpp"
 #include "prsgd/runtime/actor.hpp"
 #include "prsgd/runtime/actor_system.hpp"
 #include "prsgd/transport/transport.hpp"
@@ -95,6 +96,7 @@ class worker_actor : public actor {
   std::optional<timer_id> timer_;
   bool finished_ = false;
   std::string refusal_;
+  rate_limiter malformed_warnings_;  // malformed input from the averager's connection: a few lines per 10 s
 };
 
 /// Spawns a worker_actor, makes its transport with `make_link`, connects to `averager_endpoint` and

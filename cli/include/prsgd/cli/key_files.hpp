@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "prsgd/cli/options.hpp"
 #include "prsgd/common/expected.hpp"
@@ -43,7 +44,12 @@ struct curve_setup {
   std::string server_public_key;
 };
 
-/// Reads the key files named in `sec`. Fails like read_key_file.
+/// Returns the key files an allow-list entry (`--curve-allow`) names: the file itself, or every `*.public`
+/// file of a directory, sorted. Fails with not_found for a directory without any.
+[[nodiscard]] expected<std::vector<std::string>> allow_list_files(const std::string& path);
+
+/// Reads the key files named in `sec` (an allow-list directory contributes each of its .public files).
+/// Fails like read_key_file.
 [[nodiscard]] expected<curve_setup> load_curve(const security_options& sec);
 
 }  // namespace prsgd::cli

@@ -8,6 +8,7 @@
 #include "prsgd/cli/job_data.hpp"
 #include "prsgd/cli/options.hpp"
 #include "prsgd/common/expected.hpp"
+#include "prsgd/transport/transport.hpp"
 
 /// The one place where parsed options become the configuration of a role: pure functions, no I/O, no
 /// clock (the caller passes what it read from the data and the time), so each mapping has unit tests.
@@ -31,5 +32,12 @@ namespace prsgd::cli {
 [[nodiscard]] expected<actors::worker_actor_config> worker_config_from(const worker_options& o,
                                                                      const job_data& data,
                                                                      actors::incarnation_t incarnation);
+
+/// Derives the transport's frame limit from the model (`num_params` floats): the largest frame prsgd sends
+/// is the model in float32, so a much larger frame can only come from a broken or hostile peer and libzmq
+/// refuses it before storing it (1 MiB of room covers the headers). Fails with too_large, before anything
+/// runs, when the model cannot travel at all: above the training codec's limit
+/// (actors::codec_limits::max_model_floats) or above 16 GiB per frame.
+[[nodiscard]] expected<void> limit_frames_to_model(transport_config& cfg, std::size_t num_params);
 
 }  // namespace prsgd::cli

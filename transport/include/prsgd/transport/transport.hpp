@@ -36,9 +36,14 @@ struct peer_event {
   std::string endpoint;
   /// True for a peer made by `connect`, false for one that connected to our `bind`.
   bool outgoing = false;
-  /// For down events: why (errc::peer_unreachable on heartbeat timeout, errc::shutting_down on a
-  /// graceful close by the remote side, errc::unauthorized never: denied peers produce no events).
+  /// For down events: why (errc::peer_unreachable on heartbeat timeout, errc::shutting_down on a graceful
+  /// close by the remote side, errc::unauthorized when a connection with another client key took over this
+  /// peer's routing id; denied peers produce no events at all).
   errc reason = errc::none;
+  /// For incoming peers on a CURVE server: the client's public key (Z85, 40 characters), as the handshake
+  /// proved it. An incoming peer id stands for one client key for its whole life: a connection with another
+  /// key is another peer, even when it presents the same transport identity. Empty without CURVE.
+  std::string client_key;
 };
 
 /// Holds the callbacks through which a transport hands received data and peer events up.
@@ -150,6 +155,9 @@ struct transport_stats {
   std::uint64_t from_dropped_connections = 0;
   /// CURVE handshakes refused by the ZAP handler (a client key not on the allow list).
   std::uint64_t zap_denied = 0;
+  /// Times a connection with one client key took over the routing id of a live incoming peer with another
+  /// key (that peer went down with errc::unauthorized; nothing meant for it reached the other key).
+  std::uint64_t key_conflicts = 0;
   /// Heartbeats sent.
   std::uint64_t heartbeats_sent = 0;
   /// Messages a sending thread wrote to the socket itself while the I/O thread slept (zmq only; see
