@@ -22,4 +22,18 @@ done
 # 60 rounds of 8 steps slowed to 20 ms each: at least 10 s, so a third worker can join and leave again
 # while the job runs.
 "$src/ops/k8s/kube-play" --kustomize "$src/ops/k8s/overlays/curve" --keys "$scratch/keys" --image "$IMAGE" \
-  --rounds 60 --slowdown-ms 20 --join-after 3 --leave
+  --rounds 60 --slowdown-ms 20 --join-after 3 --leave | tee "$scratch/play.out"
+# The elastic path costs no accuracy: the same job (the curve overlay's model, interval and two workers; the
+# same seed) with fixed membership, run by this build's prsgd local, ends within 1 point.
+elastic=$(sed -n 's/.*test accuracy \([0-9.]*\)$/\1/p' "$scratch/play.out")
+"$build/cli/prsgd" local --workers 2 --model fmnist-mlp --interval 8 --epochs 0 --rounds 60 --progress off \
+  --log-dir "$scratch/fixed" --metrics-jsonl "$scratch/fixed/metrics.jsonl" >/dev/null
+fixed=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "done" in l][-1]["test_acc"])' \
+  "$scratch/fixed/metrics.jsonl")
+python3 - "$elastic" "$fixed" <<'PY'
+import sys
+elastic, fixed = (float(x) for x in sys.argv[1:])
+print(f"kube_play_test: elastic job {elastic:.4f}, fixed membership {fixed:.4f}")
+if abs(elastic - fixed) > 0.01:
+    sys.exit("FAILED: the elastic job's accuracy is more than 1 point from the fixed job's")
+PY
