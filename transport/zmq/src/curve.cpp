@@ -63,8 +63,15 @@ void zmq_transport::impl::answer_zap() {
       // ZAP request (RFC 27): version, request id, domain, address, routing id, mechanism, credentials...
       std::string request_id = parts.size() > 1 ? parts[1].to_string() : std::string{};
       bool allowed = false;
+      std::string user_id;  // the client key in Z85: libzmq attaches it to the client's messages as "User-Id"
       if (parts.size() >= 7 && parts[0].to_string_view() == "1.0" && parts[5].to_string_view() == "CURVE") {
         const std::string key = parts[6].to_string();
+        if (key.size() == 32) {
+          std::array<char, 41> z85{};
+          if (zmq_z85_encode(z85.data(), reinterpret_cast<const std::uint8_t*>(key.data()), key.size()) != nullptr) {
+            user_id = z85.data();
+          }
+        }
         allowed = allowed_keys_.empty() ||
                   std::find(allowed_keys_.begin(), allowed_keys_.end(), key) != allowed_keys_.end();
       }
@@ -77,7 +84,7 @@ void zmq_transport::impl::answer_zap() {
         }
       }
       std::array<std::string, 6> reply{"1.0", request_id, allowed ? "200" : "400",
-                                       allowed ? "OK" : "client key not allowed", "", ""};
+                                       allowed ? "OK" : "client key not allowed", allowed ? user_id : "", ""};
       for (std::size_t i = 0; i < reply.size(); ++i) {
         zmq::message_t m(reply[i].data(), reply[i].size());
         (void)zap_->send(m, i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);

@@ -148,6 +148,14 @@ void zmq_transport::impl::receive_router() {
       in_peer p;
       p.routing_id = rid;
       p.node = rid.substr(0, rid.find('\0'));
+      // Connection metadata libzmq attaches to every received part: the remote address and, with CURVE,
+      // the client key that ZAP accepted (as its User-Id).
+      if (const char* a = zmq_msg_gets(parts[1].handle(), "Peer-Address")) {
+        p.address = a;
+      }
+      if (const char* u = zmq_msg_gets(parts[1].handle(), "User-Id")) {
+        p.client_key = u;
+      }
       p.counters = std::make_shared<peer_counters>();
       {
         std::lock_guard lock(mutex_);
@@ -162,7 +170,10 @@ void zmq_transport::impl::receive_router() {
     p.last_rx = clock_.now();
     if (!p.up) {
       p.up = true;
-      emit(peer_event{id, true, p.node, {}, false, errc::none});
+      peer_event up{id, true, p.node, {}, false, errc::none};
+      up.address = p.address;
+      up.client_key = p.client_key;
+      emit(std::move(up));
       send_heartbeat_in(p);  // so the client learns our name and goes up without waiting a full interval
     }
     if (kind == kind_data) {

@@ -119,6 +119,8 @@ class zmq_transport::impl {
   struct in_peer {
     std::string routing_id;
     std::string node;
+    std::string address;     // Peer-Address of the connection
+    std::string client_key;  // the ZAP User-Id (CURVE client key), empty without CURVE
     std::shared_ptr<peer_counters> counters;
     bool up = false;
     clock_source::time_point last_rx{};

@@ -39,6 +39,11 @@ struct peer_event {
   /// For down events: why (errc::peer_unreachable on heartbeat timeout, errc::shutting_down on a
   /// graceful close by the remote side, errc::unauthorized never: denied peers produce no events).
   errc reason = errc::none;
+  /// For an incoming peer's up event (ZeroMQ): the remote address of its connection ("Peer-Address",
+  /// e.g. "127.0.0.1"; empty when unknown) and, with CURVE, its public key in Z85 (the ZAP "User-Id";
+  /// empty without CURVE).
+  std::string address{};
+  std::string client_key{};
 };
 
 /// Holds the callbacks through which a transport hands received data and peer events up.
