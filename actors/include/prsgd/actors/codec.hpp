@@ -33,6 +33,9 @@ struct codec_limits {
 /// Decodes and validates a message for the averager; errors as for decode_to_worker.
 [[nodiscard]] expected<to_averager> decode_to_averager(const multipart& msg, const codec_limits& limits = {});
 
+/// Decodes a reply for an operator client (STATUS_REPLY, CONTROL_REPLY); errors as for decode_to_worker.
+[[nodiscard]] expected<to_operator> decode_to_operator(const multipart& msg, const codec_limits& limits = {});
+
 /// Returns the payload bytes (frames after the header) of an encoded message.
 [[nodiscard]] std::uint64_t payload_bytes(const multipart& msg) noexcept;
 
