@@ -20,6 +20,7 @@ packages=(
   iproute2 procps python3 python3-numpy python3-sklearn python3-zmq python3-msgpack
   libblas-dev libopenblas0-pthread
   libpng-dev python3-torch
+  chromium
   clang-format clang
   podman runc catatonit debootstrap slurm-wlm munge
 )

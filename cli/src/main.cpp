@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
                           [](const export_options& o) { return run_export(o); },
                           [](const eval_options& o) { return run_eval(o); },
                           [](const predict_options& o) { return run_predict(o); },
+                          [](const operator_options& o) { return run_operator(o); },
                       },
                       *cmd);
   } catch (const std::exception& e) {
