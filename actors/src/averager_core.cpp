@@ -1431,9 +1431,7 @@ averager_core::control_outcome averager_core::on_control(control_op op, std::str
   control_outcome o;
   const auto done = [&](bool ok, std::string text) {
     o.ok = ok;
-    o.text = std::move(text);
-    PRSGD_LOG(info, log_component) << "operator: " << to_string(op) << (arg.empty() ? "" : " ") << arg << ": "
-                                   << o.text;
+    o.text = std::move(text);  // the shell logs it with who asked
     o.act = with_wakeup(std::move(o.act));
     return std::move(o);
   };

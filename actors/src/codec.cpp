@@ -403,6 +403,10 @@ multipart encode(const to_averager& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }
 
+multipart encode(const to_operator& msg) {
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
+}
+
 multipart encode(const any_msg& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }

@@ -24,7 +24,9 @@ struct codec_limits {
 [[nodiscard]] multipart encode(const to_worker& msg);
 /// Encodes an averager-bound message; MODEL's parameters travel as frame 1, shared, never copied.
 [[nodiscard]] multipart encode(const to_averager& msg);
-/// Encodes any message as the two overloads above do (what a core's `outbound` holds).
+/// Encodes an operator-bound reply (STATUS_REPLY's status travels as frame 1, msgpack).
+[[nodiscard]] multipart encode(const to_operator& msg);
+/// Encodes any message as the overloads above do (what a core's `outbound` holds).
 [[nodiscard]] multipart encode(const any_msg& msg);
 
 /// Decodes and validates a message for a worker. Fails with protocol_error (version, type, frame count,
