@@ -22,6 +22,7 @@ packages=(
   libblas-dev libopenblas0-pthread
   libpng-dev python3-torch
   gnuplot-nox help2man zsh
+  chromium
   clang-format clang
   podman runc catatonit debootstrap slurm-wlm munge
   openssh-server openssh-client python3-yaml

@@ -136,6 +136,10 @@ void averager_actor::on_wire(peer_id peer, multipart msg) {
     }
     return;
   }
+  if (std::holds_alternative<status_request_msg>(*decoded) || std::holds_alternative<control_msg>(*decoded)) {
+    on_operator(peer, *decoded);
+    return;
+  }
   apply(core_->on_message(*decoded, peer));
 }
 
@@ -155,7 +159,90 @@ void averager_actor::report_core_drops() {
   }
 }
 
+void averager_actor::on_operator(peer_id peer, const to_averager& msg) {
+  const auto info = peer_info_.find(peer);
+  const std::string address = info == peer_info_.end() ? std::string{} : info->second.address;
+  const std::string key = info == peer_info_.end() ? std::string{} : info->second.client_key;
+  if (const auto* req = std::get_if<status_request_msg>(&msg)) {
+    status_reply_msg reply{0, req->incarnation, core_->incarnation(), core_->round(),
+                           std::make_shared<const job_status>(status())};
+    send({0, reply, peer});
+    return;
+  }
+  const auto& m = std::get<control_msg>(msg);
+  const std::string by = config_.steering.curve ? "key:" + key : "address:" + address;
+  control_reply_msg reply;
+  if (may_steer(config_.steering, key, address)) {
+    reply = carry_out(m, by);
+  } else {
+    reply.ok = false;
+    reply.text = config_.steering.curve
+                     ? "not an operator: this client's key is not among the averager's --operator-key files"
+                     : "steering without CURVE is allowed from loopback only (this request came from " +
+                           (address.empty() ? std::string{"an unknown address"} : address) + ")";
+    PRSGD_LOG(warn, "averager") << "refused " << to_string(m.op) << " from " << by << ": " << reply.text;
+  }
+  reply.incarnation = m.incarnation;
+  reply.averager_incarnation = core_->incarnation();
+  reply.round = core_->round();
+  send({0, reply, peer});
+}
+
+control_reply_msg averager_actor::carry_out(const control_msg& m, const std::string& by) {
+  control_event event;
+  event.action = std::string{to_string(m.op)};
+  event.arg = m.arg;
+  event.by = by;
+  event.at_round = core_->round();
+  event.wall_s = core_->status().wall_s;
+  auto outcome = core_->on_control(m.op, m.arg);
+  event.ok = outcome.ok;
+  event.result = outcome.text;
+  PRSGD_LOG(info, "averager") << "operator " << by << ": " << event.action << (m.arg.empty() ? "" : " ") << m.arg
+                              << ": " << event.result;
+  if (writer_) {
+    if (auto ok = writer_->write(event); !ok) {
+      PRSGD_LOG(error, "averager") << "metrics write failed: " << ok.error().message();
+    }
+  }
+  if (config_.on_control) {
+    config_.on_control(event);
+  }
+  apply(std::move(outcome.act));
+  control_reply_msg reply;
+  reply.ok = event.ok;
+  reply.text = event.result;
+  return reply;
+}
+
+control_reply_msg averager_actor::control(control_op op, std::string arg, std::string by) {
+  if (!core_ || done_) {
+    return control_reply_msg{0, 0, 0, 0, false, "the job is over"};
+  }
+  control_msg m;
+  m.op = op;
+  m.arg = std::move(arg);
+  return carry_out(m, by);
+}
+
+job_status averager_actor::status() const {
+  if (!core_) {
+    return {};
+  }
+  return core_->status([this](origin_t peer) {
+    auto it = peer_info_.find(peer);
+    return it == peer_info_.end() ? std::string{} : it->second.address;
+  });
+}
+
 void averager_actor::on_peer(const peer_event& event) {
+  if (!event.outgoing) {
+    if (event.up) {
+      peer_info_[event.peer] = {event.address, event.client_key};
+    } else {
+      peer_info_.erase(event.peer);
+    }
+  }
   PRSGD_LOG(debug, "averager") << "peer " << event.peer << (event.up ? " up" : " down") << " node '" << event.node
                                << "'";
   if (!core_) {

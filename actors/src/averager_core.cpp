@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -93,6 +94,7 @@ std::string_view to_string(averager_state s) noexcept {
     case averager_state::rejoin_wait: return "rejoin_wait";
     case averager_state::collecting: return "collecting";
     case averager_state::stopped: return "stopped";
+    case averager_state::paused: return "paused";
   }
   return "unknown";
 }
@@ -298,8 +300,11 @@ actions averager_core::on_message(const to_averager& m, origin_t from) {
           return on_leave(msg, from);
         } else if constexpr (std::is_same_v<M, heartbeat_msg>) {
           return on_heartbeat(msg, from);
-        } else {
+        } else if constexpr (std::is_same_v<M, model_msg>) {
           return on_model(msg, from);
+        } else {
+          // STATUS and CONTROL come from operator clients; the shell answers them (status, on_control).
+          return with_wakeup(actions{});
         }
       },
       m);
@@ -431,6 +436,11 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   }
   if (m.params) {
     round_bytes_in_ += m.params->size() * sizeof(float);
+    for (auto* set : {&members_, &pending_}) {
+      if (auto it = set->find(m.member); it != set->end()) {
+        it->second.bytes_in += m.params->size() * sizeof(float);
+      }
+    }
   }
   if (!authorised(m.member, m.token, from, "MODEL")) {
     return with_wakeup(std::move(out));
@@ -692,6 +702,13 @@ void averager_core::remove_worker(member_id id, const char* why) {
     pool_->give_back(g->second);
     grants_.erase(g);
   }
+  if (const auto* e = find_entry(id)) {
+    constexpr std::size_t removals_kept = 16;
+    removed_.push_back({id, e->incarnation, round_, clock_->now(), why});
+    if (removed_.size() > removals_kept) {
+      removed_.pop_front();
+    }
+  }
   if (members_.erase(id) > 0) {
     if (state_ == averager_state::collecting && !submissions_.contains(id)) {
       ++round_removed_;
@@ -712,6 +729,16 @@ void averager_core::admit_pending() {
 void averager_core::start_round(actions& out) {
   if (work_done()) {
     end_job(out);  // (8): a resumed incarnation whose checkpoint already had every planned round
+    return;
+  }
+  if (pause_) {
+    // An operator paused the job: no round starts; joiners wait, members keep their place.
+    if (state_ != averager_state::paused) {
+      PRSGD_LOG(info, log_component) << "paused before round " << round_;
+    }
+    state_ = averager_state::paused;
+    deadline_.reset();
+    idle_cutoff_.reset();
     return;
   }
   admit_pending();
@@ -785,6 +812,18 @@ void averager_core::maybe_close(actions& out) {
 void averager_core::close_barrier(actions& out, bool by_deadline) {
   round_metrics rm = open_record(by_deadline);
   last_round_duration_ = clock_->now() - round_start_;
+  for (const auto& [id, sub] : submissions_) {
+    if (auto it = members_.find(id); it != members_.end()) {
+      const double waited = to_seconds(clock_->now() - sub.at);
+      it->second.idle_last_s = waited;
+      it->second.idle_sum_s += waited;
+      ++it->second.idle_rounds;
+    }
+  }
+  if (!submissions_.empty()) {
+    constexpr double weight = 0.3;  // of the newest round in the ETA's round time
+    mean_round_s_ = mean_round_s_ ? (1 - weight) * *mean_round_s_ + weight * rm.round_s : rm.round_s;
+  }
   idle_cutoff_.reset();
   // A member the round closed without (a deadline) missed it; idle_rounds misses in a row remove it.
   std::vector<std::pair<member_id, incarnation_t>> idle;
@@ -1228,6 +1267,13 @@ void averager_core::record(const model_msg& m, submission_status s, std::string 
     PRSGD_LOG(debug, log_component) << to_string(s) << " MODEL of worker " << m.member << " round " << m.round
                                     << (reason.empty() ? "" : ": ") << reason;
   }
+  if (s == submission_status::late || s == submission_status::rejected) {
+    for (auto* set : {&members_, &pending_}) {
+      if (auto it = set->find(m.member); it != set->end()) {
+        ++(s == submission_status::late ? it->second.late : it->second.rejected);
+      }
+    }
+  }
   accounting_.push_back({m.round, m.member, m.incarnation, s, std::move(reason)});
 }
 
@@ -1378,6 +1424,7 @@ void averager_core::send_restart(actions& out, member_id id) {
   e.resend_at.reset();
   send_to(out, id, make_restart(id));
   round_bytes_out_ += model_size_ * sizeof(float);
+  e.bytes_out += model_size_ * sizeof(float);
 }
 
 actions averager_core::on_send_failed(member_id member, const any_msg& msg, errc code) {
@@ -1578,6 +1625,212 @@ job_summary averager_core::summary(bool job_over) const {
   s.counters = counters_;
   s.model = model_;
   s.job_over = job_over;
+  return s;
+}
+
+// ---- operators ---------------------------------------------------------------------------------------
+
+namespace {
+
+// Parses a whole decimal number.
+std::optional<std::uint64_t> parse_count(std::string_view text) {
+  std::uint64_t v = 0;
+  const auto* end = text.data() + text.size();
+  const auto r = std::from_chars(text.data(), end, v);
+  if (text.empty() || r.ec != std::errc{} || r.ptr != end) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+}  // namespace
+
+averager_core::control_outcome averager_core::on_control(control_op op, std::string_view arg) {
+  control_outcome o;
+  const auto done = [&](bool ok, std::string text) {
+    o.ok = ok;
+    o.text = std::move(text);  // the shell logs it with who asked
+    o.act = with_wakeup(std::move(o.act));
+    return std::move(o);
+  };
+  if (state_ == averager_state::stopped) {
+    return done(false, "the job is over");
+  }
+  const std::string next_round = "from round " + std::to_string(state_ == averager_state::collecting ? round_ + 1 : round_);
+  switch (op) {
+    case control_op::pause:
+      if (pause_) {
+        return done(true, "already paused");
+      }
+      pause_ = true;
+      if (state_ == averager_state::idle) {
+        state_ = averager_state::paused;
+        return done(true, "paused");
+      }
+      if (state_ != averager_state::collecting) {
+        return done(true, "pauses before the first round");
+      }
+      return done(true, "pauses at the barrier of round " + std::to_string(round_));
+    case control_op::resume: {
+      if (!pause_) {
+        return done(false, "not paused");
+      }
+      pause_ = false;
+      if (state_ == averager_state::paused) {
+        state_ = averager_state::idle;
+        if (!members_.empty() || !pending_.empty()) {
+          start_round(o.act);
+          return done(true, "resumed: round " + std::to_string(round_) + " starts");
+        }
+        return done(true, "resumed: the next JOIN starts round " + std::to_string(round_));
+      }
+      return done(true, "resumed: the pause had not taken effect yet");
+    }
+    case control_op::remove: {
+      const auto id = parse_count(arg);
+      const auto* e = id ? find_entry(*id) : nullptr;
+      if (e == nullptr) {
+        return done(false, "no member or joiner " + std::string{arg});
+      }
+      const round_t in_round = round_;
+      send_to(o.act, *id, stop_msg{*id, e->incarnation, incarnation_, round_});
+      remove_worker(*id, "removed by an operator");
+      maybe_close(o.act);
+      return done(true, "member " + std::to_string(*id) + " removed in round " + std::to_string(in_round) +
+                            " (sent STOP)");
+    }
+    case control_op::set_interval: {
+      const auto n = parse_count(arg);
+      if (!n || *n < config_.min_interval || *n > config_.max_interval) {
+        return done(false, "the interval must be a whole number in [" + std::to_string(config_.min_interval) + ", " +
+                               std::to_string(config_.max_interval) + "], not '" + std::string{arg} + "'");
+      }
+      if (config_.mode == training_mode::minibatch_sgd) {
+        return done(false, "mini-batch SGD always runs I = 1");
+      }
+      config_.interval = *n;
+      return done(true, "interval I = " + std::to_string(*n) + " " + next_round);
+    }
+    case control_op::set_policy: {
+      auto kind = algorithms::parse_interval_kind(arg);
+      if (!kind) {
+        return done(false, kind.error().message());
+      }
+      if (config_.mode == training_mode::minibatch_sgd) {
+        return done(false, "mini-batch SGD always runs I = 1");
+      }
+      config_.intervals = *kind;
+      return done(true, "interval policy " + std::string{algorithms::to_string(*kind)} + " " + next_round);
+    }
+    case control_op::set_deadline: {
+      const auto colon = arg.find(':');
+      auto policy = parse_deadline_policy(arg.substr(0, colon));
+      if (!policy) {
+        return done(false, "deadline: none | adaptive | fixed:SECONDS, not '" + std::string{arg} + "'");
+      }
+      if (*policy == deadline_policy::fixed) {
+        double secs = 0;
+        const auto text = colon == std::string_view::npos ? std::string_view{} : arg.substr(colon + 1);
+        const auto r = std::from_chars(text.data(), text.data() + text.size(), secs);
+        if (text.empty() || r.ec != std::errc{} || r.ptr != text.data() + text.size() || !(secs > 0) ||
+            !std::isfinite(secs) || secs > 1e6) {
+          return done(false, "a fixed deadline needs positive seconds: fixed:SECONDS");
+        }
+        config_.fixed_deadline = std::chrono::duration_cast<clock_source::duration>(std::chrono::duration<double>(secs));
+      } else if (colon != std::string_view::npos) {
+        return done(false, "only a fixed deadline takes seconds");
+      }
+      config_.deadline = *policy;
+      return done(true, "deadline " + std::string{arg} + " " + next_round);
+    }
+    case control_op::checkpoint:
+      if (!checkpoints_) {
+        return done(false, "this averager keeps no checkpoints (start it with --checkpoint-dir)");
+      }
+      held_checkpoints_.push_back(snapshot());
+      flush_lines(o.act);
+      return done(true, "checkpoint of round " + std::to_string(round_));
+    case control_op::stop:
+      end_job(o.act);
+      return done(true, "stopping after " + std::to_string(rounds_completed_) + " trained rounds");
+  }
+  return done(false, "unknown action");
+}
+
+job_status averager_core::status(const std::function<std::string(origin_t)>& host_of) const {
+  const auto now = clock_->now();
+  job_status s;
+  if (config_.model_identity) {
+    s.model = config_.model_identity->name;
+  }
+  s.fingerprint = config_.spec.model;
+  s.data_fingerprint = config_.spec.data;
+  s.state = std::string{to_string(state_)};
+  s.paused = pause_;
+  s.averager_incarnation = incarnation_;
+  s.round = round_;
+  s.trained_rounds = rounds_completed_;
+  s.rounds_total = config_.max_rounds;
+  if (config_.rounds_per_epoch > 0) {
+    s.epoch = static_cast<double>(rounds_completed_) / static_cast<double>(config_.rounds_per_epoch);
+  }
+  if (config_.max_rounds > 0 && mean_round_s_) {
+    const auto left = config_.max_rounds > rounds_completed_ ? config_.max_rounds - rounds_completed_ : 0;
+    s.eta_s = static_cast<double>(left) * *mean_round_s_;
+  }
+  s.wall_s = to_seconds(now - started_at_);
+  if (last_rule_) {
+    s.rule = std::string{rule_name(*last_rule_)};
+  } else if (config_.rule) {
+    s.rule = std::string{rule_name(*config_.rule)};
+  } else {
+    s.rule = "auto";
+  }
+  s.aggregation = std::string{algorithms::to_string(config_.aggregate.rule)};
+  s.interval_policy = std::string{algorithms::to_string(config_.intervals)};
+  s.interval = config_.interval;
+  s.deadline = std::string{to_string(config_.deadline)};
+  s.deadline_s = to_seconds(config_.fixed_deadline);
+  s.test_acc = last_acc_.value_or(-1);
+  s.accepted = counters_.accepted;
+  s.late = counters_.late;
+  s.duplicate = counters_.duplicate;
+  s.rejected = counters_.rejected;
+  s.bytes_in = bytes_in_;
+  s.bytes_out = bytes_out_;
+  const auto row = [&](member_id id, const member_entry& e, std::string state) {
+    member_status m;
+    m.id = id;
+    m.host = host_of ? host_of(e.origin) : std::string{};
+    m.incarnation = e.incarnation;
+    m.state = std::move(state);
+    m.shard = e.shard;
+    m.interval = e.interval;
+    m.steps_per_s = e.speed;
+    m.idle_last_s = e.idle_last_s;
+    m.idle_mean_s = e.idle_rounds > 0 ? e.idle_sum_s / static_cast<double>(e.idle_rounds) : -1;
+    m.last_seen_s = std::max(0.0, to_seconds(now - e.last_seen));
+    m.bytes_in = e.bytes_in;
+    m.bytes_out = e.bytes_out;
+    m.late = e.late;
+    m.rejected = e.rejected;
+    return m;
+  };
+  for (const auto& [id, e] : members_) {
+    std::string state = "idle";
+    if (state_ == averager_state::paused) {
+      state = "paused";
+    } else if (state_ == averager_state::collecting) {
+      state = submissions_.contains(id) ? "waiting" : "training";
+    }
+    s.members.push_back(row(id, e, std::move(state)));
+  }
+  for (const auto& [id, e] : pending_) {
+    s.pending.push_back(row(id, e, "joining"));
+  }
+  for (const auto& r : removed_) {
+    s.removed.push_back({r.id, r.incarnation, r.round, std::max(0.0, to_seconds(now - r.at)), r.reason});
+  }
   return s;
 }
 

@@ -24,7 +24,14 @@ enum class wire_type : std::uint8_t {
   removed = 7,
   stop = 8,
   refused = 9,
+  status = 10,
+  status_reply = 11,
+  control = 12,
+  control_reply = 13,
 };
+
+// A STATUS_REPLY's payload (the msgpack job_status) is at most this long.
+constexpr std::size_t max_status_bytes = std::size_t{4} << 20;
 
 // msgpack strings in a header are at most 256 bytes (parse_header's unpack limit).
 constexpr std::size_t max_header_string = 256;
@@ -99,6 +106,10 @@ class header_reader {
     }
     return it->second->as<T>();
   }
+  [[nodiscard]] const msgpack::object* find(const char* key) const {
+    auto it = fields_.find(key);
+    return it == fields_.end() ? nullptr : it->second;
+  }
   template <class T>
   T get_or(const char* key, T fallback) const {
     auto it = fields_.find(key);
@@ -159,7 +170,7 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
                                             std::to_string(protocol_version));
     }
     const auto t = r.get<std::uint8_t>("t");
-    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::refused)) {
+    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::control_reply)) {
       return fail(errc::protocol_error, "unknown message type " + std::to_string(t));
     }
     out.type = static_cast<wire_type>(t);
@@ -283,6 +294,108 @@ multipart encode_one(const model_msg& m) {
   return {w.finish(), payload_of(m.params)};
 }
 
+// job_status <-> msgpack, field by field through each struct's `fields` list (a map per struct).
+class status_packer {
+ public:
+  explicit status_packer(msgpack::packer<msgpack::sbuffer>& pk) : pk_(pk) {}
+  template <class S>
+  void object(const S& s) {
+    std::uint32_t n = 0;
+    S::fields(s, [&](std::string_view, const auto&) { ++n; });
+    pk_.pack_map(n);
+    S::fields(s, [&](std::string_view key, const auto& v) {
+      pk_.pack(key);
+      value(v);
+    });
+  }
+
+ private:
+  template <class V>
+  void value(const V& v) {
+    if constexpr (std::is_same_v<V, bool>) {
+      if (v) {
+        pk_.pack_true();
+      } else {
+        pk_.pack_false();
+      }
+    } else {
+      pk_.pack(v);
+    }
+  }
+  template <class S>
+  void value(const std::vector<S>& v) {
+    pk_.pack_array(static_cast<std::uint32_t>(v.size()));
+    for (const auto& x : v) {
+      object(x);
+    }
+  }
+  msgpack::packer<msgpack::sbuffer>& pk_;
+};
+
+// Reads a struct from a msgpack map; missing keys keep their defaults (newer senders may add fields).
+class status_unpacker {
+ public:
+  template <class S>
+  static void object(const msgpack::object& o, S& s) {
+    if (o.type != msgpack::type::MAP) {
+      throw std::runtime_error("status: expected a map");
+    }
+    header_reader r{o};
+    S::fields(s, [&](const char* key, auto& v) { value(r, key, v); });
+  }
+
+ private:
+  template <class V>
+  static void value(const header_reader& r, const char* key, V& v) {
+    v = r.get_or<V>(key, v);
+  }
+  template <class S>
+  static void value(const header_reader& r, const char* key, std::vector<S>& v) {
+    const auto* o = r.find(key);
+    if (o == nullptr) {
+      return;
+    }
+    if (o->type != msgpack::type::ARRAY) {
+      throw std::runtime_error(std::string{"status: "} + key + " is not an array");
+    }
+    v.resize(o->via.array.size);
+    for (std::uint32_t i = 0; i < o->via.array.size; ++i) {
+      object(o->via.array.ptr[i], v[i]);
+    }
+  }
+};
+
+multipart encode_one(const status_request_msg& m) {
+  header_writer w{wire_type::status, common_fields};
+  put_common(w, m);
+  return {w.finish()};
+}
+
+multipart encode_one(const status_reply_msg& m) {
+  header_writer w{wire_type::status_reply, common_fields};
+  put_common(w, m);
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  status_packer{pk}.object(m.status ? *m.status : job_status{});
+  return {w.finish(), frame::copy(buf.data(), buf.size())};
+}
+
+multipart encode_one(const control_msg& m) {
+  header_writer w{wire_type::control, common_fields + 2};
+  put_common(w, m);
+  w.put("op", std::string{to_string(m.op)});
+  w.put("arg", clipped(m.arg));
+  return {w.finish()};
+}
+
+multipart encode_one(const control_reply_msg& m) {
+  header_writer w{wire_type::control_reply, common_fields + 2};
+  put_common(w, m);
+  w.put("ok", m.ok);
+  w.put("why", clipped(m.text));
+  return {w.finish()};
+}
+
 }  // namespace
 
 multipart encode(const to_worker& msg) {
@@ -290,6 +403,10 @@ multipart encode(const to_worker& msg) {
 }
 
 multipart encode(const to_averager& msg) {
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
+}
+
+multipart encode(const to_operator& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }
 
@@ -429,9 +546,64 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.params = std::move(*params);
         return to_averager{std::move(m)};
       }
+      case wire_type::status: {
+        PRSGD_TRY(expect_no_payload(msg));
+        status_request_msg m;
+        get_common(r, m);
+        return to_averager{m};
+      }
+      case wire_type::control: {
+        PRSGD_TRY(expect_no_payload(msg));
+        control_msg m;
+        get_common(r, m);
+        auto op = parse_control_op(r.get<std::string>("op"));
+        if (!op) {
+          return fail(errc::protocol_error, op.error().message());
+        }
+        m.op = *op;
+        m.arg = r.get<std::string>("arg");
+        return to_averager{m};
+      }
       default:
         return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
                                               " is not sent to the averager");
+    }
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+expected<to_operator> decode_to_operator(const multipart& msg, const codec_limits& limits) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  try {
+    header_reader r{parsed->handle.get()};
+    switch (parsed->type) {
+      case wire_type::status_reply: {
+        status_reply_msg m;
+        get_common(r, m);
+        if (msg.size() != 2 || msg[1].size() > max_status_bytes) {
+          return fail(errc::protocol_error, "STATUS_REPLY needs one payload frame of at most 4 MiB");
+        }
+        const auto handle = msgpack::unpack(reinterpret_cast<const char*>(msg[1].data()), msg[1].size());
+        auto status = std::make_shared<job_status>();
+        status_unpacker::object(handle.get(), *status);
+        m.status = std::move(status);
+        return to_operator{std::move(m)};
+      }
+      case wire_type::control_reply: {
+        PRSGD_TRY(expect_no_payload(msg));
+        control_reply_msg m;
+        get_common(r, m);
+        m.ok = r.get<bool>("ok");
+        m.text = r.get<std::string>("why");
+        return to_operator{m};
+      }
+      default:
+        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
+                                              " is not sent to an operator");
     }
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, e.what());

@@ -177,6 +177,22 @@ expected<void> metrics_writer::put_line(const std::string& line) {
 
 expected<void> metrics_writer::write(const round_metrics& m) { return put_line(to_json_line(m)); }
 
+std::string to_json_line(const control_event& e) {
+  std::string out = "{";
+  key(out, "event"); out += json_quote("control");
+  key(out, "action"); out += json_quote(e.action);
+  key(out, "arg"); out += json_quote(e.arg);
+  key(out, "ok"); out += e.ok ? "true" : "false";
+  key(out, "result"); out += json_quote(e.result);
+  key(out, "by"); out += json_quote(e.by);
+  key(out, "at_round"); put_number(out, e.at_round);
+  key(out, "wall_s"); put_number(out, e.wall_s);
+  out += '}';
+  return out;
+}
+
+expected<void> metrics_writer::write(const control_event& e) { return put_line(to_json_line(e)); }
+
 expected<void> metrics_writer::write_resumed(round_t round, std::uint64_t incarnation) {
   std::string out = "{";
   key(out, "event"); out += json_quote("resumed");

@@ -66,6 +66,8 @@ int run_averager(const averager_options& o);
 int run_worker(const worker_options& o);
 /// Starts [head,] averager and workers as processes of this binary, shows progress, waits, reports.
 int run_local(const local_options& o);
+/// Asks a running averager for its status (`prsgd status`) or steers it (`prsgd ctl`).
+int run_operator(const operator_options& o);
 /// Writes a CURVE key pair.
 int run_keygen(const keygen_options& o);
 

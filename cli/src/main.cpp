@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
                           [](const plot_options& o) { return run_plot(o); },
                           [](const list_options& o) { return run_list(o); },
                           [](const completion_options& o) { return run_completion(o); },
+                          [](const operator_options& o) { return run_operator(o); },
                       },
                       *cmd);
   } catch (const std::exception& e) {

@@ -305,22 +305,33 @@ expected<void> validate(const averager_options& o) {
   return validate(o.save);
 }
 
+namespace {
+
+// A client of the averager (worker, status, ctl) names it directly or through a head.
+expected<void> validate_averager_or_head(const std::string& averager, const std::string& head,
+                                         const security_options& security) {
+  if (averager.empty() && head.empty()) {
+    return bad("needs --averager ENDPOINT (or --head ENDPOINT)");
+  }
+  if (!averager.empty()) {
+    PRSGD_TRY(validate_endpoint(averager, "--averager"));
+    PRSGD_TRY(require_curve_off_loopback(averager, "--averager", security));
+  }
+  if (!head.empty()) {
+    PRSGD_TRY(validate_endpoint(head, "--head"));
+    PRSGD_TRY(require_curve_off_loopback(head, "--head", security));
+  }
+  return {};
+}
+
+}  // namespace
+
 expected<void> validate(const worker_options& o) {
   PRSGD_TRY(validate(o.output));
   PRSGD_TRY(validate(o.liveness));
   PRSGD_TRY(validate(o.security));
   PRSGD_TRY(validate(o.model));
-  if (o.averager.empty() && o.head.empty()) {
-    return bad("needs --averager ENDPOINT (or --head ENDPOINT)");
-  }
-  if (!o.averager.empty()) {
-    PRSGD_TRY(validate_endpoint(o.averager, "--averager"));
-    PRSGD_TRY(require_curve_off_loopback(o.averager, "--averager", o.security));
-  }
-  if (!o.head.empty()) {
-    PRSGD_TRY(validate_endpoint(o.head, "--head"));
-    PRSGD_TRY(require_curve_off_loopback(o.head, "--head", o.security));
-  }
+  PRSGD_TRY(validate_averager_or_head(o.averager, o.head, o.security));
   PRSGD_TRY(at_least(o.head_timeout_ms, 1, "--head-timeout-ms"));
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
     return bad("a worker with CURVE keys needs --curve-server-key (the averager's public key file)");
@@ -358,6 +369,36 @@ expected<void> validate(const local_options& o) {
   }
   PRSGD_TRY(validate(o.save));
   return at_least(o.grace_s, 0, "--grace-s");
+}
+
+expected<void> validate(const operator_options& o) {
+  PRSGD_TRY(validate(o.output));
+  PRSGD_TRY(validate(o.security));
+  PRSGD_TRY(validate_averager_or_head(o.averager, o.head, o.security));
+  PRSGD_TRY(at_least(o.timeout_ms, 1, "--timeout-ms"));
+  if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
+    return bad("with CURVE keys, needs --curve-server-key (the averager's public key file)");
+  }
+  if (!(o.watch_s >= 0) || o.watch_s > 86400) {
+    return bad("--watch takes seconds in (0, 86400]");
+  }
+  if (o.steer) {
+    if (o.action.empty()) {
+      return bad("needs an action: pause | resume | remove ID | set-interval N | set-policy P | set-deadline D | "
+                 "checkpoint | stop");
+    }
+    auto op = actors::parse_control_op(o.action);
+    if (!op) {
+      return bad(op.error().context);
+    }
+    if (actors::needs_argument(*op) && o.arg.empty()) {
+      return bad(o.action + " needs an argument");
+    }
+    if (!actors::needs_argument(*op) && !o.arg.empty()) {
+      return bad(o.action + " takes no argument (got '" + o.arg + "')");
+    }
+  }
+  return {};
 }
 
 expected<void> validate(const keygen_options& o) {

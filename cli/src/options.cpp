@@ -24,6 +24,17 @@ using namespace detail;
 constexpr const char* endpoint_file_help =
     "Once bound, write the bound endpoint to FILE (e.g. with --listen tcp://127.0.0.1:*)";
 
+// The options of `prsgd status` and `prsgd ctl`: where the averager is, and the client's CURVE keys.
+void add_operator(CLI::App& cmd, operator_options& o) {
+  cmd.add_option("--averager", o.averager, "The averager's endpoint, e.g. tcp://10.77.0.1:7500")->group("Network");
+  cmd.add_option("--head", o.head, "Head endpoint to find the averager through")->group("Network");
+  cmd.add_option("--timeout-ms", o.timeout_ms, "Give up when no answer came within this many ms")
+      ->capture_default_str()
+      ->group("Network");
+  add_security(cmd, o.security, /*server=*/false, /*client=*/true);
+  add_tool_output(cmd, o.output);
+}
+
 // Holds every subcommand's options and the CLI11 app bound to them.
 struct parser {
   CLI::App app{"prsgd — Parallel Restarted SGD: workers train locally and average every I steps.", "prsgd"};
@@ -51,6 +62,11 @@ struct parser {
   CLI::App* models_cmd = nullptr;
   CLI::App* datasets_cmd = nullptr;
   CLI::App* completion_cmd = nullptr;
+  operator_options status;
+  operator_options ctl;
+  CLI::App* status_cmd = nullptr;
+  CLI::App* ctl_cmd = nullptr;
+  CLI::Option* watch_opt = nullptr;
 
   parser() {
     // A repeated scalar flag takes its last value, so scripts can append overrides.
@@ -101,6 +117,23 @@ struct parser {
     add_security(*averager_cmd, averager.security, true, true);
     averager_cmd->footer("Example: prsgd averager --listen tcp://0.0.0.0:7500 --model fmnist-mlp --interval 8");
     add_save(*averager_cmd, averager.save);
+    averager_cmd->add_option("--operator-key", averager.operator_keys,
+                             "Public key file of a client that may steer the job with `prsgd ctl` (repeatable; "
+                             "with CURVE; without CURVE only loopback clients may steer)")
+        ->type_name("FILE")
+        ->group("Operations");
+    averager_cmd->add_option("--http-bind", averager.http_bind,
+                             "Serve the dashboard and /api on ADDR:PORT (PORT alone: 127.0.0.1; 0: any free port)")
+        ->type_name("ADDR:PORT")
+        ->group("Operations");
+    averager_cmd->add_option("--http-token-file", averager.http_token_file,
+                             "File with a bearer token that allows steering over HTTP (default: read-only)")
+        ->type_name("FILE")
+        ->group("Operations");
+    averager_cmd->add_option("--http-url-file", averager.http_url_file,
+                             "Once the dashboard listens, write its URL to FILE")
+        ->type_name("FILE")
+        ->group("Operations");
 
     worker_cmd = app.add_subcommand("worker", "Run a worker: local SGD on one shard, joins an averager");
     worker_cmd->add_option("--averager", worker.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
@@ -128,6 +161,25 @@ struct parser {
     add_output(*head_cmd, head.output, false);
     add_liveness(*head_cmd, head.liveness);
     add_security(*head_cmd, head.security, true, false);
+
+    status_cmd = app.add_subcommand("status", "Show a running job: progress, members, joiners, removals");
+    add_operator(*status_cmd, status);
+    status_cmd->add_flag("--json", status.json, "Print JSON (the dashboard's /api/status) instead of a table");
+    watch_opt = status_cmd->add_option("--watch", status.watch_s, "Refresh every SECONDS (default 2) until Ctrl-C")
+                    ->expected(0, 1)
+                    ->type_name("[SECONDS]");
+    status_cmd->footer("Example: prsgd status --averager tcp://10.77.0.1:7500");
+
+    ctl_cmd = app.add_subcommand("ctl", "Steer a running job: pause, resume, remove, set-interval, set-policy, "
+                                        "set-deadline, checkpoint, stop");
+    add_operator(*ctl_cmd, ctl);
+    ctl_cmd->add_option("action", ctl.action,
+                        "pause | resume | remove ID | set-interval N | set-policy fixed|per-worker|paper|"
+                        "time-balanced | set-deadline none|adaptive|fixed:SECONDS | checkpoint | stop")
+        ->type_name("ACTION");
+    ctl_cmd->add_option("argument", ctl.arg, "The action's argument")->type_name("ARG");
+    ctl_cmd->footer("Example: prsgd ctl --averager tcp://127.0.0.1:7500 set-interval 16");
+    ctl.steer = true;
 
     keygen_cmd = app.add_subcommand("keygen", "Write a CURVE key pair (NAME.public, NAME.secret) in Z85");
     keygen_cmd->add_option("--out-dir", keygen.out_dir, "Directory to write into")->capture_default_str();
@@ -334,6 +386,15 @@ expected<command> parse_command_line(const std::vector<std::string>& args) {
   }
   if (p.head_cmd->parsed()) {
     return finish(*p.head_cmd, p.head, p.head.output.config_file);
+  }
+  if (p.status_cmd->parsed()) {
+    if (p.watch_opt->count() > 0 && p.watch_opt->results().empty()) {
+      p.status.watch_s = 2;  // --watch without SECONDS
+    }
+    return finish(*p.status_cmd, p.status, p.status.output.config_file);
+  }
+  if (p.ctl_cmd->parsed()) {
+    return finish(*p.ctl_cmd, p.ctl, p.ctl.output.config_file);
   }
   if (p.keygen_cmd->parsed()) {
     return finish(*p.keygen_cmd, p.keygen, std::string{});

@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "dashboard_server.hpp"
 #include "head_role.hpp"
 #include "model_commands.hpp"
 #include "prometheus_metrics.hpp"
@@ -217,6 +218,9 @@ int run_averager(const averager_options& o) {
   progress_snapshot snapshot;
   snapshot.total_rounds = static_cast<long>(plan->rounds);
   std::uint64_t samples_seen = 0;
+  // The dashboard's data (--http-bind): every metrics line and operator event, as written.
+  auto feed = std::make_shared<metrics_feed>();
+  cfg.on_control = [feed](const actors::control_event& e) { feed->add_event(actors::to_json_line(e)); };
   cfg.on_round = [&](const actors::round_metrics& m) {
     samples_seen += m.samples;
     snapshot.round = static_cast<long>(m.trained_rounds);  // empty rounds do not count toward the plan
@@ -234,6 +238,7 @@ int run_averager(const averager_options& o) {
     if (prom) {
       prom->record(m);
     }
+    feed->add_round(m.round, actors::to_json_line(m));
   };
   cfg.on_drop = [&](std::string_view reason, std::uint64_t count) {
     if (prom) {
@@ -256,6 +261,42 @@ int run_averager(const averager_options& o) {
     std::fprintf(stderr, "prsgd averager: %s\n", tcfg.error().message().c_str());
     return exit_usage;
   }
+  // Steering (`prsgd ctl`): with CURVE the --operator-key clients, without it loopback clients only.
+  cfg.steering.curve = tcfg->curve.has_value();
+  if (!o.operator_keys.empty() && !cfg.steering.curve) {
+    std::fprintf(stderr, "prsgd averager: --operator-key needs CURVE (--curve-public-key and --curve-secret-key); "
+                         "without CURVE only loopback clients may steer\n");
+    return exit_usage;
+  }
+  for (const auto& file : o.operator_keys) {
+    auto key = read_key_file(file);
+    if (!key) {
+      std::fprintf(stderr, "prsgd averager: --operator-key: %s\n", key.error().message().c_str());
+      return exit_usage;
+    }
+    cfg.steering.operator_keys.push_back(*key);
+  }
+  std::optional<http_bind> http;
+  std::string http_token;
+  if (!o.http_bind.empty()) {
+    auto where = parse_http_bind(o.http_bind);
+    if (!where) {
+      std::fprintf(stderr, "prsgd averager: %s\n", where.error().message().c_str());
+      return exit_usage;
+    }
+    http = *where;
+    if (!o.http_token_file.empty()) {
+      auto token = read_token_file(o.http_token_file);
+      if (!token) {
+        std::fprintf(stderr, "prsgd averager: --http-token-file: %s\n", token.error().message().c_str());
+        return exit_usage;
+      }
+      http_token = *token;
+    }
+  } else if (!o.http_token_file.empty() || !o.http_url_file.empty()) {
+    std::fprintf(stderr, "prsgd averager: --http-token-file and --http-url-file need --http-bind\n");
+    return exit_usage;
+  }
   if (auto limited = limit_frames_to_model(*tcfg, *fits); !limited) {
     std::fprintf(stderr, "prsgd averager: %s\n", limited.error().message().c_str());
     return exit_usage;
@@ -276,6 +317,40 @@ int run_averager(const averager_options& o) {
   if (!announce_endpoint("averager", o.endpoint_file, started->second)) {
     link->stop();
     return exit_failure;
+  }
+  std::unique_ptr<dashboard_server> dashboard;
+  if (http) {
+    dashboard_sources sources;
+    sources.metrics = feed;
+    sources.status_json = [ref]() -> std::string {
+      auto s = ref.ask(&actors::averager_actor::status).get(2s);
+      return s ? actors::to_json(*s) : std::string{};
+    };
+    sources.token = http_token;
+    sources.control = [ref](const std::string& action, const std::string& arg) -> std::pair<bool, std::string> {
+      auto op = actors::parse_control_op(action);
+      if (!op) {
+        return {false, op.error().context};
+      }
+      auto r = ref.ask(&actors::averager_actor::control, *op, arg, std::string{"http"}).get(5s);
+      if (!r) {
+        return {false, r.error().message()};
+      }
+      return {r->ok, r->text};
+    };
+    auto served = dashboard_server::start(*http, std::move(sources));
+    if (!served) {
+      std::fprintf(stderr, "prsgd averager: %s\n", served.error().message().c_str());
+      link->stop();
+      return exit_failure;
+    }
+    dashboard = std::move(*served);
+    PRSGD_LOG(info, "averager") << "dashboard on " << dashboard->url()
+                                << (http_token.empty() ? " (read-only)" : " (steering with the bearer token)");
+    if (!announce_endpoint("averager", o.http_url_file, dashboard->url())) {
+      link->stop();
+      return exit_failure;
+    }
   }
   std::optional<head_registration> registration;
   if (!o.head.empty()) {
@@ -320,6 +395,7 @@ int run_averager(const averager_options& o) {
     std::this_thread::sleep_for(300ms);  // let the STOPs leave before the sockets close
   }
   registration.reset();
+  dashboard.reset();
   link->stop();
   system.shutdown(5s);
   if (reporter) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzzes the training codec: decode_to_worker and decode_to_averager on the same message. Input: the
+// Fuzzes the training codec: decode_to_worker, decode_to_averager and decode_to_operator on the same message. Input: the
 // message's frames, split at the part separator (frame 0 the msgpack header, frame 1 the model floats).
 // Property: whatever decodes re-encodes to a message that decodes again, and encoding that gives the same
 // bytes (encode(decode(encode(m))) == encode(m): the encoding is canonical and loses no field).
@@ -39,9 +39,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto to_averager = [](const multipart& m, const prsgd::actors::codec_limits& l) {
     return prsgd::actors::decode_to_averager(m, l);
   };
+  const auto to_operator = [](const multipart& m, const prsgd::actors::codec_limits& l) {
+    return prsgd::actors::decode_to_operator(m, l);
+  };
   const prsgd::actors::codec_limits defaults;
   check_round_trip(msg, defaults, to_worker);
   check_round_trip(msg, defaults, to_averager);
+  check_round_trip(msg, defaults, to_operator);
   // Tight limits reach the size checks with small inputs (no round trip: a re-encoded header may be
   // longer than the input's, e.g. with a field the input left out, and so legitimately over the limit).
   const prsgd::actors::codec_limits tight{.max_header_bytes = 64, .max_model_floats = 4};

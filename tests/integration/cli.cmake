@@ -44,3 +44,14 @@ if(TARGET prsgd)
     endif()
   endif()
 endif()
+
+# `prsgd status`, `prsgd ctl` and the dashboard (--http-bind) against a live job; the dashboard in headless
+# Chromium when Debian's `chromium` is installed (ops/install-deps.sh installs it).
+if(TARGET prsgd AND TARGET prsgd::transport_zmq)
+  prsgd_add_process_test(cli_operations_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/operations_test.cpp
+                         DEPS prsgd::cli_support TIMEOUT 600)
+  find_program(PRSGD_CHROMIUM NAMES chromium chromium-browser)
+  if(PRSGD_CHROMIUM)
+    target_compile_definitions(cli_operations_test PRIVATE PRSGD_TEST_CHROMIUM="${PRSGD_CHROMIUM}")
+  endif()
+endif()

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "files.hpp"
+#include "http_client.hpp"
 #include "ports.hpp"
 #include "prsgd_job.hpp"
 
@@ -29,59 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace test = prsgd::test;
 
-/// An HTTP response: status code (0 when the connection failed) and body.
-struct response {
-  int status = 0;
-  std::string body;
-};
-
-/// Sends `request` as it is to 127.0.0.1:`port` and reads until the server closes.
-response http_raw(int port, const std::string& request) {
-  response out;
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return out;
-  }
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(test::scaled(5s)).count());
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {  // NOLINT
-    ::close(fd);
-    return out;
-  }
-  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
-    ::close(fd);
-    return out;
-  }
-  std::string raw;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) {
-      break;
-    }
-    raw.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  // "HTTP/1.x 200 OK\r\n...\r\n\r\nbody"
-  const auto sp = raw.find(' ');
-  const auto head_end = raw.find("\r\n\r\n");
-  if (raw.rfind("HTTP/1.", 0) != 0 || sp == std::string::npos || head_end == std::string::npos) {
-    return out;
-  }
-  out.status = std::atoi(raw.c_str() + sp + 1);
-  out.body = raw.substr(head_end + 4);
-  return out;
-}
-
-/// GETs `path` with HTTP/1.0 (the server closes after answering).
-response http_get(int port, const std::string& path) {
-  return http_raw(port, "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-}
+using test::http_get;
 
 /// Parses Prometheus text samples ("name value", "name{label=\"v\"} value"; the key is the text before the
 /// value); comments skipped.
@@ -160,10 +109,10 @@ TEST_F(PrometheusMetricsTest, ScrapesShowRoundsGrowingWithTwoMembersWhileTheJobR
   // error page used to overflow its worker stack and kill the process on `curl 127.0.0.1:PORT/`).
   EXPECT_EQ(http_get(metrics_port_, "/").status, 404);
   EXPECT_EQ(http_get(metrics_port_, "/nothing-here").status, 404);
-  EXPECT_EQ(http_raw(metrics_port_, "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nx=1").status / 100, 4);
+  EXPECT_EQ(test::http_exchange(metrics_port_, "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nx=1").status / 100, 4);
   EXPECT_EQ(http_get(metrics_port_, "/" + std::string(6000, 'a')).status / 100, 4);
-  http_raw(metrics_port_, "GARBAGE\r\n\r\n");
-  EXPECT_EQ(http_raw(metrics_port_, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n").status,
+  test::http_exchange(metrics_port_, "GARBAGE\r\n\r\n");
+  EXPECT_EQ(test::http_exchange(metrics_port_, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n").status,
             200);
   int status = 0;
   ASSERT_EQ(::waitpid(avg, &status, WNOHANG), 0) << "the averager died on a bad request, status " << status;

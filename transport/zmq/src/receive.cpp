@@ -195,6 +195,11 @@ void zmq_transport::impl::receive_router() {
       p.routing_id = lookup.substr(key_size);
       p.lookup = lookup;
       p.node = p.routing_id.substr(0, p.routing_id.find('\0'));
+      // The remote address libzmq attaches to the connection's messages (read, like the key, from the
+      // part after the routing id).
+      if (const char* a = zmq_msg_gets(parts[1].handle(), "Peer-Address")) {
+        p.address = a;
+      }
       p.counters = std::make_shared<peer_counters>();
       {
         std::lock_guard lock(mutex_);
@@ -210,7 +215,7 @@ void zmq_transport::impl::receive_router() {
     take_routing_id(id, p);
     if (!p.up) {
       p.up = true;
-      emit(peer_event{id, true, p.node, {}, false, errc::none, p.client_key});
+      emit(peer_event{id, true, p.node, {}, false, errc::none, p.client_key, p.address});
       send_heartbeat_in(p);  // so the client learns our name and goes up without waiting a full interval
     }
     if (kind == kind_data) {

@@ -124,6 +124,7 @@ class zmq_transport::impl {
     /// The key of by_routing_id_: the client key followed by the routing id.
     std::string lookup;
     std::string node;
+    std::string address;  // Peer-Address of the connection
     std::shared_ptr<peer_counters> counters;
     bool up = false;
     clock_source::time_point last_rx{};

@@ -95,6 +95,11 @@ struct averager_actor_config {
   /// sender's protocol retries (a JOIN is repeated, a lost MODEL is a missing submission).
   std::size_t inbox_max_messages = 10000;
   std::size_t inbox_max_bytes = std::size_t{4} << 30;
+  /// Who may steer the job (CONTROL messages, `prsgd ctl`): operator keys with CURVE, loopback without.
+  steering_rule steering;
+  /// Called on the actor's strand with every operator request carried out or refused, after its line
+  /// is in the metrics file.
+  std::function<void(const control_event&)> on_control;
   /// The inbox's counters, shared with the transport handlers; start_averager sets it.
   std::shared_ptr<averager_inbox> inbox;
 };
@@ -139,6 +144,11 @@ class averager_actor : public actor {
   [[nodiscard]] int times_counted(round_t r, member_id m) const;
   /// Returns the current members (for tests and status).
   [[nodiscard]] std::vector<member_id> members() const;
+  /// Returns the job's status (what STATUS answers), with each member's host; empty before the start.
+  [[nodiscard]] job_status status() const;
+  /// Carries out an operator request from this process (the HTTP dashboard's steering, already
+  /// authorised by its token); `by` names the requester in the log and the metrics line.
+  [[nodiscard]] control_reply_msg control(control_op op, std::string arg, std::string by);
 
  private:
   /// The core's drop reasons that are also reported through on_drop: messages naming a member from
@@ -156,6 +166,16 @@ class averager_actor : public actor {
   void write_line(const round_metrics& m);
   void report_done(const job_summary& s);
   void rearm(std::optional<clock_source::time_point> wakeup);
+  /// Answers STATUS and CONTROL from operator clients (not members; the core never sees them).
+  void on_operator(peer_id peer, const to_averager& msg);
+  [[nodiscard]] control_reply_msg carry_out(const control_msg& m, const std::string& by);
+
+  /// What the transport said about an incoming connection when it came up.
+  struct peer_info {
+    std::string address;
+    std::string client_key;
+  };
+  std::map<peer_id, peer_info> peer_info_;
 
   averager_actor_config config_;
   std::optional<averager_core> core_;

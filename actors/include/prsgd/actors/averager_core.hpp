@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "prsgd/actors/checkpoint_store.hpp"
 #include "prsgd/actors/metrics.hpp"
 #include "prsgd/actors/protocol.hpp"
+#include "prsgd/actors/status.hpp"
 #include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/averaging.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
@@ -205,9 +207,9 @@ struct submission_record {
 };
 
 /// Lists the averager's states (see the diagram on averager_core).
-enum class averager_state : std::uint8_t { idle, rejoin_wait, collecting, stopped };
+enum class averager_state : std::uint8_t { idle, rejoin_wait, collecting, stopped, paused };
 
-/// Returns "idle" | "rejoin_wait" | "collecting" | "stopped".
+/// Returns "idle" | "rejoin_wait" | "collecting" | "stopped" | "paused".
 [[nodiscard]] std::string_view to_string(averager_state s) noexcept;
 
 /// Holds what the shell brings to a new averager_core besides its configuration.
@@ -261,6 +263,12 @@ struct averager_setup {
 /// submission, the round closes empty (x̄ unchanged, r+1) so nothing sent for it can count later; it
 /// trains nothing, so it counts toward neither max_rounds nor the epoch, and asks for no checkpoint.
 ///
+/// Operators (`prsgd ctl`, on_control): a pause takes effect at the next barrier, which closes as usual and
+/// starts no round (state paused: members keep their place, joiners wait, heartbeats go on); resume starts
+/// the next round. Interval, policy and deadline changes apply from the next round; remove sends STOP to
+/// the member and drops it at once (as a LEAVE would); checkpoint takes one of the open round now; stop
+/// ends the job as stop() does.
+///
 /// Routes: a worker's messages go over the connection of its last accepted JOIN or MODEL
 /// (`actions::routes`); a rejected or forged message from another connection never moves them.
 ///
@@ -301,6 +309,18 @@ class averager_core {
   /// Other messages are repeated by the protocol itself (heartbeats, a WELCOME for every JOIN) and are
   /// only counted.
   [[nodiscard]] actions on_send_failed(member_id member, const any_msg& msg, errc code);
+  /// Carries out an operator's request (the shell checked that the sender may steer). `text` is the one
+  /// line the operator gets back; `ok` is false for a request that changes nothing (bad argument, no
+  /// checkpoint store, unknown member, job over).
+  struct control_outcome {
+    actions act;
+    bool ok = false;
+    std::string text;
+  };
+  [[nodiscard]] control_outcome on_control(control_op op, std::string_view arg);
+  /// Returns a snapshot of the job and every member for `prsgd status` and the dashboard. `host_of` names
+  /// the host behind a connection (empty: unknown).
+  [[nodiscard]] job_status status(const std::function<std::string(origin_t)>& host_of = {}) const;
   /// Handles time: heartbeat timeouts, deadlines, rejoin grace, averager heartbeats, RESTART retries.
   [[nodiscard]] actions tick();
   /// Ends the job: STOP to every known worker; later worker messages are ignored (a JOIN gets STOP).
@@ -384,6 +404,23 @@ class averager_core {
     /// RESTARTs of the open round the transport refused (on_send_failed), and when to send it again.
     std::uint32_t send_failures = 0;
     std::optional<clock_source::time_point> resend_at;
+    // For status(): payload bytes from and to the member, its late and rejected submissions, and how
+    // long it waited at the barrier (the last round it was counted in, and the sum over those rounds).
+    std::uint64_t bytes_in = 0;
+    std::uint64_t bytes_out = 0;
+    std::uint64_t late = 0;
+    std::uint64_t rejected = 0;
+    double idle_last_s = -1;
+    double idle_sum_s = 0;
+    std::uint64_t idle_rounds = 0;
+  };
+  /// A member removed recently (status()).
+  struct removal {
+    member_id id = 0;
+    incarnation_t incarnation = 0;
+    round_t round = 0;
+    clock_source::time_point at{};
+    std::string reason;
   };
   struct submission {
     model_msg msg;
@@ -537,6 +574,9 @@ class averager_core {
   round_t last_acc_rounds_ = 0;
   bool suspended_ = false;
   bool done_ = false;
+  bool pause_ = false;                             // asked to pause: no round starts until resume
+  std::deque<removal> removed_;                    // the newest removals, oldest first
+  std::optional<double> mean_round_s_;             // moving average of trained rounds' durations (ETA)
 };
 
 }  // namespace prsgd::actors

@@ -24,7 +24,9 @@ struct codec_limits {
 [[nodiscard]] multipart encode(const to_worker& msg);
 /// Encodes an averager-bound message; MODEL's parameters travel as frame 1, shared, never copied.
 [[nodiscard]] multipart encode(const to_averager& msg);
-/// Encodes any message as the two overloads above do (what a core's `outbound` holds).
+/// Encodes an operator-bound reply (STATUS_REPLY's status travels as frame 1, msgpack).
+[[nodiscard]] multipart encode(const to_operator& msg);
+/// Encodes any message as the overloads above do (what a core's `outbound` holds).
 [[nodiscard]] multipart encode(const any_msg& msg);
 
 /// Decodes and validates a message for a worker. Fails with protocol_error (version, type, frame count,
@@ -32,6 +34,9 @@ struct codec_limits {
 [[nodiscard]] expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& limits = {});
 /// Decodes and validates a message for the averager; errors as for decode_to_worker.
 [[nodiscard]] expected<to_averager> decode_to_averager(const multipart& msg, const codec_limits& limits = {});
+
+/// Decodes a reply for an operator client (STATUS_REPLY, CONTROL_REPLY); errors as for decode_to_worker.
+[[nodiscard]] expected<to_operator> decode_to_operator(const multipart& msg, const codec_limits& limits = {});
 
 /// Returns the payload bytes (frames after the header) of an encoded message.
 [[nodiscard]] std::uint64_t payload_bytes(const multipart& msg) noexcept;

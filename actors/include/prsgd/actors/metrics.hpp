@@ -86,6 +86,25 @@ struct round_metrics {
   std::vector<consumed_range> data;
 };
 
+/// Describes an operator's request to a running job (`prsgd ctl`), as written to the metrics file.
+struct control_event {
+  /// The action ("pause", "set-interval", ...) and its argument.
+  std::string action;
+  std::string arg;
+  /// Whether it was carried out, and the line the operator got back.
+  bool ok = false;
+  std::string result;
+  /// Who asked: "key:<Z85 client key>" with CURVE, else "address:<peer address>".
+  std::string by;
+  /// The averager's open round when it arrived, and seconds since the averager started.
+  round_t at_round = 0;
+  double wall_s = 0;
+};
+
+/// Returns {"event":"control","action":...,"arg":...,"ok":...,"result":...,"by":...,"at_round":...,
+/// "wall_s":...} (no trailing newline).
+[[nodiscard]] std::string to_json_line(const control_event& e);
+
 /// Returns `text` as a JSON string literal (see prsgd/common/json_quote.hpp).
 using ::prsgd::json_quote;
 
@@ -115,6 +134,8 @@ class metrics_writer {
   /// Writes {"event":"resumed","round":r,"incarnation":i}: a new averager incarnation resumed round r
   /// from a checkpoint, so round lines >= r written before this one are superseded by the ones after it.
   [[nodiscard]] expected<void> write_resumed(round_t round, std::uint64_t incarnation);
+  /// Writes an operator's request (to_json_line(control_event)).
+  [[nodiscard]] expected<void> write(const control_event& e);
   /// Writes the final line {"event":"done","test_acc":...,"rounds":...,"trained_rounds":...,"wall_s":...}.
   [[nodiscard]] expected<void> write_done(std::optional<double> final_test_acc, round_t rounds,
                                           std::uint64_t trained_rounds, double wall_s);

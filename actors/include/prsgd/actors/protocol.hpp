@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "prsgd/actors/status.hpp"
 #include "prsgd/common/expected.hpp"
 
 namespace prsgd::actors {
@@ -207,12 +208,54 @@ struct stop_msg {
   round_t round = 0;
 };
 
+/// Asks a running averager for a job_status snapshot (operator -> averager). Sent by `prsgd status` and
+/// other clients that are not members: it never joins. `incarnation` is a request nonce the reply echoes.
+struct status_request_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+};
+
+/// Answers STATUS (averager -> operator) with the snapshot; `incarnation` echoes the request's nonce.
+struct status_reply_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  std::shared_ptr<const job_status> status;
+};
+
+/// Steers a running job (operator -> averager): `op` with its argument (`prsgd ctl`). Carried out only
+/// for an operator (steering_rule); answered with CONTROL_REPLY.
+struct control_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  control_op op = control_op::pause;
+  std::string arg{};
+};
+
+/// Answers CONTROL (averager -> operator): whether it was accepted and one line saying what happens.
+struct control_reply_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  bool ok = false;
+  std::string text{};
+};
+
 /// Holds any message the averager sends.
 using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg, refused_msg>;
 /// Holds any message a worker sends.
-using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg>;
+using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg, status_request_msg, control_msg>;
+/// Holds any message the averager sends to an operator client.
+using to_operator = std::variant<status_reply_msg, control_reply_msg>;
 /// Holds any protocol message, in either direction (what the cores hand their shells to send).
 using any_msg = std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg,
-                             stop_msg, refused_msg>;
+                             stop_msg, refused_msg, status_request_msg, status_reply_msg, control_msg,
+                             control_reply_msg>;
 
 }  // namespace prsgd::actors

@@ -204,6 +204,36 @@ struct averager_options {
   std::string head;
   /// --save-model / --save-best.
   save_options save;
+  /// Public key files of the clients that may steer the job (`prsgd ctl`) when CURVE is on.
+  std::vector<std::string> operator_keys;
+  /// The dashboard and /api: ADDR:PORT or PORT (127.0.0.1), port 0 = one the system chooses; "" = off.
+  std::string http_bind;
+  /// A file holding the bearer token that allows steering over HTTP ("" = HTTP is read-only).
+  std::string http_token_file;
+  /// Once the dashboard listens, write its URL (one line) to this file ("" = none).
+  std::string http_url_file;
+};
+
+/// Holds `prsgd status` and `prsgd ctl`: an operator client of a running averager (never a member).
+struct operator_options {
+  output_options output;
+  liveness_options liveness;
+  security_options security;
+  /// The averager's endpoint ("" = look it up through `head`).
+  std::string averager;
+  /// Head endpoint to find the averager through.
+  std::string head;
+  /// Milliseconds to wait for the answer (and for the head's lookup). @pre >= 1
+  int timeout_ms = 5000;
+  /// status: print JSON instead of the table.
+  bool json = false;
+  /// status: refresh every this many seconds (0 = print once).
+  double watch_s = 0;
+  /// ctl: the action and its argument.
+  std::string action;
+  std::string arg;
+  /// True for `prsgd ctl`, false for `prsgd status`.
+  bool steer = false;
 };
 
 /// Holds `prsgd worker`: local SGD on one data shard.
@@ -344,9 +374,9 @@ struct help_request {
 };
 
 /// Holds the outcome of a successful parse: what to run.
-using command =
-    std::variant<help_request, head_options, averager_options, worker_options, local_options, keygen_options,
-                 export_options, eval_options, predict_options, plot_options, list_options, completion_options>;
+using command = std::variant<help_request, head_options, averager_options, worker_options, local_options,
+                             keygen_options, export_options, eval_options, predict_options, plot_options,
+                             list_options, completion_options, operator_options>;
 
 /// Parses `args` (args[0] is the program name) including a `--config` YAML file, then validates.
 /// Returns invalid_argument (bad or unknown option, bad value, unknown YAML key) or not_found
@@ -379,6 +409,7 @@ struct host_port {
 [[nodiscard]] expected<void> validate(const output_options& o);
 [[nodiscard]] expected<void> validate(const liveness_options& o);
 [[nodiscard]] expected<void> validate(const security_options& o);
+[[nodiscard]] expected<void> validate(const operator_options& o);
 [[nodiscard]] expected<void> validate(const model_options& o);
 [[nodiscard]] expected<void> validate(const schedule_options& o);
 [[nodiscard]] expected<void> validate(const head_options& o);

@@ -44,6 +44,9 @@ struct peer_event {
   /// proved it. An incoming peer id stands for one client key for its whole life: a connection with another
   /// key is another peer, even when it presents the same transport identity. Empty without CURVE.
   std::string client_key;
+  /// For an incoming peer's up event (ZeroMQ): the remote address of its connection ("Peer-Address",
+  /// e.g. "127.0.0.1"; empty when unknown).
+  std::string address{};
 };
 
 /// Holds the callbacks through which a transport hands received data and peer events up.
