@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzzes the training codec: decode_to_worker, decode_to_averager and decode_to_operator on the same message. Input: the
-// message's frames, split at the part separator (frame 0 the msgpack header, frame 1 the model floats).
-// Property: whatever decodes re-encodes to a message that decodes again, and encoding that gives the same
-// bytes (encode(decode(encode(m))) == encode(m): the encoding is canonical and loses no field).
+// Fuzzes the training codec: decode_to_worker, decode_to_averager and decode_to_operator on the same message. Input:
+// the message's frames, split at the part separator (frame 0 the msgpack header, frame 1 the model floats). Property:
+// whatever decodes re-encodes to a message that decodes again, and encoding that gives the same bytes
+// (encode(decode(encode(m))) == encode(m): the encoding is canonical and loses no field).
 #include <cstddef>
 #include <cstdint>
 
@@ -76,10 +76,11 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
       {"heartbeat-averager", act::heartbeat_msg{3, 1700000000123, 42, 9, true}},
       {"model", act::model_msg{3, 1700000000123, 42, 9, 8, 512, 12.5, 8, false, model}},
       {"model-gradient-empty", act::model_msg{0, 1, 1, 0, 1, 32, 0.25, 1, true, floats({})}},
-      {"restart", act::restart_msg{3, 1700000000123, 42, 10, model, 8, 0.05, act::training_mode::restarted_sgd}},
-      {"restart-empty", act::restart_msg{0, 1, 1, 0, nullptr, 1, 0.0, act::training_mode::minibatch_sgd}},
-      {"restart-ranges", act::restart_msg{3, 1700000000123, 42, 10, model, 8, 0.05, act::training_mode::restarted_sgd,
-                                          {{0, 256}, {1024, 1100}}}},
+      {"restart", act::restart_msg{3, 1700000000123, 42, 10, model, 8, 0.05, act::training_mode::restarted_sgd, {}}},
+      {"restart-empty", act::restart_msg{0, 1, 1, 0, nullptr, 1, 0.0, act::training_mode::minibatch_sgd, {}}},
+      {"restart-ranges",
+       act::restart_msg{
+           3, 1700000000123, 42, 10, model, 8, 0.05, act::training_mode::restarted_sgd, {{0, 256}, {1024, 1100}}}},
       {"removed", act::removed_msg{3, 1700000000123, 42, 11}},
       {"stop", act::stop_msg{3, 1700000000123, 42, 12}},
   };

@@ -38,7 +38,7 @@ class WorkerCoreTest : public ::testing::Test {
     return w;
   }
   restart_msg restart(round_t r, float v = 1.0F, incarnation_t averager = 1, std::uint64_t interval = 5) {
-    return restart_msg{3, 7, averager, r, buffer(v), interval, 0.1, training_mode::restarted_sgd};
+    return restart_msg{3, 7, averager, r, buffer(v), interval, 0.1, training_mode::restarted_sgd, {}};
   }
   train_result result(round_t r, float v = 2.0F) { return train_result{r, 5, 320, 64.0, 320, buffer(v)}; }
 
