@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The README's test command: installs dependencies, checks layering and documentation links, builds and
-# runs every unit and integration test twice (Release with -Werror, then ASan+UBSan), builds a consumer
-# project against the installed package, and fuzzes the decoders that need no library briefly
-# (ops/fuzz.sh). Prints ctest's summary for each run and the fuzzers' execution counts.
+# The README's test command: installs dependencies, checks layering, documentation links and the C++
+# formatting (.clang-format), builds and runs every unit and integration test twice (Release with -Werror,
+# then ASan+UBSan), builds a consumer project against the installed package, and fuzzes the decoders that
+# need no library briefly (ops/fuzz.sh). Prints ctest's summary for each run and the fuzzers' execution counts.
 #   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
 #   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again),
 #                        the container image built from source, the .deb installed in a container,
@@ -28,6 +28,7 @@ done
 ops/install-deps.sh
 ops/ci/check_deps.sh
 python3 ops/ci/check_links.py
+ops/ci/check_format.sh
 
 echo "=== release build (-Werror) ==="
 cmake --preset ci-release >/dev/null

@@ -17,8 +17,7 @@ averager_actor::~averager_actor() = default;
 void averager_actor::on_start() {
   auto initial = algorithms::model_registry::instance().make(config_.model_name, config_.model);
   if (!initial) {
-    PRSGD_LOG(error, "averager") << "cannot build model '" << config_.model_name
-                                 << "': " << initial.error().message();
+    PRSGD_LOG(error, "averager") << "cannot build model '" << config_.model_name << "': " << initial.error().message();
     quit(initial.error());
     return;
   }
@@ -131,8 +130,8 @@ void averager_actor::on_wire(peer_id peer, multipart msg) {
       config_.on_drop("malformed", 1);
     }
     if (malformed_warnings_.allow(now())) {
-      PRSGD_LOG(warn, "averager") << "dropped malformed message from peer " << peer << ": "
-                                  << decoded.error().message() << malformed_warnings_.suffix();
+      PRSGD_LOG(warn, "averager") << "dropped malformed message from peer " << peer << ": " << decoded.error().message()
+                                  << malformed_warnings_.suffix();
     }
     return;
   }
@@ -472,8 +471,8 @@ expected<std::pair<actor_ref<averager_actor>, std::string>> start_averager(actor
   auto handle = *ref;
   transport_handlers handlers;
   // The inbox is bounded: the I/O thread reserves room before it queues, and drops (counted) when full.
-  handlers.on_message = [handle, credit = std::move(credit), max_messages = limits.first,
-                         max_bytes = limits.second](peer_id peer, multipart msg) {
+  handlers.on_message = [handle, credit = std::move(credit), max_messages = limits.first, max_bytes = limits.second](
+                            peer_id peer, multipart msg) {
     const std::size_t bytes = total_size(msg);
     const std::size_t queued = credit->messages.fetch_add(1, std::memory_order_relaxed);
     const std::size_t queued_bytes = credit->bytes.fetch_add(bytes, std::memory_order_relaxed);

@@ -152,9 +152,11 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
     return fail(errc::invalid_argument, "averager: the initial model is empty");
   }
   if (config.interval == 0 || config.min_interval == 0 || config.min_interval > config.max_interval) {
-    return fail(errc::invalid_argument, "averager: intervals must satisfy 1 <= min_interval <= max_interval, interval >= 1");
+    return fail(errc::invalid_argument,
+                "averager: intervals must satisfy 1 <= min_interval <= max_interval, interval >= 1");
   }
-  if (config.heartbeat_timeout <= clock_source::duration::zero() || config.heartbeat_interval <= clock_source::duration::zero()) {
+  if (config.heartbeat_timeout <= clock_source::duration::zero() ||
+      config.heartbeat_interval <= clock_source::duration::zero()) {
     return fail(errc::invalid_argument, "averager: heartbeat interval and timeout must be positive");
   }
   if (!(config.speed_ema > 0 && config.speed_ema <= 1)) {
@@ -216,8 +218,8 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
     auto pool = resumed && resumed->pool ? algorithms::sample_pool::restore(pc, *resumed->pool)
                                          : algorithms::sample_pool::make(pc);
     if (!pool) {
-      return fail(errc::invalid_argument, "averager: the checkpoint's data pool does not fit this job: " +
-                                              pool.error().message());
+      return fail(errc::invalid_argument,
+                  "averager: the checkpoint's data pool does not fit this job: " + pool.error().message());
     }
     core.pool_ = std::move(*pool);
   }
@@ -227,8 +229,8 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
       const auto& now_id = *core.config_.model_identity;
       if (was.name != now_id.name || was.channels != now_id.channels || was.height != now_id.height ||
           was.width != now_id.width || was.classes != now_id.classes) {
-        return fail(errc::invalid_argument, "averager: the checkpoint to resume is for model " + was.name + ", not " + now_id.name +
-                                                " (or another input shape or class count)");
+        return fail(errc::invalid_argument, "averager: the checkpoint to resume is for model " + was.name + ", not " +
+                                                now_id.name + " (or another input shape or class count)");
       }
     }
     if (resumed->finished) {
@@ -385,8 +387,8 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
   out.routes.push_back({id, from});
   // (3) waits for min_workers joiners only before the first round of a fresh job.
   const bool enough = round_ > 0 || resumed_from_.has_value() || pending_.size() >= config_.min_workers;
-  const bool starts_now = (state_ == averager_state::idle && enough) ||
-                          (state_ == averager_state::rejoin_wait && restored_.empty());
+  const bool starts_now =
+      (state_ == averager_state::idle && enough) || (state_ == averager_state::rejoin_wait && restored_.empty());
   const round_t admitted = state_ == averager_state::collecting ? round_ + 1 : round_;
   send_to(out, id, make_welcome(id, e, admitted));
   if (starts_now) {
@@ -447,8 +449,7 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   }
   if (m.averager_incarnation != incarnation_) {
     if (m.averager_incarnation < incarnation_) {
-      record(m, submission_status::late,
-             "sent to averager incarnation " + std::to_string(m.averager_incarnation));
+      record(m, submission_status::late, "sent to averager incarnation " + std::to_string(m.averager_incarnation));
       if (!members_.contains(m.member) && !pending_.contains(m.member)) {
         reply(out, m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}, from);
       }
@@ -459,8 +460,8 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
     return with_wakeup(std::move(out));
   }
   if (m.round < round_) {
-    record(m, submission_status::late, "round " + std::to_string(m.round) + " is closed (now " +
-                                           std::to_string(round_) + ")");
+    record(m, submission_status::late,
+           "round " + std::to_string(m.round) + " is closed (now " + std::to_string(round_) + ")");
     return with_wakeup(std::move(out));
   }
   if (m.round > round_ || state_ != averager_state::collecting) {
@@ -488,7 +489,8 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   }
   it->second.last_seen = clock_->now();
   if (!active(m.member)) {
-    record(m, submission_status::rejected, "member sits round " + std::to_string(round_) + " out (no samples)", "round");
+    record(m, submission_status::rejected, "member sits round " + std::to_string(round_) + " out (no samples)",
+           "round");
     return with_wakeup(std::move(out));
   }
   const bool want_gradient = config_.mode == training_mode::minibatch_sgd;
@@ -516,8 +518,8 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
              (m.steps < assigned ? " (fewer only when cut short)" : "");
     code = "steps";
   } else if (batch > 0 && (m.samples - 1) / batch + 1 > m.steps) {
-    reason = std::to_string(m.samples) + " samples > " + std::to_string(m.steps) + " steps x batch " +
-             std::to_string(batch);
+    reason =
+        std::to_string(m.samples) + " samples > " + std::to_string(m.steps) + " steps x batch " + std::to_string(batch);
     code = "samples";
   } else if (pool_ && m.samples > granted_samples(m.member)) {
     reason = std::to_string(m.samples) + " samples > the " + std::to_string(granted_samples(m.member)) +
@@ -581,7 +583,8 @@ actions averager_core::tick() {
     resend_restarts(out);
   }
   if (state_ == averager_state::rejoin_wait && now >= rejoin_until_) {
-    PRSGD_LOG(info, log_component) << "rejoin grace over; " << restored_.size() << " checkpointed members did not return";
+    PRSGD_LOG(info, log_component) << "rejoin grace over; " << restored_.size()
+                                   << " checkpointed members did not return";
     restored_.clear();
     if (pending_.empty()) {
       state_ = averager_state::idle;  // (5)
@@ -949,8 +952,8 @@ averager_core::round_inputs averager_core::collect(round_metrics& rm) {
   clock_source::time_point first = now;
   const auto first_steps = submissions_.begin()->second.msg.steps;
   for (const auto& [id, s] : submissions_) {
-    in.contributions.push_back({std::span<const float>(*s.msg.params), static_cast<double>(s.msg.samples),
-                                static_cast<double>(s.msg.steps)});
+    in.contributions.push_back(
+        {std::span<const float>(*s.msg.params), static_cast<double>(s.msg.samples), static_cast<double>(s.msg.steps)});
     in.steps_differ = in.steps_differ || s.msg.steps != first_steps;
     rm.samples += s.msg.samples;
     if (s.msg.loss_count > 0) {
@@ -994,8 +997,8 @@ void averager_core::screen(round_inputs& in, round_metrics& rm) {
     return;
   }
   const bool gradients = config_.mode == training_mode::minibatch_sgd;
-  const auto norms = algorithms::update_norms(in.contributions, gradients ? std::span<const float>{}
-                                                                          : std::span<const float>(*model_));
+  const auto norms = algorithms::update_norms(in.contributions,
+                                              gradients ? std::span<const float>{} : std::span<const float>(*model_));
   if (!norms) {
     return;  // every size was checked on receipt
   }
@@ -1086,8 +1089,8 @@ std::vector<float> averager_core::outer_step(std::vector<float> avg, bool averag
   if (averaged && outer_) {
     std::vector<float> next(model_size_);
     if (auto applied = outer_->apply(*model_, avg, next); !applied) {
-      PRSGD_LOG(error, log_component) << "round " << round_ << ": outer optimiser failed ("
-                                      << applied.error().message() << "); using the plain average";
+      PRSGD_LOG(error, log_component) << "round " << round_ << ": outer optimiser failed (" << applied.error().message()
+                                      << "); using the plain average";
       return avg;
     }
     return next;
@@ -1134,9 +1137,9 @@ void averager_core::request_checkpoint() {
 // eval_every trained rounds and at the last round; releases whatever lines are ready.
 void averager_core::record_line(actions& out, round_metrics rm, bool last, bool trained) {
   const round_t closed = rm.round + 1;
-  const bool epoch_end = pool_ ? epoch_closed_
-                                : trained && config_.rounds_per_epoch > 0 &&
-                                      rounds_completed_ % config_.rounds_per_epoch == 0;
+  const bool epoch_end =
+      pool_ ? epoch_closed_
+            : trained && config_.rounds_per_epoch > 0 && rounds_completed_ % config_.rounds_per_epoch == 0;
   const bool every = trained && config_.eval_every > 0 && rounds_completed_ % config_.eval_every == 0;
   held_line line{std::move(rm), std::nullopt};
   if (evaluations_ && (epoch_end || every || last)) {
@@ -1171,8 +1174,8 @@ void averager_core::assign_intervals() {
   algorithms::interval_schedule schedule;
   schedule.kind = config_.intervals;
   schedule.fixed_interval = to_int(config_.interval);
-  schedule.total_steps = static_cast<std::int64_t>(
-      std::min<std::uint64_t>(config_.total_steps, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
+  schedule.total_steps = static_cast<std::int64_t>(std::min<std::uint64_t>(
+      config_.total_steps, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
   schedule.min_interval = to_int(config_.min_interval);
   schedule.max_interval = to_int(config_.max_interval);
   std::vector<double> speeds;
@@ -1187,7 +1190,8 @@ void averager_core::assign_intervals() {
   std::size_t k = 0;
   for (auto& [id, e] : members_) {
     // make() checked every field intervals_for_round checks, so this falls back only on an unforeseen error.
-    e.interval = clamp_interval(intervals ? static_cast<double>((*intervals)[k]) : static_cast<double>(config_.interval));
+    e.interval =
+        clamp_interval(intervals ? static_cast<double>((*intervals)[k]) : static_cast<double>(config_.interval));
     ++k;
   }
 }
@@ -1199,8 +1203,8 @@ void averager_core::update_speeds() {
     if (it == members_.end() || !(secs > 0)) {
       continue;
     }
-    it->second.speed = algorithms::smoothed_rate(it->second.speed, static_cast<double>(s.msg.steps) / secs,
-                                                 config_.speed_ema);
+    it->second.speed =
+        algorithms::smoothed_rate(it->second.speed, static_cast<double>(s.msg.steps) / secs, config_.speed_ema);
   }
 }
 
@@ -1209,10 +1213,10 @@ double averager_core::current_step_size() const {
   schedule.kind = config_.step_sizes;
   schedule.base_lr = config_.step_size;
   schedule.c = config_.step_size_c;
-  schedule.num_workers = static_cast<int>(std::min<std::size_t>(std::max<std::size_t>(members_.size(), 1),
-                                                                static_cast<std::size_t>(std::numeric_limits<int>::max())));
-  schedule.total_steps = static_cast<std::int64_t>(
-      std::min<std::uint64_t>(config_.total_steps, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
+  schedule.num_workers = static_cast<int>(std::min<std::size_t>(
+      std::max<std::size_t>(members_.size(), 1), static_cast<std::size_t>(std::numeric_limits<int>::max())));
+  schedule.total_steps = static_cast<std::int64_t>(std::min<std::uint64_t>(
+      config_.total_steps, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())));
   schedule.warmup_steps = static_cast<std::int64_t>(config_.warmup_rounds);
   // The schedule counts rounds here, from 1: round r of the warm-up sends γ · (r + 1) / warmup_rounds.
   return algorithms::learning_rate(schedule, static_cast<std::int64_t>(rounds_completed_) + 1);
@@ -1221,11 +1225,8 @@ double averager_core::current_step_size() const {
 void averager_core::compute_deadline() {
   deadline_.reset();
   switch (config_.deadline) {
-    case deadline_policy::none:
-      break;
-    case deadline_policy::fixed:
-      deadline_ = round_start_ + config_.fixed_deadline;
-      break;
+    case deadline_policy::none: break;
+    case deadline_policy::fixed: deadline_ = round_start_ + config_.fixed_deadline; break;
     case deadline_policy::adaptive: {
       if (arrival_history_.size() < config_.adaptive_min_samples) {
         break;
@@ -1237,7 +1238,8 @@ void averager_core::compute_deadline() {
         dev.push_back(std::abs(x - med));
       }
       const double secs = std::max(med + config_.mad_k * median_of(std::move(dev)), to_seconds(config_.adaptive_floor));
-      deadline_ = round_start_ + std::chrono::duration_cast<clock_source::duration>(std::chrono::duration<double>(secs));
+      deadline_ =
+          round_start_ + std::chrono::duration_cast<clock_source::duration>(std::chrono::duration<double>(secs));
       break;
     }
   }
@@ -1250,15 +1252,24 @@ void averager_core::record(const model_msg& m, submission_status s, std::string 
     ++drops_[std::string{code}];
   }
   switch (s) {
-    case submission_status::accepted: ++counters_.accepted; ++round_counters_.accepted; break;
-    case submission_status::late: ++counters_.late; ++round_counters_.late; break;
-    case submission_status::duplicate: ++counters_.duplicate; ++round_counters_.duplicate; break;
+    case submission_status::accepted:
+      ++counters_.accepted;
+      ++round_counters_.accepted;
+      break;
+    case submission_status::late:
+      ++counters_.late;
+      ++round_counters_.late;
+      break;
+    case submission_status::duplicate:
+      ++counters_.duplicate;
+      ++round_counters_.duplicate;
+      break;
     case submission_status::rejected:
       ++counters_.rejected;
       ++round_counters_.rejected;
       if (warnings_->rejected_model.allow(clock_->now())) {
-        PRSGD_LOG(warn, log_component) << "rejected MODEL of worker " << m.member << " (incarnation "
-                                       << m.incarnation << ", round " << m.round << "): " << reason
+        PRSGD_LOG(warn, log_component) << "rejected MODEL of worker " << m.member << " (incarnation " << m.incarnation
+                                       << ", round " << m.round << "): " << reason
                                        << warnings_->rejected_model.suffix();
       }
       break;
@@ -1332,7 +1343,8 @@ checkpoint_state averager_core::snapshot() const {
 }
 
 welcome_msg averager_core::make_welcome(member_id id, const member_entry& e, round_t admitted) const {
-  welcome_msg w{id, e.incarnation, incarnation_, round_, admitted, config_.mode, model_size_, config_.heartbeat_interval};
+  welcome_msg w{id,       e.incarnation, incarnation_, round_,
+                admitted, config_.mode,  model_size_,  config_.heartbeat_interval};
   w.token = e.token;
   w.shard_index = e.shard;
   w.num_shards = num_shards_;
@@ -1432,8 +1444,8 @@ actions averager_core::on_send_failed(member_id member, const any_msg& msg, errc
   ++drops_["send_failed"];
   const auto* restart = std::get_if<restart_msg>(&msg);
   auto it = members_.find(member);
-  if (restart == nullptr || state_ != averager_state::collecting || restart->round != round_ ||
-      it == members_.end() || it->second.incarnation != restart->incarnation || submissions_.contains(member)) {
+  if (restart == nullptr || state_ != averager_state::collecting || restart->round != round_ || it == members_.end() ||
+      it->second.incarnation != restart->incarnation || submissions_.contains(member)) {
     return with_wakeup(std::move(out));  // nothing waits for it
   }
   auto& e = it->second;
@@ -1520,16 +1532,14 @@ bool averager_core::authorised(member_id member, session_token token, origin_t f
   ++round_counters_.unauthorised;
   ++drops_[std::string{to_string(*failure)}];
   if (warnings_->unauthorised.allow(clock_->now())) {
-    PRSGD_LOG(warn, log_component) << "refused " << what << " naming member " << member << " from connection "
-                                   << from << ": " << to_string(*failure) << warnings_->unauthorised.suffix();
+    PRSGD_LOG(warn, log_component) << "refused " << what << " naming member " << member << " from connection " << from
+                                   << ": " << to_string(*failure) << warnings_->unauthorised.suffix();
   }
   return false;
 }
 
 std::optional<std::string> averager_core::mismatch(const join_msg& m) const {
-  const auto differs = [](const std::string& job, const std::string& worker) {
-    return !job.empty() && worker != job;
-  };
+  const auto differs = [](const std::string& job, const std::string& worker) { return !job.empty() && worker != job; };
   if (differs(config_.spec.model, m.model_fingerprint)) {
     return "model mismatch: the job trains " + config_.spec.model + ", the worker has " +
            (m.model_fingerprint.empty() ? std::string{"no model fingerprint"} : m.model_fingerprint);
@@ -1656,7 +1666,8 @@ averager_core::control_outcome averager_core::on_control(control_op op, std::str
   if (state_ == averager_state::stopped) {
     return done(false, "the job is over");
   }
-  const std::string next_round = "from round " + std::to_string(state_ == averager_state::collecting ? round_ + 1 : round_);
+  const std::string next_round =
+      "from round " + std::to_string(state_ == averager_state::collecting ? round_ + 1 : round_);
   switch (op) {
     case control_op::pause:
       if (pause_) {
@@ -1696,8 +1707,8 @@ averager_core::control_outcome averager_core::on_control(control_op op, std::str
       send_to(o.act, *id, stop_msg{*id, e->incarnation, incarnation_, round_});
       remove_worker(*id, "removed by an operator");
       maybe_close(o.act);
-      return done(true, "member " + std::to_string(*id) + " removed in round " + std::to_string(in_round) +
-                            " (sent STOP)");
+      return done(true,
+                  "member " + std::to_string(*id) + " removed in round " + std::to_string(in_round) + " (sent STOP)");
     }
     case control_op::set_interval: {
       const auto n = parse_count(arg);
@@ -1736,7 +1747,8 @@ averager_core::control_outcome averager_core::on_control(control_op op, std::str
             !std::isfinite(secs) || secs > 1e6) {
           return done(false, "a fixed deadline needs positive seconds: fixed:SECONDS");
         }
-        config_.fixed_deadline = std::chrono::duration_cast<clock_source::duration>(std::chrono::duration<double>(secs));
+        config_.fixed_deadline =
+            std::chrono::duration_cast<clock_source::duration>(std::chrono::duration<double>(secs));
       } else if (colon != std::string_view::npos) {
         return done(false, "only a fixed deadline takes seconds");
       }

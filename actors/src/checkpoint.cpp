@@ -98,7 +98,6 @@ std::uint32_t crc32_of(const unsigned char* data, std::size_t size) {
   return static_cast<std::uint32_t>(crc);
 }
 
-
 }  // namespace
 
 std::vector<unsigned char> encode_checkpoint(const checkpoint_state& s) {
@@ -243,7 +242,9 @@ expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& b
   }
   // A checkpoint that passed its CRC can still hold NaN/Inf (written by a version that did not check x̄):
   // resuming from it would stall the job, so it counts as corrupt.
-  const auto finite = [](const auto& v) { return std::all_of(v.begin(), v.end(), [](auto x) { return std::isfinite(x); }); };
+  const auto finite = [](const auto& v) {
+    return std::all_of(v.begin(), v.end(), [](auto x) { return std::isfinite(x); });
+  };
   if (!finite(s.model)) {
     return fail(errc::decode_failed, "checkpoint x̄ holds NaN or Inf");
   }

@@ -193,8 +193,8 @@ std::optional<checkpoint_state> file_checkpoint_store::read_newest() const {
     }
     auto s = decode_checkpoint(bytes);
     if (!s) {
-      PRSGD_LOG(warn, log_component) << "skipping corrupt checkpoint " << path.string() << ": "
-                                     << s.error().message() << "; trying the previous one";
+      PRSGD_LOG(warn, log_component) << "skipping corrupt checkpoint " << path.string() << ": " << s.error().message()
+                                     << "; trying the previous one";
       continue;
     }
     return std::move(s).value();

@@ -166,8 +166,8 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
     header_reader r{obj};
     const auto v = r.get<std::uint32_t>("v");
     if (v != protocol_version) {
-      return fail(errc::protocol_error, "protocol version " + std::to_string(v) + ", this build speaks " +
-                                            std::to_string(protocol_version));
+      return fail(errc::protocol_error,
+                  "protocol version " + std::to_string(v) + ", this build speaks " + std::to_string(protocol_version));
     }
     const auto t = r.get<std::uint8_t>("t");
     if (t < 1 || t > static_cast<std::uint8_t>(wire_type::control_reply)) {
@@ -489,8 +489,8 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         return to_worker{m};
       }
       default:
-        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
-                                              " is not sent to workers");
+        return fail(errc::protocol_error,
+                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to workers");
     }
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, e.what());
@@ -565,8 +565,8 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         return to_averager{m};
       }
       default:
-        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
-                                              " is not sent to the averager");
+        return fail(errc::protocol_error,
+                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to the averager");
     }
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, e.what());
@@ -602,8 +602,8 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
         return to_operator{m};
       }
       default:
-        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
-                                              " is not sent to an operator");
+        return fail(errc::protocol_error,
+                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an operator");
     }
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, e.what());

@@ -48,34 +48,62 @@ void key(std::string& out, std::string_view k) {
 
 std::string to_json_line(const round_metrics& m) {
   std::string out = "{";
-  key(out, "round"); put_number(out, m.round);
-  key(out, "members"); put_number(out, static_cast<std::uint64_t>(m.members));
-  key(out, "submissions"); put_number(out, static_cast<std::uint64_t>(m.submissions));
-  key(out, "samples"); put_number(out, m.samples);
-  key(out, "epoch"); put_optional(out, m.epoch);
-  key(out, "trained_rounds"); put_number(out, m.trained_rounds);
-  key(out, "rounds_total"); put_number(out, m.rounds_total);
-  key(out, "wall_s"); put_number(out, m.wall_s);
-  key(out, "round_s"); put_number(out, m.round_s);
-  key(out, "barrier_wait_s"); put_number(out, m.barrier_wait_s);
-  key(out, "train_loss"); put_optional(out, m.train_loss);
-  key(out, "test_acc"); put_optional(out, m.test_acc);
-  key(out, "consensus_distance"); put_number(out, m.consensus_distance);
-  key(out, "bytes_in"); put_number(out, m.bytes_in);
-  key(out, "bytes_out"); put_number(out, m.bytes_out);
-  key(out, "late"); put_number(out, m.late);
-  key(out, "duplicate"); put_number(out, m.duplicate);
-  key(out, "rejected"); put_number(out, m.rejected);
-  key(out, "unauthorised"); put_number(out, m.unauthorised);
-  key(out, "removed"); put_number(out, static_cast<std::uint64_t>(m.removed));
-  key(out, "admitted"); put_number(out, static_cast<std::uint64_t>(m.admitted));
-  key(out, "closed_by_deadline"); out += m.closed_by_deadline ? "true" : "false";
-  key(out, "interval_min"); put_number(out, m.interval_min);
-  key(out, "interval_max"); put_number(out, m.interval_max);
-  key(out, "step_size"); put_number(out, m.step_size);
-  key(out, "rule"); out += json_quote(m.rule);
-  key(out, "aggregate"); out += json_quote(m.aggregate.empty() ? std::string{"none"} : m.aggregate);
-  key(out, "refused"); out += m.refused ? "true" : "false";
+  key(out, "round");
+  put_number(out, m.round);
+  key(out, "members");
+  put_number(out, static_cast<std::uint64_t>(m.members));
+  key(out, "submissions");
+  put_number(out, static_cast<std::uint64_t>(m.submissions));
+  key(out, "samples");
+  put_number(out, m.samples);
+  key(out, "epoch");
+  put_optional(out, m.epoch);
+  key(out, "trained_rounds");
+  put_number(out, m.trained_rounds);
+  key(out, "rounds_total");
+  put_number(out, m.rounds_total);
+  key(out, "wall_s");
+  put_number(out, m.wall_s);
+  key(out, "round_s");
+  put_number(out, m.round_s);
+  key(out, "barrier_wait_s");
+  put_number(out, m.barrier_wait_s);
+  key(out, "train_loss");
+  put_optional(out, m.train_loss);
+  key(out, "test_acc");
+  put_optional(out, m.test_acc);
+  key(out, "consensus_distance");
+  put_number(out, m.consensus_distance);
+  key(out, "bytes_in");
+  put_number(out, m.bytes_in);
+  key(out, "bytes_out");
+  put_number(out, m.bytes_out);
+  key(out, "late");
+  put_number(out, m.late);
+  key(out, "duplicate");
+  put_number(out, m.duplicate);
+  key(out, "rejected");
+  put_number(out, m.rejected);
+  key(out, "unauthorised");
+  put_number(out, m.unauthorised);
+  key(out, "removed");
+  put_number(out, static_cast<std::uint64_t>(m.removed));
+  key(out, "admitted");
+  put_number(out, static_cast<std::uint64_t>(m.admitted));
+  key(out, "closed_by_deadline");
+  out += m.closed_by_deadline ? "true" : "false";
+  key(out, "interval_min");
+  put_number(out, m.interval_min);
+  key(out, "interval_max");
+  put_number(out, m.interval_max);
+  key(out, "step_size");
+  put_number(out, m.step_size);
+  key(out, "rule");
+  out += json_quote(m.rule);
+  key(out, "aggregate");
+  out += json_quote(m.aggregate.empty() ? std::string{"none"} : m.aggregate);
+  key(out, "refused");
+  out += m.refused ? "true" : "false";
   key(out, "screened");
   out += '{';
   for (std::size_t i = 0; i < m.screened.size(); ++i) {
@@ -179,14 +207,22 @@ expected<void> metrics_writer::write(const round_metrics& m) { return put_line(t
 
 std::string to_json_line(const control_event& e) {
   std::string out = "{";
-  key(out, "event"); out += json_quote("control");
-  key(out, "action"); out += json_quote(e.action);
-  key(out, "arg"); out += json_quote(e.arg);
-  key(out, "ok"); out += e.ok ? "true" : "false";
-  key(out, "result"); out += json_quote(e.result);
-  key(out, "by"); out += json_quote(e.by);
-  key(out, "at_round"); put_number(out, e.at_round);
-  key(out, "wall_s"); put_number(out, e.wall_s);
+  key(out, "event");
+  out += json_quote("control");
+  key(out, "action");
+  out += json_quote(e.action);
+  key(out, "arg");
+  out += json_quote(e.arg);
+  key(out, "ok");
+  out += e.ok ? "true" : "false";
+  key(out, "result");
+  out += json_quote(e.result);
+  key(out, "by");
+  out += json_quote(e.by);
+  key(out, "at_round");
+  put_number(out, e.at_round);
+  key(out, "wall_s");
+  put_number(out, e.wall_s);
   out += '}';
   return out;
 }
@@ -195,9 +231,12 @@ expected<void> metrics_writer::write(const control_event& e) { return put_line(t
 
 expected<void> metrics_writer::write_resumed(round_t round, std::uint64_t incarnation) {
   std::string out = "{";
-  key(out, "event"); out += json_quote("resumed");
-  key(out, "round"); put_number(out, round);
-  key(out, "incarnation"); put_number(out, incarnation);
+  key(out, "event");
+  out += json_quote("resumed");
+  key(out, "round");
+  put_number(out, round);
+  key(out, "incarnation");
+  put_number(out, incarnation);
   out += '}';
   return put_line(out);
 }
@@ -205,11 +244,16 @@ expected<void> metrics_writer::write_resumed(round_t round, std::uint64_t incarn
 expected<void> metrics_writer::write_done(std::optional<double> final_test_acc, round_t rounds,
                                           std::uint64_t trained_rounds, double wall_s) {
   std::string out = "{";
-  key(out, "event"); out += json_quote("done");
-  key(out, "test_acc"); put_optional(out, final_test_acc);
-  key(out, "rounds"); put_number(out, rounds);
-  key(out, "trained_rounds"); put_number(out, trained_rounds);
-  key(out, "wall_s"); put_number(out, wall_s);
+  key(out, "event");
+  out += json_quote("done");
+  key(out, "test_acc");
+  put_optional(out, final_test_acc);
+  key(out, "rounds");
+  put_number(out, rounds);
+  key(out, "trained_rounds");
+  put_number(out, trained_rounds);
+  key(out, "wall_s");
+  put_number(out, wall_s);
   out += '}';
   return put_line(out);
 }

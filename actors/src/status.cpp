@@ -164,14 +164,15 @@ std::string to_table(const job_status& s) {
   if (s.test_acc >= 0) {
     progress += fmt("  test acc %.1f%%", 100 * s.test_acc);
   }
-  out += "job       " + (s.model.empty() ? std::string{"-"} : s.model) + "  " + s.state + (s.paused && s.state != "paused" ? " (pausing at the barrier)" : "") +
-         "  averager incarnation " + std::to_string(s.averager_incarnation) + "\n";
+  out += "job       " + (s.model.empty() ? std::string{"-"} : s.model) + "  " + s.state +
+         (s.paused && s.state != "paused" ? " (pausing at the barrier)" : "") + "  averager incarnation " +
+         std::to_string(s.averager_incarnation) + "\n";
   if (!s.fingerprint.empty()) {
     out += "model     " + s.fingerprint + "\n";
   }
   out += "progress  " + progress + "  up " + seconds(s.wall_s) + "\n";
-  out += "rule      " + s.rule + ", aggregation " + s.aggregation + ", interval " + s.interval_policy + " I=" +
-         std::to_string(s.interval) + ", deadline " + s.deadline +
+  out += "rule      " + s.rule + ", aggregation " + s.aggregation + ", interval " + s.interval_policy +
+         " I=" + std::to_string(s.interval) + ", deadline " + s.deadline +
          (s.deadline == "fixed" ? " " + seconds(s.deadline_s) : std::string{}) + "\n";
   out += "totals    accepted " + std::to_string(s.accepted) + ", late " + std::to_string(s.late) + ", duplicate " +
          std::to_string(s.duplicate) + ", rejected " + std::to_string(s.rejected) + ", in " + bytes(s.bytes_in) +

@@ -261,9 +261,8 @@ void worker_actor::start_task(train_task task) {
   const auto slow = config_.slowdown;
   const auto shard = config_.shard;
   const auto batch = config_.batch_size;
-  run_compute([t, data, task = std::move(task), shard, batch, keep, slow, cancel]() {
-                return run_task(*t, *data, task, shard, batch, keep, slow, *cancel);
-              },
+  run_compute([t, data, task = std::move(task), shard, batch, keep, slow,
+               cancel]() { return run_task(*t, *data, task, shard, batch, keep, slow, *cancel); },
               [this, cancel](expected<train_result> r) {
                 busy_ = false;
                 if (finished_) {
@@ -300,10 +299,8 @@ void worker_actor::rearm(std::optional<clock_source::time_point> wakeup) {
 }
 
 expected<actor_ref<worker_actor>> start_worker(actor_system& system, worker_actor_config config,
-                                               const transport_factory& make_link,
-                                               const std::string& averager_endpoint,
-                                               std::shared_ptr<transport>* link_out,
-                                               const connect_options& connect) {
+                                               const transport_factory& make_link, const std::string& averager_endpoint,
+                                               std::shared_ptr<transport>* link_out, const connect_options& connect) {
   auto ref = system.spawn<worker_actor>(std::move(config));
   if (!ref) {
     return std::move(ref).error();

@@ -69,7 +69,7 @@ void worker_core::rejoin(actions& out) {
     out.cancel_task = true;
   }
   state_ = worker_state::joining;  // (7)
-  member_ = 0;  // a new JOIN makes a new member
+  member_ = 0;                     // a new JOIN makes a new member
   token_ = 0;
   send(out, make_join());
   next_join_ = clock_->now() + config_.join_retry;
@@ -123,8 +123,8 @@ void worker_core::accept_restart(const restart_msg& m, actions& out) {
   interval_ = std::max<std::uint64_t>(m.interval, 1);
   mode_ = m.mode;
   state_ = worker_state::training;  // (3)/(6)
-  out.task = train_task{m.round,           m.model,     interval_, m.step_size, m.mode, shard_index_, num_shards_,
-                        spec_.batch_size, spec_.seed, m.ranges,  member_};
+  out.task = train_task{m.round,     m.model,          interval_,  m.step_size, m.mode, shard_index_,
+                        num_shards_, spec_.batch_size, spec_.seed, m.ranges,    member_};
 }
 
 actions worker_core::on_message(const to_worker& msg) {
@@ -168,8 +168,8 @@ actions worker_core::on_message(const to_worker& msg) {
           }
           last_heard_ = clock_->now();
           if (m.averager_incarnation > averager_incarnation_ && state_ != worker_state::joining) {
-            PRSGD_LOG(info, log_component) << "member " << member_ << " sees new averager incarnation "
-                                           << m.averager_incarnation << "; rejoining";
+            PRSGD_LOG(info, log_component)
+                << "member " << member_ << " sees new averager incarnation " << m.averager_incarnation << "; rejoining";
             rejoin(out);  // (7)
           }
         } else if constexpr (std::is_same_v<T, removed_msg>) {

@@ -371,8 +371,8 @@ int main(int argc, char** argv) {
   patterns[2].caf_fn = caf_ask;
   patterns[3].caf_fn = caf_spawn;
 #endif
-  std::printf("runtime vs CAF: 2 scheduler threads each, %d reps (alternating), scale %.2f, %u hw threads\n",
-              reps, scale, std::thread::hardware_concurrency());
+  std::printf("runtime vs CAF: 2 scheduler threads each, %d reps (alternating), scale %.2f, %u hw threads\n", reps,
+              scale, std::thread::hardware_concurrency());
   std::printf("| pattern | unit | prsgd median | CAF 0.17 median | prsgd/CAF |\n|---|---|---:|---:|---:|\n");
   for (auto& p : patterns) {
     std::vector<double> ours;

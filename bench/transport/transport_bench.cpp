@@ -149,19 +149,19 @@ double prsgd_throughput(std::size_t bytes, int messages, const std::shared_ptr<c
                         bool reuse) {
   prsgd::transport* server_ptr = nullptr;
   auto server = prsgd::zmq_transport::make(
-      bench_config("server", reuse),
-      {[&](prsgd::peer_id peer, prsgd::multipart msg) {
-         if (msg.size() != 1 || msg[0].size() != bytes) {
-           std::fprintf(stderr, "prsgd: wrong size\n");
-         }
-         msg.clear();  // release the receive buffer before acking, like the raw receiver
-         (void)server_ptr->send(peer, {prsgd::frame::copy("a")});
-       },
-       {}});
+      bench_config("server", reuse), {[&](prsgd::peer_id peer, prsgd::multipart msg) {
+                                        if (msg.size() != 1 || msg[0].size() != bytes) {
+                                          std::fprintf(stderr, "prsgd: wrong size\n");
+                                        }
+                                        msg.clear();  // release the receive buffer before acking, like the raw receiver
+                                        (void)server_ptr->send(peer, {prsgd::frame::copy("a")});
+                                      },
+                                      {}});
   server_ptr = server->get();
   auto ep = (*server)->bind("tcp://127.0.0.1:*");
   waiter acks;
-  auto client = prsgd::zmq_transport::make(bench_config("client", reuse), {[&](prsgd::peer_id, prsgd::multipart) { acks.bump(); }, {}});
+  auto client = prsgd::zmq_transport::make(bench_config("client", reuse),
+                                           {[&](prsgd::peer_id, prsgd::multipart) { acks.bump(); }, {}});
   auto peer = (*client)->connect(*ep, {});
   const prsgd::frame f = prsgd::frame::share(std::shared_ptr<const void>(payload), payload->data(), bytes);
   const auto t0 = steady::now();
@@ -205,28 +205,28 @@ std::vector<double> prsgd_latency(int iterations, bool inline_reply) {
   prsgd::transport* client_ptr = nullptr;
   prsgd::peer_id peer = 0;
   auto client = prsgd::zmq_transport::make(
-      bench_config("client", true),
-      {[&](prsgd::peer_id, prsgd::multipart) {
-         const auto now = steady::now();
-         int done = 0;
-         {
-           std::lock_guard lock(pongs.mutex);
-           done = ++pongs.count;
-           if (done > 10) {
-             rtts.push_back(std::chrono::duration<double, std::micro>(now - t0).count());
-           }
-           // In handler mode the main thread only waits for the last pong; waking it on every pong
-           // would add a futex wake-up and a context switch per round trip that raw ping-pong does not pay.
-           if (!inline_reply || done >= iterations + 10) {
-             pongs.cv.notify_all();
-           }
-         }
-         if (inline_reply && done < iterations + 10) {
-           t0 = steady::now();
-           (void)client_ptr->send(peer, {small});
-         }
-       },
-       {}});
+      bench_config("client", true), {[&](prsgd::peer_id, prsgd::multipart) {
+                                       const auto now = steady::now();
+                                       int done = 0;
+                                       {
+                                         std::lock_guard lock(pongs.mutex);
+                                         done = ++pongs.count;
+                                         if (done > 10) {
+                                           rtts.push_back(std::chrono::duration<double, std::micro>(now - t0).count());
+                                         }
+                                         // In handler mode the main thread only waits for the last pong; waking it on
+                                         // every pong would add a futex wake-up and a context switch per round trip
+                                         // that raw ping-pong does not pay.
+                                         if (!inline_reply || done >= iterations + 10) {
+                                           pongs.cv.notify_all();
+                                         }
+                                       }
+                                       if (inline_reply && done < iterations + 10) {
+                                         t0 = steady::now();
+                                         (void)client_ptr->send(peer, {small});
+                                       }
+                                     },
+                                     {}});
   client_ptr = client->get();
   peer = *(*client)->connect(*ep, {});
   if (inline_reply) {
@@ -324,15 +324,18 @@ int main(int argc, char** argv) {
   }
   const double raw1 = median(raw_p50);
   const double raw2 = median(raw2_p50);
-  std::printf("latency 64 B RTT p50: raw shared ctx %.1f us, raw ctx per end %.1f us, "
-              "prsgd (reply from handler) %.1f us, prsgd (send from another thread) %.1f us\n",
-              raw1, raw2, median(inline_p50), median(cross_p50));
-  std::printf("latency ratio p50 vs raw shared ctx: handler %.2f, thread %.2f; vs raw ctx per end: handler %.2f, "
-              "thread %.2f (median of per-round ratios: %.2f, %.2f)\n",
-              median(inline_p50) / raw1, median(cross_p50) / raw1, median(inline_p50) / raw2,
-              median(cross_p50) / raw2, median(inline_ratio), median(cross_ratio));
-  std::printf("latency 64 B RTT p99: raw shared %.1f us, raw per end %.1f us, prsgd (handler) %.1f us, "
-              "prsgd (thread) %.1f us\n",
-              median(raw_p99), median(raw2_p99), median(inline_p99), median(cross_p99));
+  std::printf(
+      "latency 64 B RTT p50: raw shared ctx %.1f us, raw ctx per end %.1f us, "
+      "prsgd (reply from handler) %.1f us, prsgd (send from another thread) %.1f us\n",
+      raw1, raw2, median(inline_p50), median(cross_p50));
+  std::printf(
+      "latency ratio p50 vs raw shared ctx: handler %.2f, thread %.2f; vs raw ctx per end: handler %.2f, "
+      "thread %.2f (median of per-round ratios: %.2f, %.2f)\n",
+      median(inline_p50) / raw1, median(cross_p50) / raw1, median(inline_p50) / raw2, median(cross_p50) / raw2,
+      median(inline_ratio), median(cross_ratio));
+  std::printf(
+      "latency 64 B RTT p99: raw shared %.1f us, raw per end %.1f us, prsgd (handler) %.1f us, "
+      "prsgd (thread) %.1f us\n",
+      median(raw_p99), median(raw2_p99), median(inline_p99), median(cross_p99));
   return 0;
 }

@@ -47,14 +47,14 @@ void register_types(prsgd::wire::remote_registry& reg) {
 }
 
 prsgd::wire::transport_factory zmq_factory() {
-  return [](prsgd::transport_config c,
-            prsgd::transport_handlers h) -> prsgd::expected<std::unique_ptr<prsgd::transport>> {
-    auto t = prsgd::zmq_transport::make(std::move(c), std::move(h));
-    if (!t) {
-      return std::move(t).error();
-    }
-    return std::unique_ptr<prsgd::transport>(std::move(*t));
-  };
+  return
+      [](prsgd::transport_config c, prsgd::transport_handlers h) -> prsgd::expected<std::unique_ptr<prsgd::transport>> {
+        auto t = prsgd::zmq_transport::make(std::move(c), std::move(h));
+        if (!t) {
+          return std::move(t).error();
+        }
+        return std::unique_ptr<prsgd::transport>(std::move(*t));
+      };
 }
 
 double median(std::vector<double> v) {
@@ -245,7 +245,8 @@ double async_rate(const std::vector<ref_t>& refs, int window, double seconds) {
   std::vector<std::uint64_t> counts(refs.size(), 0);
   std::vector<std::thread> callers;
   const auto t0 = steady::now();
-  const steady::time_point end = t0 + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(seconds));
+  const steady::time_point end =
+      t0 + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(seconds));
   for (std::size_t i = 0; i < refs.size(); ++i) {
     callers.emplace_back([&, i] { counts[i] = async_calls(refs[i], window, end); });
   }
@@ -342,8 +343,8 @@ int main(int argc, char** argv) {
         }
       }
     }
-    std::printf("wire_bench: %d rounds of %.1f s, n = %d, window = %d, two processes over tcp://127.0.0.1\n",
-                rounds, seconds, n, window);
+    std::printf("wire_bench: %d rounds of %.1f s, n = %d, window = %d, two processes over tcp://127.0.0.1\n", rounds,
+                seconds, n, window);
     raw_client raw_zmq(raw_endpoint);
     std::vector<double> raw;
     std::vector<double> sync;
@@ -367,14 +368,15 @@ int main(int argc, char** argv) {
       sync.push_back(median(sync_slices));
       async1.push_back(async_rate({refs[0]}, window, seconds));
       asyncn.push_back(async_rate(refs, window, seconds));
-      std::printf("  round %d: raw %.0f rt/s, 1:1 sync %.0f/s (%.2fx raw), 1:1 async %.0f/s, %d:%d async %.0f/s\n",
-                  r, raw.back(), sync.back(), sync.back() / raw.back(), async1.back(), n, n, asyncn.back());
+      std::printf("  round %d: raw %.0f rt/s, 1:1 sync %.0f/s (%.2fx raw), 1:1 async %.0f/s, %d:%d async %.0f/s\n", r,
+                  raw.back(), sync.back(), sync.back() / raw.back(), async1.back(), n, n, asyncn.back());
       std::fflush(stdout);
     }
-    std::printf("median: raw zmq round trips %.0f/s | 1:1 sync %.0f calls/s (ratio of medians %.2f, median of "
-                "%zu slice-pair ratios %.2f) | 1:1 async %.0f calls/s | %d:%d async %.0f calls/s\n",
-                median(raw), median(sync), median(sync) / median(raw), sync_ratio.size(), median(sync_ratio),
-                median(async1), n, n, median(asyncn));
+    std::printf(
+        "median: raw zmq round trips %.0f/s | 1:1 sync %.0f calls/s (ratio of medians %.2f, median of "
+        "%zu slice-pair ratios %.2f) | 1:1 async %.0f calls/s | %d:%d async %.0f calls/s\n",
+        median(raw), median(sync), median(sync) / median(raw), sync_ratio.size(), median(sync_ratio), median(async1), n,
+        n, median(asyncn));
     for (auto& node : nodes) {
       node->stop();
     }

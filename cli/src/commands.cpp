@@ -111,8 +111,8 @@ expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, co
     for (const auto& n : registry.names()) {
       known += (known.empty() ? "" : ", ") + n;
     }
-    return fail(errc::invalid_argument, "unknown model '" + model + "' (registered: " + known +
-                                            "; a --plugin can add more)");
+    return fail(errc::invalid_argument,
+                "unknown model '" + model + "' (registered: " + known + "; a --plugin can add more)");
   }
   return plugins;
 }
@@ -293,9 +293,8 @@ int run_local(const local_options& o) {
   }
   // An averager that ends with status 0 before it listens found its job already finished in --checkpoint-dir
   // (its log says so, shown above): nothing went wrong.
-  const bool averager_done = std::any_of(report.children.begin(), report.children.end(), [](const auto& c) {
-    return c.name == "averager" && c.ok();
-  });
+  const bool averager_done = std::any_of(report.children.begin(), report.children.end(),
+                                         [](const auto& c) { return c.name == "averager" && c.ok(); });
   return not_ready && report.exit_code == 0 && !averager_done ? exit_failure : report.exit_code;
 }
 

@@ -227,9 +227,9 @@ class session : public std::enable_shared_from_this<session> {
                        if (ec) {
                          return;
                        }
-                       self->body_.assign(asio::buffers_begin(self->buffer_.data()),
-                                          asio::buffers_begin(self->buffer_.data()) +
-                                              static_cast<std::ptrdiff_t>(content_length));
+                       self->body_.assign(
+                           asio::buffers_begin(self->buffer_.data()),
+                           asio::buffers_begin(self->buffer_.data()) + static_cast<std::ptrdiff_t>(content_length));
                        self->handle();
                      });
   }
@@ -242,8 +242,9 @@ class session : public std::enable_shared_from_this<session> {
       reply(response(200, "OK", "text/html; charset=utf-8", dashboard_page()));
     } else if (method_ == "GET" && path == "/api/status") {
       const std::string s = sources_.status_json ? sources_.status_json() : std::string{};
-      reply(s.empty() ? response(503, "Service Unavailable", "application/json", json_error("the averager did not answer"))
-                      : response(200, "OK", "application/json", s));
+      reply(s.empty()
+                ? response(503, "Service Unavailable", "application/json", json_error("the averager did not answer"))
+                : response(200, "OK", "application/json", s));
     } else if (method_ == "GET" && path == "/api/metrics") {
       std::uint64_t since = 0;
       const std::string v = form_field(query, "since");
@@ -333,8 +334,7 @@ dashboard_server::~dashboard_server() {
   }
 }
 
-expected<std::unique_ptr<dashboard_server>> dashboard_server::start(const http_bind& where,
-                                                                    dashboard_sources sources) {
+expected<std::unique_ptr<dashboard_server>> dashboard_server::start(const http_bind& where, dashboard_sources sources) {
   auto p = std::make_unique<impl>();
   p->sources = std::move(sources);
   boost::system::error_code ec;

@@ -104,8 +104,7 @@ std::string unique_node_name(const std::string& role) {
 /// Config of a node that joins `head`, serving on `local_address` (an OS-chosen port).
 expected<wire::node_config> client_config(const std::string& role, const std::string& head,
                                           const std::string& local_address, const liveness_options& liveness,
-                                          const security_options& security,
-                                          std::chrono::milliseconds request_timeout) {
+                                          const security_options& security, std::chrono::milliseconds request_timeout) {
   wire::node_config cfg;
   PRSGD_TRY(set_curve(cfg, security));
   cfg.name = unique_node_name(role);
@@ -208,8 +207,8 @@ expected<head_registration> register_averager(const std::string& head, const std
     // Taken. A holder that answers is a live averager of another job; one that does not is a dead predecessor.
     std::string holder_problem = "its node does not answer";
     if (auto holder = host->node->lookup(name).get(timeout + 1s); holder) {
-      auto ep = host->node->ref<averager_endpoint_actor>(*holder).ask(&averager_endpoint_actor::endpoint).get(
-          timeout + 1s);
+      auto ep =
+          host->node->ref<averager_endpoint_actor>(*holder).ask(&averager_endpoint_actor::endpoint).get(timeout + 1s);
       if (ep) {
         return fail(errc::already_exists, "the head " + head + " already has a live averager at " + *ep);
       }
@@ -261,8 +260,8 @@ expected<std::string> lookup_averager(const std::string& head, const liveness_op
     if (host) {
       auto addr = host->node->lookup(name).get(step + 500ms);
       if (addr) {
-        auto ep = host->node->ref<averager_endpoint_actor>(*addr).ask(&averager_endpoint_actor::endpoint).get(
-            step + 500ms);
+        auto ep =
+            host->node->ref<averager_endpoint_actor>(*addr).ask(&averager_endpoint_actor::endpoint).get(step + 500ms);
         if (ep) {
           return *ep;
         }

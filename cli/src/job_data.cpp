@@ -107,8 +107,8 @@ std::string shape_text(const algorithms::model_config& m) {
 expected<std::size_t> params_of(const model_options& o, const job_data& data) {
   auto m = algorithms::model_registry::instance().make(o.model, data.model);
   if (!m) {
-    return fail(m.error().code, "--model " + o.model + " does not fit --dataset " + data.name + ": " +
-                                    m.error().context);
+    return fail(m.error().code,
+                "--model " + o.model + " does not fit --dataset " + data.name + ": " + m.error().context);
   }
   return (*m)->num_params();
 }
@@ -147,10 +147,12 @@ expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std:
     for (int i : s.intervals) {
       sum += i;
     }
-    j.interval = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(sum / static_cast<double>(s.intervals.size()))));
+    j.interval = std::max<std::uint64_t>(
+        1, static_cast<std::uint64_t>(std::llround(sum / static_cast<double>(s.intervals.size()))));
   } else if (s.interval_policy == "paper") {
-    const std::uint64_t t = s.epochs > 0 ? static_cast<std::uint64_t>(s.epochs) * j.steps_per_epoch
-                                         : static_cast<std::uint64_t>(s.rounds) * static_cast<std::uint64_t>(s.interval);
+    const std::uint64_t t = s.epochs > 0
+                                ? static_cast<std::uint64_t>(s.epochs) * j.steps_per_epoch
+                                : static_cast<std::uint64_t>(s.rounds) * static_cast<std::uint64_t>(s.interval);
     auto i = algorithms::paper_interval(static_cast<std::int64_t>(std::max<std::uint64_t>(t, 1)), static_cast<int>(n));
     PRSGD_TRY(i);
     j.interval = static_cast<std::uint64_t>(*i);
@@ -158,8 +160,8 @@ expected<job_length> plan_job(const schedule_options& s, std::size_t batch, std:
     j.interval = static_cast<std::uint64_t>(std::max(s.interval, 1));
   }
   j.rounds_per_epoch = ceil_div(j.steps_per_epoch, j.interval);
-  j.rounds = s.rounds > 0 ? static_cast<std::uint64_t>(s.rounds)
-                          : static_cast<std::uint64_t>(s.epochs) * j.rounds_per_epoch;
+  j.rounds =
+      s.rounds > 0 ? static_cast<std::uint64_t>(s.rounds) : static_cast<std::uint64_t>(s.epochs) * j.rounds_per_epoch;
   if (j.rounds == 0) {
     return fail(errc::invalid_argument, "the job has no rounds (--epochs and --rounds are 0)");
   }

@@ -122,8 +122,8 @@ expected<pid_t> start_child(const child_spec& spec, const launch_options& option
   if (n > 0) {
     int status = 0;
     ::waitpid(pid, &status, 0);
-    return fail(errc::io_error, "cannot start '" + spec.argv.front() + "' for " + spec.name + ": " +
-                                    errno_text(child_errno));
+    return fail(errc::io_error,
+                "cannot start '" + spec.argv.front() + "' for " + spec.name + ": " + errno_text(child_errno));
   }
   return pid;
 }
@@ -190,9 +190,7 @@ struct child_launcher::state {
   phase ph = phase::running;
   clock_source::time_point deadline{};
 
-  explicit state(launch_options o) : options(std::move(o)) {
-    ::pthread_sigmask(SIG_BLOCK, &signals, &old_mask);
-  }
+  explicit state(launch_options o) : options(std::move(o)) { ::pthread_sigmask(SIG_BLOCK, &signals, &old_mask); }
 
   // Drops whatever arrived meanwhile so unblocking cannot kill us, then restores the caller's mask.
   void restore_mask() {
@@ -308,8 +306,8 @@ expected<std::string> child_launcher::wait_for_endpoint(const std::string& name,
       return *endpoint;
     }
     if (st.received_signal != 0) {
-      return fail(errc::shutting_down, std::string{"stopped by "} + ::strsignal(st.received_signal) + " while " +
-                                           name + " was starting");
+      return fail(errc::shutting_down,
+                  std::string{"stopped by "} + ::strsignal(st.received_signal) + " while " + name + " was starting");
     }
     reap(st.kids);
     if (!kid->alive) {
@@ -421,8 +419,7 @@ cluster_report child_launcher::finish() {
   return report;
 }
 
-expected<cluster_report> launch_local_cluster(const launch_options& options,
-                                              const std::vector<child_spec>& children) {
+expected<cluster_report> launch_local_cluster(const launch_options& options, const std::vector<child_spec>& children) {
   if (children.empty()) {
     return fail(errc::invalid_argument, "no children to launch");
   }
@@ -484,7 +481,9 @@ void add(std::vector<std::string>& a, const std::string& flag, const std::string
   a.push_back(value);
 }
 
-void append(std::vector<std::string>& a, const std::vector<std::string>& more) { a.insert(a.end(), more.begin(), more.end()); }
+void append(std::vector<std::string>& a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+}
 
 void add_common(std::vector<std::string>& a, const local_options& o) {
   add(a, "--log-level", o.output.log_level);
@@ -515,15 +514,19 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   const auto& averager_listen = endpoints.averager_listen.empty() ? endpoints.averager : endpoints.averager_listen;
   std::vector<child_spec> out;
   if (o.with_head) {
-    child_spec head{"head", {exe, "head", "--listen", head_listen, "--progress", "off"}, child_role::service,
+    child_spec head{"head",
+                    {exe, "head", "--listen", head_listen, "--progress", "off"},
+                    child_role::service,
                     endpoint_file("head")};
     add(head.argv, "--endpoint-file", head.endpoint_file);
     add_common(head.argv, o);
     add_keys(head.argv, 's');
     out.push_back(std::move(head));
   }
-  child_spec avg{"averager", {exe, "averager", "--listen", averager_listen, "--progress", "off"},
-                 child_role::critical, endpoint_file("averager")};
+  child_spec avg{"averager",
+                 {exe, "averager", "--listen", averager_listen, "--progress", "off"},
+                 child_role::critical,
+                 endpoint_file("averager")};
   add(avg.argv, "--endpoint-file", avg.endpoint_file);
   add_common(avg.argv, o);
   add_keys(avg.argv, 's');

@@ -29,7 +29,6 @@ namespace prsgd::cli {
 
 namespace {
 
-
 std::string number(double v) {
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
@@ -237,8 +236,9 @@ expected<void> model_saver::finish() {
     return *error_;
   }
   if (!final_seen_) {
-    std::fprintf(stderr, "prsgd averager: the job did not end here, so no final model was written to %s (export the "
-                         "checkpoint with `prsgd export` instead)\n",
+    std::fprintf(stderr,
+                 "prsgd averager: the job did not end here, so no final model was written to %s (export the "
+                 "checkpoint with `prsgd export` instead)\n",
                  save_.save_model.c_str());
   } else {
     std::fprintf(stderr, "prsgd averager: model saved to %s%s\n", save_.save_model.c_str(),
@@ -247,8 +247,9 @@ expected<void> model_saver::finish() {
   return {};
 }
 
-expected<std::unique_ptr<model_saver>> prepare_model_output(actors::averager_actor_config& cfg, const save_options& save,
-                                                            const model_options& model, const job_data& data) {
+expected<std::unique_ptr<model_saver>> prepare_model_output(actors::averager_actor_config& cfg,
+                                                            const save_options& save, const model_options& model,
+                                                            const job_data& data) {
   auto probe = build(model.model, data.model);
   if (!probe) {
     return probe.error();
@@ -308,8 +309,9 @@ int run_export(const export_options& o) {
     fingerprint = id.fingerprint;
   } else {
     if (o.model.empty()) {
-      std::fprintf(stderr, "prsgd export: the checkpoint in %s does not record its model (written by an older prsgd): "
-                           "pass --model NAME\n",
+      std::fprintf(stderr,
+                   "prsgd export: the checkpoint in %s does not record its model (written by an older prsgd): "
+                   "pass --model NAME\n",
                    o.checkpoint_dir.c_str());
       return exit_usage;
     }
@@ -375,7 +377,8 @@ expected<algorithms::st_file> read_weights(const std::string& path, model_option
 }
 
 expected<std::unique_ptr<algorithms::model>> load_into(const algorithms::st_file& file, const std::string& name,
-                                                       const algorithms::model_config& config, const std::string& path) {
+                                                       const algorithms::model_config& config,
+                                                       const std::string& path) {
   auto net = build(name, config);
   if (!net) {
     return net.error();
@@ -436,7 +439,8 @@ int run_eval(const eval_options& o) {
     const algorithms::tensor& logits =
         (*net)->predict(std::span<const float>(test.sample(start), n * test.sample_size()), n);
     const std::span<const std::int32_t> labels(test.labels.data() + start, n);
-    loss_sum += static_cast<double>(algorithms::softmax_cross_entropy(logits, labels, nullptr)) * static_cast<double>(n);
+    loss_sum +=
+        static_cast<double>(algorithms::softmax_cross_entropy(logits, labels, nullptr)) * static_cast<double>(n);
     for (std::size_t i = 0; i < n; ++i) {
       Eigen::Index best = 0;
       logits.col(static_cast<Eigen::Index>(i)).maxCoeff(&best);
@@ -475,8 +479,8 @@ int run_eval(const eval_options& o) {
   std::ostringstream s;
   if (o.json) {
     s << "{\"model\":" << json_quote(m.model) << ",\"weights\":" << json_quote(o.weights)
-      << ",\"dataset\":" << json_quote(data->name) << ",\"samples\":" << test.size() << ",\"accuracy\":"
-      << number(accuracy) << ",\"loss\":" << number(loss) << ",\"per_class\":[";
+      << ",\"dataset\":" << json_quote(data->name) << ",\"samples\":" << test.size()
+      << ",\"accuracy\":" << number(accuracy) << ",\"loss\":" << number(loss) << ",\"per_class\":[";
     for (int c = 0; c < classes; ++c) {
       s << (c > 0 ? "," : "") << "{\"class\":" << c << ",\"name\":" << json_quote(names[static_cast<std::size_t>(c)])
         << ",\"samples\":" << row_total(c) << ",\"accuracy\":" << number(class_acc(c)) << "}";

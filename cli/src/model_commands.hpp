@@ -28,7 +28,8 @@ namespace prsgd::cli {
 class model_saver {
  public:
   /// Builds the export layout of `model_name` for `config`. Returns the registry's error.
-  [[nodiscard]] static expected<std::unique_ptr<model_saver>> make(const save_options& save, const std::string& model_name,
+  [[nodiscard]] static expected<std::unique_ptr<model_saver>> make(const save_options& save,
+                                                                   const std::string& model_name,
                                                                    const algorithms::model_config& config,
                                                                    std::map<std::string, std::string> metadata);
   model_saver(const model_saver&) = delete;
@@ -47,7 +48,8 @@ class model_saver {
     std::string kind;  // "final" | "best"
     actors::model_snapshot snapshot;
   };
-  model_saver(save_options save, std::unique_ptr<algorithms::model> layout, std::map<std::string, std::string> metadata);
+  model_saver(save_options save, std::unique_ptr<algorithms::model> layout,
+              std::map<std::string, std::string> metadata);
   void run();
   expected<void> write(const job& j) const;
 

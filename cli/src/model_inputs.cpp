@@ -110,7 +110,8 @@ expected<input_samples> read_npy_input(const std::string& path, const algorithms
   std::size_t count = 0;
   if (d == std::vector<std::size_t>{c, h, w} || (c == 1 && d == std::vector<std::size_t>{h, w})) {
     count = 1;
-  } else if ((d.size() == 4 && d[1] == c && d[2] == h && d[3] == w) || (c == 1 && d.size() == 3 && d[1] == h && d[2] == w)) {
+  } else if ((d.size() == 4 && d[1] == c && d[2] == h && d[3] == w) ||
+             (c == 1 && d.size() == 3 && d[1] == h && d[2] == w)) {
     count = d[0];
   } else {
     return misfit(path, "NPY shape " + shape_text(d) + " does not fit the model input " + model_shape(shape) +
@@ -157,14 +158,16 @@ expected<input_samples> read_wav_input(const std::string& path, const algorithms
 expected<algorithms::idx_bytes> read_raw_idx3(const std::string& path, const std::vector<unsigned char>& bytes) {
   const auto bad = [&](const std::string& what) { return fail(errc::decode_failed, path + ": " + what); };
   if (bytes.size() < 16 || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08 || bytes[3] != 3) {
-    return bad("not an IDX file of unsigned-byte images (expected magic 0x00000803; PNG, NPY and WAV files need "
-               "their extension)");
+    return bad(
+        "not an IDX file of unsigned-byte images (expected magic 0x00000803; PNG, NPY and WAV files need "
+        "their extension)");
   }
   algorithms::idx_bytes out;
   std::uint64_t total = 1;
   for (int i = 0; i < 3; ++i) {
     const unsigned char* b = bytes.data() + 4 + 4 * i;
-    const std::uint32_t d = (std::uint32_t{b[0]} << 24U) | (std::uint32_t{b[1]} << 16U) | (std::uint32_t{b[2]} << 8U) | b[3];
+    const std::uint32_t d =
+        (std::uint32_t{b[0]} << 24U) | (std::uint32_t{b[1]} << 16U) | (std::uint32_t{b[2]} << 8U) | b[3];
     out.dims.push_back(d);
     total *= d;
   }
@@ -336,7 +339,8 @@ expected<input_samples> read_model_input(const std::string& path, const algorith
     return fail(errc::io_error, path + ": no such file");
   }
   std::string ext = std::filesystem::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   if (ext == ".png") {
     return read_png(path, shape, dataset);
   }

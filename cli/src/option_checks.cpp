@@ -72,9 +72,8 @@ expected<void> validate_endpoint(const std::string& endpoint, const std::string&
   if (port == "*") {
     return {};  // ZeroMQ picks an ephemeral port
   }
-  if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) {
-        return c >= '0' && c <= '9';
-      })) {
+  if (port.empty() || port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return bad(what + " has a bad port (got '" + endpoint + "')");
   }
   const int p = std::stoi(port);
@@ -122,8 +121,9 @@ expected<void> validate(const security_options& o) {
     return bad("--curve-public-key and --curve-secret-key must be given together");
   }
   if (!any && (!o.curve_server_key.empty() || !o.curve_allow.empty())) {
-    return bad("--curve-server-key and --curve-allow need this process's own --curve-public-key and "
-               "--curve-secret-key");
+    return bad(
+        "--curve-server-key and --curve-allow need this process's own --curve-public-key and "
+        "--curve-secret-key");
   }
   std::vector<const std::string*> files{&o.curve_public_key, &o.curve_secret_key, &o.curve_server_key};
   for (const auto& f : o.curve_allow) {
@@ -269,8 +269,8 @@ expected<void> validate(const schedule_options& o) {
   PRSGD_TRY(at_least(o.idle_rounds, 0, "--idle-rounds"));
   PRSGD_TRY(at_least(o.max_workers, 0, "--max-workers"));
   if (o.max_workers > 0 && o.max_workers < o.min_workers) {
-    return bad("--max-workers must not be below --min-workers (got " + str(o.max_workers) + " < " +
-               str(o.min_workers) + ")");
+    return bad("--max-workers must not be below --min-workers (got " + str(o.max_workers) + " < " + str(o.min_workers) +
+               ")");
   }
   PRSGD_TRY(parsed("--mode", actors::parse_training_mode(o.mode)));
   return {};
@@ -358,8 +358,8 @@ expected<void> validate(const local_options& o) {
                str(o.workers) + " workers)");
   }
   if (o.schedule.min_workers > o.workers) {
-    return bad("--min-workers must not exceed --workers (got " + str(o.schedule.min_workers) + " > " +
-               str(o.workers) + ")");
+    return bad("--min-workers must not exceed --workers (got " + str(o.schedule.min_workers) + " > " + str(o.workers) +
+               ")");
   }
   if (o.log_dir.empty()) {
     return bad("--log-dir must not be empty");
@@ -384,8 +384,9 @@ expected<void> validate(const operator_options& o) {
   }
   if (o.steer) {
     if (o.action.empty()) {
-      return bad("needs an action: pause | resume | remove ID | set-interval N | set-policy P | set-deadline D | "
-                 "checkpoint | stop");
+      return bad(
+          "needs an action: pause | resume | remove ID | set-interval N | set-policy P | set-deadline D | "
+          "checkpoint | stop");
     }
     auto op = actors::parse_control_op(o.action);
     if (!op) {

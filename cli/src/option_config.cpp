@@ -35,12 +35,10 @@ expected<void> apply_config(CLI::App& sub, const std::string& path) {
     std::string key = kv.first.Scalar();
     std::string name = key;
     std::replace(name.begin(), name.end(), '_', '-');
-    CLI::Option* opt = (name == "config" || name == "help" || name == "version")
-                           ? nullptr
-                           : sub.get_option_no_throw("--" + name);
+    CLI::Option* opt =
+        (name == "config" || name == "help" || name == "version") ? nullptr : sub.get_option_no_throw("--" + name);
     if (opt == nullptr) {
-      return bad("unknown key '" + key + "' in config file '" + path + "' (see prsgd " + sub.get_name() +
-                 " --help)");
+      return bad("unknown key '" + key + "' in config file '" + path + "' (see prsgd " + sub.get_name() + " --help)");
     }
     if (opt->count() > 0) {
       continue;  // the command line wins

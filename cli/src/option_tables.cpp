@@ -27,9 +27,7 @@ void add_output(CLI::App& app, output_options& o, bool metrics) {
                  "YAML file with any of these options (keys = long names without --); flags override it")
       ->type_name("FILE")
       ->group("Common");
-  app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error|off")
-      ->capture_default_str()
-      ->group("Common");
+  app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error|off")->capture_default_str()->group("Common");
   app.add_option("--plugin", o.plugins, "Shared library to load at start (repeatable); see docs/cli.md")
       ->type_name("PATH")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)

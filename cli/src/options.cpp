@@ -99,8 +99,9 @@ struct parser {
     local_cmd->add_option("--grace-s", local.grace_s, "Seconds workers get to exit after the averager")
         ->capture_default_str()
         ->group("Cluster");
-    local_cmd->footer("Example: prsgd local --workers 4 --model fmnist-mlp --interval 8 --epochs 2 "
-                      "--metrics-jsonl run.jsonl");
+    local_cmd->footer(
+        "Example: prsgd local --workers 4 --model fmnist-mlp --interval 8 --epochs 2 "
+        "--metrics-jsonl run.jsonl");
     add_save(*local_cmd, local.save);
 
     averager_cmd = app.add_subcommand("averager", "Run the averager: restart barrier, averaging, checkpoints");
@@ -117,21 +118,24 @@ struct parser {
     add_security(*averager_cmd, averager.security, true, true);
     averager_cmd->footer("Example: prsgd averager --listen tcp://0.0.0.0:7500 --model fmnist-mlp --interval 8");
     add_save(*averager_cmd, averager.save);
-    averager_cmd->add_option("--operator-key", averager.operator_keys,
-                             "Public key file of a client that may steer the job with `prsgd ctl` (repeatable; "
-                             "with CURVE; without CURVE only loopback clients may steer)")
+    averager_cmd
+        ->add_option("--operator-key", averager.operator_keys,
+                     "Public key file of a client that may steer the job with `prsgd ctl` (repeatable; "
+                     "with CURVE; without CURVE only loopback clients may steer)")
         ->type_name("FILE")
         ->group("Operations");
-    averager_cmd->add_option("--http-bind", averager.http_bind,
-                             "Serve the dashboard and /api on ADDR:PORT (PORT alone: 127.0.0.1; 0: any free port)")
+    averager_cmd
+        ->add_option("--http-bind", averager.http_bind,
+                     "Serve the dashboard and /api on ADDR:PORT (PORT alone: 127.0.0.1; 0: any free port)")
         ->type_name("ADDR:PORT")
         ->group("Operations");
-    averager_cmd->add_option("--http-token-file", averager.http_token_file,
-                             "File with a bearer token that allows steering over HTTP (default: read-only)")
+    averager_cmd
+        ->add_option("--http-token-file", averager.http_token_file,
+                     "File with a bearer token that allows steering over HTTP (default: read-only)")
         ->type_name("FILE")
         ->group("Operations");
-    averager_cmd->add_option("--http-url-file", averager.http_url_file,
-                             "Once the dashboard listens, write its URL to FILE")
+    averager_cmd
+        ->add_option("--http-url-file", averager.http_url_file, "Once the dashboard listens, write its URL to FILE")
         ->type_name("FILE")
         ->group("Operations");
 
@@ -139,8 +143,9 @@ struct parser {
     worker_cmd->add_option("--averager", worker.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
         ->group("Network");
     worker_cmd->add_option("--head", worker.head, "Head endpoint to find the averager through")->group("Network");
-    worker_cmd->add_option("--head-timeout-ms", worker.head_timeout_ms,
-                           "With --head: give up when no averager is registered within this many ms")
+    worker_cmd
+        ->add_option("--head-timeout-ms", worker.head_timeout_ms,
+                     "With --head: give up when no averager is registered within this many ms")
         ->capture_default_str()
         ->group("Network");
     worker_cmd->add_option("--slowdown-ms", worker.slowdown_ms, "Artificial delay per local step in ms")
@@ -170,12 +175,14 @@ struct parser {
                     ->type_name("[SECONDS]");
     status_cmd->footer("Example: prsgd status --averager tcp://10.77.0.1:7500");
 
-    ctl_cmd = app.add_subcommand("ctl", "Steer a running job: pause, resume, remove, set-interval, set-policy, "
-                                        "set-deadline, checkpoint, stop");
+    ctl_cmd = app.add_subcommand("ctl",
+                                 "Steer a running job: pause, resume, remove, set-interval, set-policy, "
+                                 "set-deadline, checkpoint, stop");
     add_operator(*ctl_cmd, ctl);
-    ctl_cmd->add_option("action", ctl.action,
-                        "pause | resume | remove ID | set-interval N | set-policy fixed|per-worker|paper|"
-                        "time-balanced | set-deadline none|adaptive|fixed:SECONDS | checkpoint | stop")
+    ctl_cmd
+        ->add_option("action", ctl.action,
+                     "pause | resume | remove ID | set-interval N | set-policy fixed|per-worker|paper|"
+                     "time-balanced | set-deadline none|adaptive|fixed:SECONDS | checkpoint | stop")
         ->type_name("ACTION");
     ctl_cmd->add_option("argument", ctl.arg, "The action's argument")->type_name("ARG");
     ctl_cmd->footer("Example: prsgd ctl --averager tcp://127.0.0.1:7500 set-interval 16");

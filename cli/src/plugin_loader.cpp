@@ -73,19 +73,20 @@ expected<loaded_plugin> load_plugin(const std::string& path, void* model_registr
   }
   const auto* abi = static_cast<const std::uint32_t*>(::dlsym(handle.get(), "prsgd_plugin_abi_version"));
   if (abi == nullptr) {
-    return fail(errc::invalid_argument,
-                "'" + path + "' is not a prsgd plugin: it does not export prsgd_plugin_abi_version "
-                "(use PRSGD_PLUGIN_DECLARE_ABI() from prsgd/cli/plugin.h)");
+    return fail(errc::invalid_argument, "'" + path +
+                                            "' is not a prsgd plugin: it does not export prsgd_plugin_abi_version "
+                                            "(use PRSGD_PLUGIN_DECLARE_ABI() from prsgd/cli/plugin.h)");
   }
   if (*abi != PRSGD_PLUGIN_ABI_VERSION) {
     return fail(errc::unsupported, "plugin '" + path + "' was built for plugin ABI version " + std::to_string(*abi) +
-                                       ", this prsgd supports version " +
-                                       std::to_string(PRSGD_PLUGIN_ABI_VERSION) + "; rebuild it against this prsgd");
+                                       ", this prsgd supports version " + std::to_string(PRSGD_PLUGIN_ABI_VERSION) +
+                                       "; rebuild it against this prsgd");
   }
   void* sym = ::dlsym(handle.get(), "prsgd_plugin_init");
   if (sym == nullptr) {
-    return fail(errc::invalid_argument, "'" + path + "' is not a prsgd plugin: it does not export "
-                                        "extern \"C\" int prsgd_plugin_init(const prsgd_plugin_host*)");
+    return fail(errc::invalid_argument, "'" + path +
+                                            "' is not a prsgd plugin: it does not export "
+                                            "extern \"C\" int prsgd_plugin_init(const prsgd_plugin_host*)");
   }
   auto init = reinterpret_cast<prsgd_plugin_init_fn>(sym);  // NOLINT: dlsym returns data pointers
 
@@ -103,8 +104,8 @@ expected<loaded_plugin> load_plugin(const std::string& path, void* model_registr
   host.dataset_registry = dataset_registry;
   const int rc = init(&host);
   if (rc != 0) {
-    return fail(errc::handler_failed, "plugin '" + path + "' refused to initialise (code " + std::to_string(rc) +
-                                          ")" + (st.error.empty() ? "" : ": " + st.error));
+    return fail(errc::handler_failed, "plugin '" + path + "' refused to initialise (code " + std::to_string(rc) + ")" +
+                                          (st.error.empty() ? "" : ": " + st.error));
   }
   loaded_plugin out{path, *abi, std::move(st.provides)};
   // Never dlclose a plugin that initialised: registered factories point into it.

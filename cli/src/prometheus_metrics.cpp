@@ -94,7 +94,8 @@ struct prometheus_metrics::impl {
   prometheus::Registry& r = collectable->registry();
 
   prometheus::Counter& rounds = counter(r, "prsgd_rounds_total", "Rounds closed by this averager incarnation.");
-  prometheus::Gauge& round = gauge(r, "prsgd_round", "The last round r that closed (its submissions produced x_bar_{r+1}).");
+  prometheus::Gauge& round =
+      gauge(r, "prsgd_round", "The last round r that closed (its submissions produced x_bar_{r+1}).");
   prometheus::Gauge& rounds_planned =
       gauge(r, "prsgd_rounds_planned", "Rounds the job is planned to run (0 = open-ended); JSON field rounds_total.");
   optional_gauge epoch{r, "prsgd_epoch", "Passes over the training set once x_bar_{r+1} exists; JSON field epoch."};
@@ -106,13 +107,13 @@ struct prometheus_metrics::impl {
   optional_gauge train_loss{r, "prsgd_train_loss",
                             "Sample-weighted mean training loss of the last round that carried loss stats."};
   optional_gauge test_acc{r, "prsgd_test_acc", "Test accuracy of x_bar at the last evaluated round."};
-  prometheus::Gauge& consensus_distance = gauge(
-      r, "prsgd_consensus_distance", "(1/N) sum_i ||x_i - x_bar||^2 over the last round's accepted submissions.");
+  prometheus::Gauge& consensus_distance =
+      gauge(r, "prsgd_consensus_distance", "(1/N) sum_i ||x_i - x_bar||^2 over the last round's accepted submissions.");
   prometheus::Counter& bytes_in =
       counter(r, "prsgd_bytes_in_total", "Payload bytes of every MODEL received, accepted or not.");
   prometheus::Counter& bytes_out = counter(r, "prsgd_bytes_out_total", "Payload bytes of the RESTARTs sent.");
-  prometheus::Counter& late =
-      counter(r, "prsgd_late_total", "MODELs dropped because their round was closed or their averager incarnation gone.");
+  prometheus::Counter& late = counter(
+      r, "prsgd_late_total", "MODELs dropped because their round was closed or their averager incarnation gone.");
   prometheus::Counter& duplicate =
       counter(r, "prsgd_duplicate_total", "MODELs dropped because the same (worker, round, incarnation) was counted.");
   prometheus::Counter& rejected =
@@ -124,8 +125,9 @@ struct prometheus_metrics::impl {
   prometheus::Counter& removed =
       counter(r, "prsgd_removed_total", "Members removed before submitting (LEAVE, heartbeat timeout, restart).");
   prometheus::Counter& admitted = counter(r, "prsgd_admitted_total", "Joiners admitted at a round close.");
-  prometheus::Counter& closed_by_deadline = counter(
-      r, "prsgd_closed_by_deadline_total", "Rounds closed by the deadline + quorum policy before every member submitted.");
+  prometheus::Counter& closed_by_deadline =
+      counter(r, "prsgd_closed_by_deadline_total",
+              "Rounds closed by the deadline + quorum policy before every member submitted.");
   prometheus::Gauge& round_seconds = gauge(
       r, "prsgd_round_seconds", "Seconds from the last closed round's start (RESTARTs sent) to its barrier close.");
   prometheus::Gauge& barrier_wait_seconds = gauge(
@@ -139,8 +141,9 @@ struct prometheus_metrics::impl {
       gauge(r, "prsgd_interval_max", "Largest local step count tau_i among the last round's submissions.");
 
   // Messages the transport dropped, by reason (cumulative; record_transport adds the growth).
-  prometheus::Family<prometheus::Counter>& dropped_family = counters_by_reason(
-      r, "prsgd_transport_dropped_total", "Messages or connections the averager's transport refused or dropped, by reason.");
+  prometheus::Family<prometheus::Counter>& dropped_family =
+      counters_by_reason(r, "prsgd_transport_dropped_total",
+                         "Messages or connections the averager's transport refused or dropped, by reason.");
   prometheus::Counter& dropped_malformed = dropped_family.Add({{"reason", "malformed"}});
   prometheus::Counter& dropped_too_many_frames = dropped_family.Add({{"reason", "too_many_frames"}});
   prometheus::Counter& dropped_connection = dropped_family.Add({{"reason", "dropped_connection"}});
@@ -177,8 +180,8 @@ expected<std::unique_ptr<prometheus_metrics>> prometheus_metrics::bind(int port,
   auto p = std::make_unique<impl>(port);
   const std::string address = host + ":" + std::to_string(port);
   try {
-    p->exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", address, "num_threads", "2"});
+    p->exposer =
+        std::make_unique<prometheus::Exposer>(std::vector<std::string>{"listening_ports", address, "num_threads", "2"});
     p->exposer->RegisterCollectable(p->collectable);
   } catch (const std::exception& e) {
     return fail(errc::io_error, "cannot serve metrics on " + address + " (" + option +

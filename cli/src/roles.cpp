@@ -33,9 +33,9 @@
 #include "head_role.hpp"
 #include "model_commands.hpp"
 #include "prometheus_metrics.hpp"
-#include "prsgd/cli/job_data.hpp"
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
+#include "prsgd/cli/job_data.hpp"
 #include "prsgd/cli/key_files.hpp"
 #include "prsgd/cli/progress.hpp"
 #include "prsgd/cli/role_config.hpp"
@@ -115,20 +115,23 @@ std::optional<int> open_checkpoints(const averager_options& o, actors::averager_
     if (was && now &&
         (was->name != now->name || was->channels != now->channels || was->height != now->height ||
          was->width != now->width || was->classes != now->classes)) {
-      std::fprintf(stderr, "prsgd averager: %s holds a job of model %s, not %s; use another --checkpoint-dir, or "
-                           "--fresh to start this job there\n",
+      std::fprintf(stderr,
+                   "prsgd averager: %s holds a job of model %s, not %s; use another --checkpoint-dir, or "
+                   "--fresh to start this job there\n",
                    dir.c_str(), was->name.c_str(), now->name.c_str());
       return exit_usage;
     }
     if (was && now && !was->fingerprint.empty() && was->fingerprint != now->fingerprint && !o.schedule.resume) {
-      std::fprintf(stderr, "prsgd averager: %s holds another job (fingerprint %s, this one %s: the data set or "
-                           "seed differ); --resume continues it with these options, --fresh starts this job there\n",
+      std::fprintf(stderr,
+                   "prsgd averager: %s holds another job (fingerprint %s, this one %s: the data set or "
+                   "seed differ); --resume continues it with these options, --fresh starts this job there\n",
                    dir.c_str(), was->fingerprint.c_str(), now->fingerprint.c_str());
       return exit_usage;
     }
     if (newest->finished) {
-      std::fprintf(stderr, "prsgd averager: the job in %s already finished (%llu rounds, %llu trained); nothing to "
-                           "do (--fresh starts a new job there)\n",
+      std::fprintf(stderr,
+                   "prsgd averager: the job in %s already finished (%llu rounds, %llu trained); nothing to "
+                   "do (--fresh starts a new job there)\n",
                    dir.c_str(), static_cast<unsigned long long>(newest->round),
                    static_cast<unsigned long long>(newest->rounds_completed));
       return 0;
@@ -187,9 +190,9 @@ int run_averager(const averager_options& o) {
     return exit_usage;
   }
   PRSGD_LOG(info, "averager") << "model " << o.model.model << " on " << data->name << ": " << data->train_size
-                              << " training samples; " << plan->steps_per_epoch << " steps per worker and epoch, I="
-                              << plan->interval << ", " << plan->rounds_per_epoch << " rounds per epoch, "
-                              << plan->rounds << " rounds";
+                              << " training samples; " << plan->steps_per_epoch
+                              << " steps per worker and epoch, I=" << plan->interval << ", " << plan->rounds_per_epoch
+                              << " rounds per epoch, " << plan->rounds << " rounds";
 
   auto mapped = averager_config_from(o, *data, *plan, now_ms());
   if (!mapped) {
@@ -246,8 +249,9 @@ int run_averager(const averager_options& o) {
     }
   };
   // The inbox holds at least two models per expected member and a few more, whatever the default.
-  cfg.inbox_max_bytes = std::max(cfg.inbox_max_bytes, 2 * (static_cast<std::size_t>(std::max(o.schedule.min_workers, 1)) + 4) *
-                                                          *fits * sizeof(float));
+  cfg.inbox_max_bytes =
+      std::max(cfg.inbox_max_bytes,
+               2 * (static_cast<std::size_t>(std::max(o.schedule.min_workers, 1)) + 4) * *fits * sizeof(float));
   cfg.on_done = [&](const actors::job_summary& s) {
     {
       std::lock_guard lock(summary_mu);
@@ -264,8 +268,9 @@ int run_averager(const averager_options& o) {
   // Steering (`prsgd ctl`): with CURVE the --operator-key clients, without it loopback clients only.
   cfg.steering.curve = tcfg->curve.has_value();
   if (!o.operator_keys.empty() && !cfg.steering.curve) {
-    std::fprintf(stderr, "prsgd averager: --operator-key needs CURVE (--curve-public-key and --curve-secret-key); "
-                         "without CURVE only loopback clients may steer\n");
+    std::fprintf(stderr,
+                 "prsgd averager: --operator-key needs CURVE (--curve-public-key and --curve-secret-key); "
+                 "without CURVE only loopback clients may steer\n");
     return exit_usage;
   }
   for (const auto& file : o.operator_keys) {
@@ -404,8 +409,9 @@ int run_averager(const averager_options& o) {
   if (status == 0) {
     std::lock_guard lock(summary_mu);
     if (summary) {
-      std::fprintf(stderr, "prsgd averager: done: %llu rounds, test accuracy %s, %.1f s, late %llu, duplicate %llu, "
-                           "rejected %llu\n",
+      std::fprintf(stderr,
+                   "prsgd averager: done: %llu rounds, test accuracy %s, %.1f s, late %llu, duplicate %llu, "
+                   "rejected %llu\n",
                    static_cast<unsigned long long>(summary->rounds),
                    summary->test_acc ? std::to_string(*summary->test_acc).c_str() : "n/a", summary->wall_s,
                    static_cast<unsigned long long>(summary->counters.late),

@@ -55,9 +55,9 @@ void set_level(level lvl) { level_ref().store(lvl); }
 level current_level() { return level_ref().load(std::memory_order_relaxed); }
 
 bool parse_level(std::string_view text, level& out) {
-  static constexpr std::pair<std::string_view, level> names[] = {
-      {"trace", level::trace}, {"debug", level::debug}, {"info", level::info},
-      {"warn", level::warn},   {"error", level::error}, {"off", level::off}};
+  static constexpr std::pair<std::string_view, level> names[] = {{"trace", level::trace}, {"debug", level::debug},
+                                                                 {"info", level::info},   {"warn", level::warn},
+                                                                 {"error", level::error}, {"off", level::off}};
   for (const auto& [name, lvl] : names) {
     if (text == name) {
       out = lvl;

@@ -35,8 +35,8 @@ std::string rate_limiter::suffix() {
     return {};
   }
   const auto seconds = std::max<long long>(1, std::chrono::duration_cast<std::chrono::seconds>(window_).count());
-  std::string out = " (and " + group_thousands(report_) + " more like it in the last " + std::to_string(seconds) +
-                    " s)";
+  std::string out =
+      " (and " + group_thousands(report_) + " more like it in the last " + std::to_string(seconds) + " s)";
   report_ = 0;
   return out;
 }

@@ -140,7 +140,7 @@ class prime_counter final : public prsgd::actor {
           return primes;
         },
         [reply](prsgd::expected<int> r) mutable {  // back on this actor's strand
-          reply.deliver(std::move(r));  // a throw in the job would arrive here as handler_failed
+          reply.deliver(std::move(r));             // a throw in the job would arrive here as handler_failed
         });
     return reply;
   }
@@ -210,13 +210,12 @@ int main() {
   auto beat = must(system.spawn<heartbeat>(prsgd::clock_source::duration{10ms}), "spawn heartbeat");
   auto ticks = beat.ask(&heartbeat::wait_ticks, 3).get(5s);
   report(ticks && *ticks >= 3,
-         "timer: " + (ticks ? "woke after " + std::to_string(*ticks >= 3 ? 3 : *ticks) + "+ heartbeat ticks"
-                            : code_of(ticks)));
+         "timer: " +
+             (ticks ? "woke after " + std::to_string(*ticks >= 3 ? 3 : *ticks) + "+ heartbeat ticks" : code_of(ticks)));
 
   // 8. A deadline is an error value too: 1000 ticks will not happen within 50 ms.
   auto too_slow = beat.ask(&heartbeat::wait_ticks, 1000).get(50ms);
-  report(!too_slow && too_slow.error().code == prsgd::errc::timeout,
-         "get(50ms) on a slow reply: " + code_of(too_slow));
+  report(!too_slow && too_slow.error().code == prsgd::errc::timeout, "get(50ms) on a slow reply: " + code_of(too_slow));
   (void)beat.ask(&heartbeat::stop_ticking).get(5s);
 
   // 9. The compute pool: a sieve runs off the actor threads; the reply arrives like any other.
@@ -239,7 +238,7 @@ int main() {
   report(drained && system.actor_count() == 0, std::string{"shutdown: "} + (drained ? "drained" : "hit the deadline") +
                                                    ", " + std::to_string(system.actor_count()) + " actors left");
 
-  std::printf("%s\n", failures == 0 ? "embed example: all steps gave the expected answer"
-                                    : "embed example: some steps FAILED");
+  std::printf("%s\n",
+              failures == 0 ? "embed example: all steps gave the expected answer" : "embed example: some steps FAILED");
   return failures == 0 ? 0 : 1;
 }

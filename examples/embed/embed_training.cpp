@@ -139,12 +139,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ask failed: %s\n", counters.error().message().c_str());
     return 1;
   }
-  std::printf("done: %llu rounds, test accuracy %.2f%%, %.1f MB in / %.1f MB out, %.1f s; models accepted %llu, "
-              "late %llu, duplicate %llu\n",
-              static_cast<unsigned long long>(summary.rounds), 100 * summary.test_acc.value_or(0),
-              static_cast<double>(summary.bytes_in) / 1e6, static_cast<double>(summary.bytes_out) / 1e6,
-              summary.wall_s, static_cast<unsigned long long>(counters->accepted),
-              static_cast<unsigned long long>(counters->late), static_cast<unsigned long long>(counters->duplicate));
+  std::printf(
+      "done: %llu rounds, test accuracy %.2f%%, %.1f MB in / %.1f MB out, %.1f s; models accepted %llu, "
+      "late %llu, duplicate %llu\n",
+      static_cast<unsigned long long>(summary.rounds), 100 * summary.test_acc.value_or(0),
+      static_cast<double>(summary.bytes_in) / 1e6, static_cast<double>(summary.bytes_out) / 1e6, summary.wall_s,
+      static_cast<unsigned long long>(counters->accepted), static_cast<unsigned long long>(counters->late),
+      static_cast<unsigned long long>(counters->duplicate));
   for (auto& l : links) {
     l->stop();
   }

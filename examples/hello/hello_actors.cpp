@@ -39,8 +39,7 @@ class summer final : public prsgd::actor {
   }
   void watch(prsgd::actor_addr a) { monitor(a); }
   void on_down(const prsgd::down_msg& m) override {
-    std::printf("  summer: actor %s stopped (%s)\n", prsgd::to_string(m.source).c_str(),
-                m.reason.message().c_str());
+    std::printf("  summer: actor %s stopped (%s)\n", prsgd::to_string(m.source).c_str(), m.reason.message().c_str());
   }
 
  private:

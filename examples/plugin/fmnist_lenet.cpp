@@ -6,8 +6,9 @@
 //
 // A plugin is a shared library with two exported symbols (see prsgd/cli/plugin.h): the ABI version it
 // was built for, and `prsgd_plugin_init`, which the host calls once, before any actor starts. Here init
-// registers a model factory in the host's model registry and a loader in its data set registry. Everything else is ordinary C++ against the
-// public prsgd::algorithms API (network_builder + model::make), the same API the built-in models use.
+// registers a model factory in the host's model registry and a loader in its data set registry. Everything else is
+// ordinary C++ against the public prsgd::algorithms API (network_builder + model::make), the same API the built-in
+// models use.
 #include <cstddef>
 #include <memory>
 #include <string>

@@ -40,7 +40,8 @@ alg::dataset make_points(int arms, std::size_t per_arm, std::uint64_t seed, cons
   for (std::size_t i = 0; i < per_arm; ++i) {
     for (int k = 0; k < arms; ++k) {
       const float r = along(rng);
-      const float theta = 2.0F * std::numbers::pi_v<float> * (static_cast<float>(k) / static_cast<float>(arms) + 1.5F * r);
+      const float theta =
+          2.0F * std::numbers::pi_v<float> * (static_cast<float>(k) / static_cast<float>(arms) + 1.5F * r);
       d.features.push_back(r * std::cos(theta) + noise(rng));
       d.features.push_back(r * std::sin(theta) + noise(rng));
       d.labels.push_back(k);
@@ -57,7 +58,8 @@ prsgd::expected<alg::loaded_dataset> load_spirals(const alg::dataset_request& re
     const std::string& text = it->second;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), arms);
     if (ec != std::errc{} || end != text.data() + text.size() || arms < 2 || arms > 8) {
-      return prsgd::fail(prsgd::errc::invalid_argument, "spirals: --data-option arms must be 2..8 (got '" + text + "')");
+      return prsgd::fail(prsgd::errc::invalid_argument,
+                         "spirals: --data-option arms must be 2..8 (got '" + text + "')");
     }
   }
   alg::loaded_dataset out;
@@ -81,7 +83,8 @@ int register_spirals(const prsgd_plugin_host* host) {
     return 1;
   }
   auto* registry = static_cast<alg::dataset_registry*>(host->dataset_registry);
-  auto added = registry->add(dataset_name, "points on spiral arms in 2-D, one class per arm (3 unless arms=K; plugin)", load_spirals);
+  auto added = registry->add(dataset_name, "points on spiral arms in 2-D, one class per arm (3 unless arms=K; plugin)",
+                             load_spirals);
   if (!added) {
     host->set_error(host->context, added.error().message().c_str());
     return 2;

@@ -48,7 +48,8 @@ std::string what_of(const std::exception_ptr& ep) {
 
 // Arms one firing of timer `id`; periodic timers re-arm themselves from the timer thread.
 void arm_timer(system_engine& engine, std::weak_ptr<cell> weak, std::uint64_t id, std::uint64_t inc,
-               clock_source::time_point when, std::shared_ptr<std::atomic<bool>> cancelled, clock_source::duration period);
+               clock_source::time_point when, std::shared_ptr<std::atomic<bool>> cancelled,
+               clock_source::duration period);
 
 }  // namespace
 
@@ -66,22 +67,23 @@ class timer_fire final : public message {
 
 namespace {
 void arm_timer(system_engine& engine, std::weak_ptr<cell> weak, std::uint64_t id, std::uint64_t inc,
-               clock_source::time_point when, std::shared_ptr<std::atomic<bool>> cancelled, clock_source::duration period) {
+               clock_source::time_point when, std::shared_ptr<std::atomic<bool>> cancelled,
+               clock_source::duration period) {
   auto* core_ptr = &engine;
-  engine.add_timer(when, [core_ptr, weak = std::move(weak), id, inc, when, cancelled = std::move(cancelled),
-                        period]() mutable {
-    if (cancelled->load(std::memory_order_acquire)) {
-      return;
-    }
-    auto c = weak.lock();
-    if (!c) {
-      return;
-    }
-    c->enqueue(std::make_unique<timer_fire>(id, inc));
-    if (period > clock_source::duration::zero()) {
-      arm_timer(*core_ptr, std::move(weak), id, inc, when + period, std::move(cancelled), period);
-    }
-  });
+  engine.add_timer(
+      when, [core_ptr, weak = std::move(weak), id, inc, when, cancelled = std::move(cancelled), period]() mutable {
+        if (cancelled->load(std::memory_order_acquire)) {
+          return;
+        }
+        auto c = weak.lock();
+        if (!c) {
+          return;
+        }
+        c->enqueue(std::make_unique<timer_fire>(id, inc));
+        if (period > clock_source::duration::zero()) {
+          arm_timer(*core_ptr, std::move(weak), id, inc, when + period, std::move(cancelled), period);
+        }
+      });
 }
 }  // namespace
 
@@ -254,13 +256,9 @@ void cell::handle_failure(const error& reason) {
   PRSGD_LOG(warn, "runtime") << "actor " << id_ << (name_.empty() ? "" : " '" + name_ + "'")
                              << " failed: " << reason.message();
   switch (policy_.mode) {
-    case restart_mode::resume:
-      return;
-    case restart_mode::never:
-      request_stop(reason);
-      return;
-    case restart_mode::on_failure:
-      break;
+    case restart_mode::resume: return;
+    case restart_mode::never: request_stop(reason); return;
+    case restart_mode::on_failure: break;
   }
   if (stop_requested_) {
     return;

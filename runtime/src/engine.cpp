@@ -59,7 +59,7 @@ engine_base::engine_base(node_id node, std::size_t max_throughput)
 engine_base::~engine_base() = default;
 
 expected<std::shared_ptr<cell>> engine_base::spawn_cell(actor_factory factory, spawn_options opts,
-                                                      std::type_index type) {
+                                                        std::type_index type) {
   if (shutting_down()) {
     return fail(errc::shutting_down, "spawn refused: actor system is shutting down");
   }
@@ -166,8 +166,9 @@ bool engine_base::shutdown(clock_source::duration deadline) {
   PRSGD_LOG(debug, "runtime") << "shutdown: draining " << cells.size() << " actors";
   // The stop marker goes behind the mail already queued, so that mail is still handled.
   for (auto& c : cells) {
-    c->enqueue(make_message(
-        [](cell& self) { self.request_stop(error{errc::shutting_down, "actor system shutdown"}); }));
+    c->enqueue(make_message([](cell& self) {
+      self.request_stop(error{errc::shutting_down, "actor system shutdown"});
+    }));
   }
   cells.clear();
   const bool drained = wait_drained(deadline);
@@ -190,7 +191,7 @@ bool engine_base::shutdown(clock_source::duration deadline) {
 // pool_engine
 
 pool_engine::pool_engine(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput,
-                     clock_source::duration wait_spin)
+                         clock_source::duration wait_spin)
     : engine_base(node, max_throughput),
       threads_n_(default_threads(threads)),
       compute_n_(default_threads(compute_threads)),
@@ -302,9 +303,9 @@ void pool_engine::timer_loop() {
     }
     const auto t = time().now();
     if (*next > t) {
-      timer_cv_.wait_until(lock, std::chrono::steady_clock::time_point{
-                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                         next->time_since_epoch())});
+      timer_cv_.wait_until(
+          lock, std::chrono::steady_clock::time_point{
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(next->time_since_epoch())});
       continue;
     }
     auto due = timers_.take_due(t);
@@ -319,9 +320,7 @@ void pool_engine::timer_loop() {
 
 bool pool_engine::wait_drained(clock_source::duration timeout) { return await_all_stopped(timeout); }
 
-bool pool_engine::await_all_stopped(clock_source::duration timeout) {
-  return wait_empty(timeout);
-}
+bool pool_engine::await_all_stopped(clock_source::duration timeout) { return wait_empty(timeout); }
 
 void pool_engine::stop_executor() {
   if (joined_) {

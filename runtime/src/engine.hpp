@@ -65,9 +65,7 @@ class engine_base : public system_engine {
   [[nodiscard]] node_id node() const noexcept override { return node_; }
   [[nodiscard]] actor_system& facade() noexcept override { return *facade_; }
   void bind_facade(actor_system* facade) noexcept override { facade_ = facade; }
-  [[nodiscard]] bool shutting_down() const noexcept override {
-    return shutting_down_.load(std::memory_order_acquire);
-  }
+  [[nodiscard]] bool shutting_down() const noexcept override { return shutting_down_.load(std::memory_order_acquire); }
   [[nodiscard]] std::size_t max_throughput() const noexcept override { return max_throughput_; }
   [[nodiscard]] bool halted() const noexcept override { return halted_.load(std::memory_order_acquire); }
 
@@ -125,7 +123,7 @@ class engine_base : public system_engine {
 class pool_engine final : public engine_base {
  public:
   pool_engine(node_id node, std::size_t threads, std::size_t compute_threads, std::size_t max_throughput,
-            clock_source::duration wait_spin = clock_source::duration::zero());
+              clock_source::duration wait_spin = clock_source::duration::zero());
   ~pool_engine() override;
 
   [[nodiscard]] clock_source::duration wait_spin() const noexcept override { return wait_spin_; }

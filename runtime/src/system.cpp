@@ -13,8 +13,8 @@
 #include "engine.hpp"
 #include "prsgd/common/check.hpp"
 #include "prsgd/common/log.hpp"
-#include "prsgd/runtime/deterministic_system.hpp"
 #include "prsgd/runtime/detail/promise_state.hpp"
+#include "prsgd/runtime/deterministic_system.hpp"
 #include "tls.hpp"
 
 namespace prsgd {
@@ -80,7 +80,8 @@ bool wait_for(system_engine& engine, std::mutex& mu, std::condition_variable& cv
   // right after the result is stored, and the result is read under `mu` in any case. When the poll
   // ends without it, the wait below is the plain condition-variable protocol (predicate checked under
   // `mu` before blocking, completion stores and notifies under `mu`), so no wake-up can be lost.
-  if (const clock_source::duration spin = std::min(engine.wait_spin(), timeout); spin > clock_source::duration::zero()) {
+  if (const clock_source::duration spin = std::min(engine.wait_spin(), timeout);
+      spin > clock_source::duration::zero()) {
     // At most cores - 1 threads of the process poll at once (at least 1), so one CPU core stays for the
     // threads that produce the results: with two callers polling on a 2-core machine under SCHED_FIFO,
     // neither I/O thread could run until a poll budget ran out.
@@ -137,7 +138,7 @@ clock_source::duration wait_spin_of(const config& cfg) {
 
 std::shared_ptr<runtime::detail::system_engine> make_pool(const config& cfg) {
   auto engine = std::make_shared<runtime::detail::pool_engine>(cfg.node, cfg.threads, cfg.compute_threads,
-                                                            cfg.max_throughput, wait_spin_of(cfg));
+                                                               cfg.max_throughput, wait_spin_of(cfg));
   engine->start();
   return engine;
 }

@@ -36,8 +36,9 @@ pid_t start_process(const std::vector<std::string>& argv, const spawn_options& o
     for (char** e = environ; *e != nullptr; ++e) {
       const char* eq = std::strchr(*e, '=');
       const std::size_t name_len = eq == nullptr ? std::strlen(*e) : static_cast<std::size_t>(eq - *e) + 1;
-      const bool replaced = std::any_of(options.env.begin(), options.env.end(),
-                                        [&](const std::string& v) { return v.compare(0, name_len, *e, name_len) == 0; });
+      const bool replaced = std::any_of(options.env.begin(), options.env.end(), [&](const std::string& v) {
+        return v.compare(0, name_len, *e, name_len) == 0;
+      });
       if (!replaced) {
         envp.push_back(*e);
       }
@@ -121,9 +122,7 @@ run_result run(const std::vector<std::string>& argv, const spawn_options& option
   return r;
 }
 
-int run_quiet(const std::vector<std::string>& argv) {
-  return wait_status(spawn(argv, {.out = "/dev/null"}));
-}
+int run_quiet(const std::vector<std::string>& argv) { return wait_status(spawn(argv, {.out = "/dev/null"})); }
 
 pid_t process_group::start(const std::vector<std::string>& argv, const spawn_options& options) {
   const pid_t pid = spawn(argv, options);

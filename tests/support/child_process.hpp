@@ -74,8 +74,7 @@ class process_group {
   /// Waits at most scaled(`timeout`); a process that ended is forgotten.
   std::optional<int> wait_exit(pid_t pid, std::chrono::milliseconds timeout);
   /// Runs `argv` for at most scaled(`timeout`): status -1 when it did not end (it stays in the group).
-  run_result run(const std::vector<std::string>& argv, const spawn_options& options,
-                 std::chrono::milliseconds timeout);
+  run_result run(const std::vector<std::string>& argv, const spawn_options& options, std::chrono::milliseconds timeout);
   /// SIGKILL and reap every remembered process.
   void kill_all();
 

@@ -42,12 +42,11 @@ double time_scale() {
 }
 
 std::chrono::milliseconds scaled(std::chrono::milliseconds d) {
-  return std::chrono::milliseconds{static_cast<std::chrono::milliseconds::rep>(std::ceil(
-      static_cast<double>(d.count()) * time_scale()))};
+  return std::chrono::milliseconds{
+      static_cast<std::chrono::milliseconds::rep>(std::ceil(static_cast<double>(d.count()) * time_scale()))};
 }
 
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
-                std::chrono::milliseconds poll) {
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout, std::chrono::milliseconds poll) {
   const auto until = std::chrono::steady_clock::now() + scaled(timeout);
   while (std::chrono::steady_clock::now() < until) {
     if (done()) {

@@ -29,8 +29,8 @@ std::uint64_t fault_injector::seed_from_env() {
 }
 
 std::string fault_injector::describe() const {
-  return "fault_injector seed=" + std::to_string(seed_) + " (repeat with PRSGD_FAULT_SEED=" +
-         std::to_string(seed_) + ")";
+  return "fault_injector seed=" + std::to_string(seed_) + " (repeat with PRSGD_FAULT_SEED=" + std::to_string(seed_) +
+         ")";
 }
 
 std::size_t fault_injector::add(fault_rule rule) {

@@ -71,15 +71,15 @@ struct network_state {
   const clock_source& time;
   fault_injector* faults;
 
-  mutable std::mutex mutex;               // guards everything below
-  std::recursive_mutex dispatch_mutex;    // serialises handler calls; recursive so stop() works from a handler
+  mutable std::mutex mutex;             // guards everything below
+  std::recursive_mutex dispatch_mutex;  // serialises handler calls; recursive so stop() works from a handler
   std::condition_variable driver_cv;
   std::deque<node_state> nodes;  // a deque: handlers are used by reference outside the lock
   std::map<std::uint64_t, connection> conns;
   std::uint64_t next_conn = 1;
   std::map<std::pair<std::size_t, peer_id>, std::pair<std::uint64_t, int>> peers;  // (node, peer) -> (conn, side)
-  std::map<std::string, std::size_t> endpoints;                                   // bound endpoint -> node
-  std::map<std::pair<std::string, std::string>, clock_source::time_point> cuts;          // sorted name pair -> until
+  std::map<std::string, std::size_t> endpoints;                                    // bound endpoint -> node
+  std::map<std::pair<std::string, std::string>, clock_source::time_point> cuts;    // sorted name pair -> until
   std::map<std::pair<clock_source::time_point, std::uint64_t>, item> timeline;
   std::map<std::pair<std::uint64_t, int>, envelope> held;  // reorder: held until the next message on the link
   std::uint64_t seq = 0;
@@ -113,16 +113,17 @@ struct network_state {
   }
 
   peer_event client_event(const connection& c, std::uint64_t /*id*/, bool up_now, errc reason) const {
-    return peer_event{c.client_peer, up_now,
-                      c.server != no_node ? nodes[c.server].name : std::string{}, c.endpoint, true, reason, {}};
+    return peer_event{
+        c.client_peer, up_now, c.server != no_node ? nodes[c.server].name : std::string{}, c.endpoint, true,
+        reason,        {}};
   }
 
   peer_event server_event(const connection& c, bool up_now, errc reason) const {
     // Like the ZAP handler of zmq_transport: a CURVE server learns the client's public key.
     const auto& cl = nodes[c.client].cfg.curve;
     const bool curve = nodes[c.server].cfg.curve.has_value() && cl.has_value();
-    return peer_event{c.server_peer, up_now, nodes[c.client].name, {}, false, reason,
-                      curve ? cl->public_key : std::string{}};
+    return peer_event{
+        c.server_peer, up_now, nodes[c.client].name, {}, false, reason, curve ? cl->public_key : std::string{}};
   }
 
   bool curve_allows(const connection& c, std::size_t server) const {
@@ -134,9 +135,8 @@ struct network_state {
     if (!cl || c.options.server_public_key != s->public_key) {
       return false;
     }
-    return s->allowed_client_keys.empty() ||
-           std::find(s->allowed_client_keys.begin(), s->allowed_client_keys.end(), cl->public_key) !=
-               s->allowed_client_keys.end();
+    return s->allowed_client_keys.empty() || std::find(s->allowed_client_keys.begin(), s->allowed_client_keys.end(),
+                                                       cl->public_key) != s->allowed_client_keys.end();
   }
 
   // Connection bookkeeping at time `now`: establish, break, time out, heal. Caller holds `mutex`.
@@ -151,13 +151,14 @@ struct network_state {
         auto ep = endpoints.find(c.endpoint);
         if (ep != endpoints.end() && !link_cut(client.name, nodes[ep->second].name, now) &&
             curve_allows(c, ep->second)) {
-          auto d = faults != nullptr ? faults->decide(fault_context{fault_stage::connect, client.name,
-                                                                    nodes[ep->second].name, nullptr})
-                                     : fault_injector::decision{};
+          auto d =
+              faults != nullptr
+                  ? faults->decide(fault_context{fault_stage::connect, client.name, nodes[ep->second].name, nullptr})
+                  : fault_injector::decision{};
           if (d.triggered) {
-            c.next_attempt = now + std::max<clock_source::duration>(
-                                       d.duration, std::chrono::duration_cast<clock_source::duration>(
-                                                       client.cfg.reconnect_interval));
+            c.next_attempt =
+                now + std::max<clock_source::duration>(d.duration, std::chrono::duration_cast<clock_source::duration>(
+                                                                       client.cfg.reconnect_interval));
           } else {
             c.server = ep->second;
             c.server_peer = nodes[c.server].next_peer++;
@@ -377,21 +378,16 @@ std::size_t inproc_network::poll() {
       }
       int copies = 1;
       if (s.faults != nullptr && !env.receive_checked) {
-        auto d = s.faults->decide(
-            fault_context{fault_stage::receive, s.nodes[from].name, s.nodes[to].name, &env.msg});
+        auto d = s.faults->decide(fault_context{fault_stage::receive, s.nodes[from].name, s.nodes[to].name, &env.msg});
         if (d.triggered) {
           switch (d.action) {
-            case fault_action::drop:
-              s.nodes[from].stats.messages_dropped++;
-              continue;
+            case fault_action::drop: s.nodes[from].stats.messages_dropped++; continue;
             case fault_action::delay:
               env.receive_checked = true;
               c.queued[env.direction] += env.bytes;
               s.schedule(now + d.duration, std::move(it));
               continue;
-            case fault_action::duplicate:
-              copies = 2;
-              break;
+            case fault_action::duplicate: copies = 2; break;
             case fault_action::reorder: {
               env.receive_checked = true;
               const auto key = std::make_pair(env.conn, env.direction + 2);  // +2: receive-side hold
@@ -687,18 +683,10 @@ expected<void> inproc_transport::send(peer_id peer, multipart msg) {
     auto d = s.faults->decide(fault_context{fault_stage::send, n.name, to_name, &msg});
     if (d.triggered) {
       switch (d.action) {
-        case fault_action::drop:
-          n.stats.messages_dropped++;
-          return {};
-        case fault_action::delay:
-          when = now + d.duration;
-          break;
-        case fault_action::duplicate:
-          copies = 2;
-          break;
-        case fault_action::reorder:
-          hold = true;
-          break;
+        case fault_action::drop: n.stats.messages_dropped++; return {};
+        case fault_action::delay: when = now + d.duration; break;
+        case fault_action::duplicate: copies = 2; break;
+        case fault_action::reorder: hold = true; break;
         case fault_action::disconnect:
           s.cuts[network_state::link_key(n.name, to_name)] =
               d.duration.count() > 0 ? now + d.duration : transport_detail::never;

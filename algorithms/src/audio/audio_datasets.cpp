@@ -41,7 +41,8 @@ loaded_dataset from_splits(kws_data&& data, dataset_parts parts) {
 bool is_wav(const fs::directory_entry& e) {
   std::error_code ec;
   std::string ext = e.path().extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return ext == ".wav" && e.is_regular_file(ec);
 }
 
@@ -73,8 +74,8 @@ expected<void> scan_labels(const fs::path& root, const std::string& prefix, cons
     }
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       if (is_wav(*it)) {
-        clips.push_back({prefix + labels[l] + "/" + it->path().filename().string(), it->path(), static_cast<int>(l),
-                         test});
+        clips.push_back(
+            {prefix + labels[l] + "/" + it->path().filename().string(), it->path(), static_cast<int>(l), test});
       }
     }
     if (ec) {
@@ -91,8 +92,8 @@ expected<loaded_dataset> load_kws_dataset(const dataset_request& request) {
   kws_options k;
   k.root = request.dir.empty() ? fs::path{"data/kws"} : request.dir;
   k.cache_file = k.root / "features.cache";
-  const std::string hint = " (make the keyword set with ops/make-kws-data --out " + k.root.string() +
-                           ", or pass --data-dir)";
+  const std::string hint =
+      " (make the keyword set with ops/make-kws-data --out " + k.root.string() + ", or pass --data-dir)";
   if (request.parts == dataset_parts::shape) {
     std::error_code ec;
     if (!fs::is_directory(k.root, ec)) {
@@ -120,8 +121,9 @@ expected<loaded_dataset> load_wav_folder_dataset(const dataset_request& request)
   PRSGD_TRY(check_dataset_options(request, "wav-folder", {"test-percent"}));
   const fs::path& root = request.dir;
   if (root.empty()) {
-    return fail(errc::invalid_argument, "the wav-folder data set needs --data-dir (a directory with "
-                                        "train/<label>/*.wav and test/<label>/*.wav, or <label>/*.wav)");
+    return fail(errc::invalid_argument,
+                "the wav-folder data set needs --data-dir (a directory with "
+                "train/<label>/*.wav and test/<label>/*.wav, or <label>/*.wav)");
   }
   std::error_code ec;
   if (!fs::is_directory(root, ec)) {
@@ -131,7 +133,8 @@ expected<loaded_dataset> load_wav_folder_dataset(const dataset_request& request)
   const bool has_test = fs::is_directory(root / "test", ec);
   const auto percent_option = request.options.find("test-percent");
   if (has_train != has_test) {
-    return fail(errc::invalid_argument, root.string() + ": has " + (has_train ? "train/ but no test/" : "test/ but no train/") +
+    return fail(errc::invalid_argument, root.string() + ": has " +
+                                            (has_train ? "train/ but no test/" : "test/ but no train/") +
                                             " (give both, or neither and let test-percent split <label>/*.wav)");
   }
   clip_set_options c;
@@ -141,8 +144,9 @@ expected<loaded_dataset> load_wav_folder_dataset(const dataset_request& request)
   std::vector<std::string> labels;
   if (has_train) {
     if (percent_option != request.options.end()) {
-      return fail(errc::invalid_argument, root.string() + ": has train/ and test/, so --data-option test-percent "
-                                                          "does not apply");
+      return fail(errc::invalid_argument, root.string() +
+                                              ": has train/ and test/, so --data-option test-percent "
+                                              "does not apply");
     }
     auto train_labels = label_folders(root / "train");
     PRSGD_TRY(train_labels);
@@ -150,8 +154,8 @@ expected<loaded_dataset> load_wav_folder_dataset(const dataset_request& request)
     PRSGD_TRY(test_labels);
     for (const auto& l : *test_labels) {
       if (!std::binary_search(train_labels->begin(), train_labels->end(), l)) {
-        return fail(errc::decode_failed, (root / "test" / l).string() + ": label '" + l + "' has no folder in " +
-                                             (root / "train").string());
+        return fail(errc::decode_failed,
+                    (root / "test" / l).string() + ": label '" + l + "' has no folder in " + (root / "train").string());
       }
     }
     labels = std::move(*train_labels);

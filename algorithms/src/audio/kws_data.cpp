@@ -28,8 +28,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::array<std::string_view, kws_num_classes> words = {"yes", "no",  "up", "down", "left", "right",
-                                                                  "on",  "off", "stop", "go", "zero", "one"};
+constexpr std::array<std::string_view, kws_num_classes> words = {"yes", "no",  "up",   "down", "left", "right",
+                                                                 "on",  "off", "stop", "go",   "zero", "one"};
 constexpr char cache_magic[8] = {'P', 'R', 'S', 'G', 'D', 'K', 'W', 'S'};
 constexpr std::uint32_t cache_version = 1;
 constexpr std::size_t cache_header_bytes = 8 + 4 * 4 + 8 * 4;
@@ -299,8 +299,8 @@ expected<kws_data> featurise_clips(const std::vector<labelled_clip>& clips, cons
   fnv1a fp;
   fp.add("prsgd-kws-features-v2");
   const log_mel_options& f = o.features;
-  for (const int v : {f.sample_rate, f.window_length, f.hop_length, f.fft_size, f.num_mels, o.clip_samples,
-                      o.num_classes}) {
+  for (const int v :
+       {f.sample_rate, f.window_length, f.hop_length, f.fft_size, f.num_mels, o.clip_samples, o.num_classes}) {
     fp.add_value(v);
   }
   for (const double v : {f.min_hz, f.max_hz, f.eps}) {
@@ -323,7 +323,7 @@ expected<kws_data> featurise_clips(const std::vector<labelled_clip>& clips, cons
     lock.emplace(o.cache_file);
     if (auto cached = read_cache(o, fp.value(), frames)) {
       PRSGD_LOG(info, "audio") << o.root.string() << ": " << cached->train.size() << " train + " << cached->test.size()
-                             << " test clips from cache " << o.cache_file.string();
+                               << " test clips from cache " << o.cache_file.string();
       return std::move(*cached);
     }
   }
@@ -344,7 +344,7 @@ expected<kws_data> featurise_clips(const std::vector<labelled_clip>& clips, cons
     d.labels.push_back(c.label);
   }
   PRSGD_LOG(info, "audio") << o.root.string() << ": featurised " << out.train.size() << " train + " << out.test.size()
-                         << " test clips";
+                           << " test clips";
   if (!o.cache_file.empty()) {
     write_cache(o, fp.value(), frames, out);
   }

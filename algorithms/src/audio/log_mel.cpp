@@ -18,10 +18,10 @@ double mel_to_hz(double mel) noexcept { return 700.0 * (std::pow(10.0, mel / 259
 expected<log_mel> log_mel::make(const log_mel_options& o) {
   const bool pow2 = o.fft_size > 0 && (o.fft_size & (o.fft_size - 1)) == 0;
   if (o.sample_rate <= 0 || o.window_length <= 0 || o.hop_length <= 0 || !pow2 || o.fft_size < o.window_length ||
-      o.num_mels <= 0 || o.min_hz < 0.0 || o.max_hz <= o.min_hz || o.max_hz > o.sample_rate / 2.0 ||
-      !(o.eps > 0.0)) {
-    return fail(errc::invalid_argument, "log_mel: inconsistent options (need hop, window > 0, fft_size a power of "
-                                        "two >= window, 0 <= min_hz < max_hz <= sample_rate/2, eps > 0)");
+      o.num_mels <= 0 || o.min_hz < 0.0 || o.max_hz <= o.min_hz || o.max_hz > o.sample_rate / 2.0 || !(o.eps > 0.0)) {
+    return fail(errc::invalid_argument,
+                "log_mel: inconsistent options (need hop, window > 0, fft_size a power of "
+                "two >= window, 0 <= min_hz < max_hz <= sample_rate/2, eps > 0)");
   }
   Eigen::VectorXd window(o.window_length);
   for (int n = 0; n < o.window_length; ++n) {

@@ -20,9 +20,7 @@ std::uint32_t le32(const std::uint8_t* p) {
          (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
 }
 
-std::uint16_t le16(const std::uint8_t* p) {
-  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
-}
+std::uint16_t le16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | (p[1] << 8)); }
 
 bool tag_is(const std::uint8_t* p, const char* tag) { return std::memcmp(p, tag, 4) == 0; }
 
@@ -134,8 +132,8 @@ expected<std::vector<float>> decode_wav(std::span<const std::uint8_t> bytes, std
                          std::to_string(frame_bytes) + " bytes per frame");
   }
   if (data->size() % frame_bytes != 0) {
-    return bad(name, "truncated: data chunk of " + std::to_string(data->size()) +
-                         " bytes is not a whole number of frames");
+    return bad(name,
+               "truncated: data chunk of " + std::to_string(data->size()) + " bytes is not a whole number of frames");
   }
   const std::size_t count = data->size() / sample_bytes;
   std::vector<float> out(count);

@@ -219,11 +219,11 @@ constexpr std::array<register_fn, max_register_inputs> register_kernels{
 
 struct weighted_args {
   const float* const* xs;
-  const float* ref;   // never null here: zeros when the inputs are the updates
-  const double* q;    // N weights, normalised (w_i / s)
-  double beta;        // the mass trimmed at each end
-  double inv_keep;    // 1 / (1 − 2β)
-  float scale;        // s
+  const float* ref;  // never null here: zeros when the inputs are the updates
+  const double* q;   // N weights, normalised (w_i / s)
+  double beta;       // the mass trimmed at each end
+  double inv_keep;   // 1 / (1 − 2β)
+  float scale;       // s
   float* out;
   std::size_t len;
 };

@@ -63,8 +63,7 @@ void block_finish_delta(float* out, const float* __restrict acc, const float* p,
 // give bit-identical results. First: start from input 0 (else from the partial sum in out).
 // Finish: add p at the end (delta form only).
 template <std::size_t K, bool Delta, bool First, bool Finish>
-void fused(float* __restrict out, const float* const* xs, const float* ws, const float* __restrict p,
-           std::size_t n) {
+void fused(float* __restrict out, const float* const* xs, const float* ws, const float* __restrict p, std::size_t n) {
   const float* x[K];
   float w[K];
   for (std::size_t i = 0; i < K; ++i) {
@@ -254,7 +253,7 @@ void fused_streaming(float* out, const fused_inputs& in, std::size_t len) {
       chunk[j] = in.xs[j] + head;
     }
     pick_stream(k_last, in.delta, true)(out + head, nullptr, chunk.data(), in.w, in.delta ? in.prev + head : nullptr,
-                                         body_end - head);
+                                        body_end - head);
   } else {
     alignas(64) std::array<float, stream_block_floats> acc;  // NOLINT(cppcoreguidelines-pro-type-member-init)
     for (std::size_t b = head; b < body_end; b += stream_block_floats) {
@@ -340,9 +339,7 @@ expected<std::vector<double>> averaging_weights(std::span<const contribution> in
   const std::size_t n = inputs.size();
   std::vector<double> w(n);
   switch (rule) {
-    case averaging_rule::uniform:
-      std::fill(w.begin(), w.end(), 1.0 / static_cast<double>(n));
-      return w;
+    case averaging_rule::uniform: std::fill(w.begin(), w.end(), 1.0 / static_cast<double>(n)); return w;
     case averaging_rule::by_samples:
     case averaging_rule::step_normalised: {
       double total = 0;
@@ -426,12 +423,12 @@ expected<void> average(std::span<const contribution> inputs, std::span<const flo
   }
   const bool delta = rule == averaging_rule::step_normalised;
   if (delta && previous.size() != len) {
-    return fail(errc::invalid_argument, "average: previous has " + std::to_string(previous.size()) +
-                                            " floats, out has " + std::to_string(len));
+    return fail(errc::invalid_argument,
+                "average: previous has " + std::to_string(previous.size()) + " floats, out has " + std::to_string(len));
   }
   if (!delta && !previous.empty() && previous.size() != len) {
-    return fail(errc::invalid_argument, "average: previous has " + std::to_string(previous.size()) +
-                                            " floats, out has " + std::to_string(len));
+    return fail(errc::invalid_argument,
+                "average: previous has " + std::to_string(previous.size()) + " floats, out has " + std::to_string(len));
   }
   std::vector<float> w(weights->begin(), weights->end());
   const std::size_t n = inputs.size();

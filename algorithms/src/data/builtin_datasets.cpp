@@ -49,8 +49,7 @@ void register_builtin_datasets(dataset_registry& registry) {
                      load_kws_dataset);
   (void)registry.add("npy", "NumPy arrays: train_x.npy, train_y.npy, test_x.npy, test_y.npy", load_npy_dataset);
   (void)registry.add("csv", "CSV: train.csv and test.csv, a label column and numeric features", load_csv_dataset);
-  (void)registry.add("wav-folder", "WAV clips in <label>/ folders, as 98x40 log-mel features",
-                     load_wav_folder_dataset);
+  (void)registry.add("wav-folder", "WAV clips in <label>/ folders, as 98x40 log-mel features", load_wav_folder_dataset);
 }
 
 }  // namespace prsgd::algorithms

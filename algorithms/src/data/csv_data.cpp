@@ -77,7 +77,7 @@ expected<csv_table> read_table(const fs::path& file, const std::string& label_co
       t.columns = cells.size();
       if (t.columns < 2) {
         return fail(errc::decode_failed, where + ": needs a label column and at least one feature column (found " +
-                                                 std::to_string(t.columns) + " column)");
+                                             std::to_string(t.columns) + " column)");
       }
       bool is_header = header == header_mode::yes;
       if (header == header_mode::automatic) {
@@ -96,8 +96,8 @@ expected<csv_table> read_table(const fs::path& file, const std::string& label_co
         }
       } else {
         if (!is_header) {
-          return fail(errc::invalid_argument, name + ": label-column '" + label_column +
-                                                  "' names a column, but the file has no header row");
+          return fail(errc::invalid_argument,
+                      name + ": label-column '" + label_column + "' names a column, but the file has no header row");
         }
         std::size_t k = 0;
         while (k < cells.size() && std::string{trim(cells[k])} != label_column) {

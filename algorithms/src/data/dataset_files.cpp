@@ -32,9 +32,8 @@ expected<int> class_count(const dataset_request& request, std::initializer_list<
   int k = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), k);
   if (ec != std::errc{} || end != text.data() + text.size() || k < 1 || k > max_label + 1) {
-    return fail(errc::invalid_argument,
-                "--data-option classes must be an integer in 1.." + std::to_string(max_label + 1) + " (got '" + text +
-                    "')");
+    return fail(errc::invalid_argument, "--data-option classes must be an integer in 1.." +
+                                            std::to_string(max_label + 1) + " (got '" + text + "')");
   }
   for (const auto& s : splits) {
     for (std::size_t i = 0; i < s.labels->size(); ++i) {

@@ -223,8 +223,8 @@ expected<dataset> load_fashion_mnist(std::string_view dir, split which, fashion_
                                            std::to_string(dims[2]) + ", expected 28x28");
     }
     if (dims[0] != labels->dims[0]) {
-      return fail(errc::decode_failed, images_path + " has " + std::to_string(dims[0]) + " images but " +
-                                           labels_path + " has " + std::to_string(labels->dims[0]) + " labels");
+      return fail(errc::decode_failed, images_path + " has " + std::to_string(dims[0]) + " images but " + labels_path +
+                                           " has " + std::to_string(labels->dims[0]) + " labels");
     }
     out.features.reserve(std::size_t{dims[0]} * 28 * 28);
     return {};

@@ -405,12 +405,12 @@ expected<std::vector<std::int32_t>> read_labels(const fs::path& file) {
     const std::uint8_t* p = a->data.data() + i * size;
     std::int64_t v = 0;
     if (h.kind == 'i') {
-      v = size == 1 ? element<std::int8_t>(p)
+      v = size == 1   ? element<std::int8_t>(p)
           : size == 2 ? element<std::int16_t>(p)
           : size == 4 ? element<std::int32_t>(p)
                       : element<std::int64_t>(p);
     } else {
-      const std::uint64_t u = size == 1 ? element<std::uint8_t>(p)
+      const std::uint64_t u = size == 1   ? element<std::uint8_t>(p)
                               : size == 2 ? element<std::uint16_t>(p)
                               : size == 4 ? element<std::uint32_t>(p)
                                           : element<std::uint64_t>(p);
@@ -462,8 +462,9 @@ expected<npy_split> open_split(const fs::path& dir, const char* which) {
   for (const fs::path* f : {&s.x_file, &s.y_file}) {
     std::error_code ec;
     if (!fs::is_regular_file(*f, ec)) {
-      return fail(errc::not_found, f->string() + ": no such file (the npy data set needs train_x.npy, "
-                                                 "train_y.npy, test_x.npy and test_y.npy)");
+      return fail(errc::not_found, f->string() +
+                                       ": no such file (the npy data set needs train_x.npy, "
+                                       "train_y.npy, test_x.npy and test_y.npy)");
     }
   }
   auto x = read_npy_header(s.x_file);
@@ -476,8 +477,8 @@ expected<npy_split> open_split(const fs::path& dir, const char* which) {
   }
   const auto& d = x->shape;
   if (d.empty() || d.size() > 4) {
-    return fail(errc::decode_failed, name + ": features must have 1 to 4 dimensions, samples first (got " +
-                                         std::to_string(d.size()) + ")");
+    return fail(errc::decode_failed,
+                name + ": features must have 1 to 4 dimensions, samples first (got " + std::to_string(d.size()) + ")");
   }
   if (d[0] == 0) {
     return fail(errc::decode_failed, name + ": holds no samples");
@@ -525,8 +526,9 @@ dataset make_split(const npy_split& s, int classes, std::vector<float> features,
 expected<loaded_dataset> load_npy_dataset(const dataset_request& request) {
   PRSGD_TRY(check_dataset_options(request, "npy", {"classes"}));
   if (request.dir.empty()) {
-    return fail(errc::invalid_argument, "the npy data set needs --data-dir (a directory with train_x.npy, "
-                                        "train_y.npy, test_x.npy and test_y.npy)");
+    return fail(errc::invalid_argument,
+                "the npy data set needs --data-dir (a directory with train_x.npy, "
+                "train_y.npy, test_x.npy and test_y.npy)");
   }
   auto train = open_split(request.dir, "train");
   PRSGD_TRY(train);
@@ -536,7 +538,8 @@ expected<loaded_dataset> load_npy_dataset(const dataset_request& request) {
     return fail(errc::decode_failed, test->x_file.string() + ": samples are " + shape_text(test->shape) + " but " +
                                          train->x_file.string() + "'s are " + shape_text(train->shape));
   }
-  auto classes = class_count(request, {{&train->labels, train->y_file.string()}, {&test->labels, test->y_file.string()}});
+  auto classes =
+      class_count(request, {{&train->labels, train->y_file.string()}, {&test->labels, test->y_file.string()}});
   PRSGD_TRY(classes);
 
   loaded_dataset out;

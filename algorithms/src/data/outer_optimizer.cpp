@@ -17,7 +17,8 @@ expected<outer_kind> parse_outer_kind(std::string_view name) {
   if (name == "nesterov") {
     return outer_kind::nesterov;
   }
-  return fail(errc::invalid_argument, "unknown outer optimiser '" + std::string{name} + "' (sgd | momentum | nesterov)");
+  return fail(errc::invalid_argument,
+              "unknown outer optimiser '" + std::string{name} + "' (sgd | momentum | nesterov)");
 }
 
 std::string_view to_string(outer_kind kind) noexcept {

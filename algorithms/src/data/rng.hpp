@@ -23,7 +23,8 @@ inline std::uint64_t splitmix64(std::uint64_t x) noexcept {
 }
 
 /// Returns a seed derived from a base seed and a list of stream identifiers.
-inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0, std::uint64_t c = 0) noexcept {
+inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0,
+                                 std::uint64_t c = 0) noexcept {
   std::uint64_t h = splitmix64(seed);
   h = splitmix64(h ^ a);
   h = splitmix64(h ^ (b + 0x632be59bd9b4e019ULL));

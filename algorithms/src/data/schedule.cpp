@@ -59,8 +59,8 @@ expected<lr_kind> parse_lr_kind(std::string_view name) {
   if (name == "paper") {
     return lr_kind::paper;
   }
-  return fail(errc::invalid_argument, "unknown step-size schedule '" + std::string{name} +
-                                          "' (constant | step | cosine | paper)");
+  return fail(errc::invalid_argument,
+              "unknown step-size schedule '" + std::string{name} + "' (constant | step | cosine | paper)");
 }
 
 std::string_view to_string(lr_kind kind) noexcept {
@@ -124,7 +124,8 @@ double learning_rate(const lr_schedule& s, std::int64_t step) noexcept {
   switch (s.kind) {
     case lr_kind::constant: break;
     case lr_kind::step_decay:
-      value = s.base_lr * std::pow(s.decay_factor, static_cast<double>(after / std::max<std::int64_t>(s.decay_every, 1)));
+      value =
+          s.base_lr * std::pow(s.decay_factor, static_cast<double>(after / std::max<std::int64_t>(s.decay_every, 1)));
       break;
     case lr_kind::cosine: {
       const auto span = static_cast<double>(std::max<std::int64_t>(s.total_steps - s.warmup_steps, 1));
@@ -155,8 +156,8 @@ expected<int> paper_interval(std::int64_t total_steps, int num_workers) {
   return static_cast<int>(std::clamp(i, 1.0, 1e9));
 }
 
-expected<std::vector<int>> time_balanced_intervals(std::span<const double> steps_per_s, double target_round_s,
-                                                   int min, int max) {
+expected<std::vector<int>> time_balanced_intervals(std::span<const double> steps_per_s, double target_round_s, int min,
+                                                   int max) {
   if (min < 1 || max < min) {
     return fail(errc::invalid_argument, "time_balanced_intervals: need 1 <= min <= max");
   }
@@ -230,8 +231,8 @@ expected<interval_kind> parse_interval_kind(std::string_view name) {
   if (name == "time-balanced") {
     return interval_kind::time_balanced;
   }
-  return fail(errc::invalid_argument, "unknown interval schedule '" + std::string{name} +
-                                          "' (fixed | per-worker | paper | time-balanced)");
+  return fail(errc::invalid_argument,
+              "unknown interval schedule '" + std::string{name} + "' (fixed | per-worker | paper | time-balanced)");
 }
 
 std::string_view to_string(interval_kind kind) noexcept {

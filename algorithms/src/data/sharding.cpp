@@ -67,8 +67,8 @@ expected<std::vector<std::vector<std::size_t>>> by_label(std::span<const std::in
   const int c_count = classes->num_classes;
   const int k = config.classes_per_worker;
   if (k < 1 || k > c_count) {
-    return fail(errc::invalid_argument, "partition: classes_per_worker " + std::to_string(k) + " outside [1, " +
-                                            std::to_string(c_count) + "]");
+    return fail(errc::invalid_argument,
+                "partition: classes_per_worker " + std::to_string(k) + " outside [1, " + std::to_string(c_count) + "]");
   }
   if (static_cast<long long>(num_workers) * k < c_count) {
     return fail(errc::invalid_argument, "partition: " + std::to_string(num_workers) + " workers x " +
@@ -128,15 +128,17 @@ expected<std::vector<std::vector<std::size_t>>> dirichlet(std::span<const std::i
         const std::size_t end =
             w + 1 == n_workers
                 ? members.size()
-                : std::min(members.size(), static_cast<std::size_t>(std::floor(cumulative * static_cast<double>(members.size()))));
+                : std::min(members.size(),
+                           static_cast<std::size_t>(std::floor(cumulative * static_cast<double>(members.size()))));
         const std::size_t e = std::max(begin, end);
         out[w].insert(out[w].end(), members.begin() + static_cast<std::ptrdiff_t>(begin),
                       members.begin() + static_cast<std::ptrdiff_t>(e));
         begin = e;
       }
     }
-    const bool ok = std::all_of(out.begin(), out.end(),
-                                [&](const auto& s) { return s.size() >= std::max<std::size_t>(1, config.min_samples_per_worker); });
+    const bool ok = std::all_of(out.begin(), out.end(), [&](const auto& s) {
+      return s.size() >= std::max<std::size_t>(1, config.min_samples_per_worker);
+    });
     if (ok) {
       return out;
     }
@@ -152,8 +154,8 @@ expected<void> check_common(std::size_t n, int num_workers) {
     return fail(errc::invalid_argument, "partition: num_workers must be >= 1");
   }
   if (static_cast<std::size_t>(num_workers) > n) {
-    return fail(errc::invalid_argument, "partition: " + std::to_string(num_workers) + " workers for " +
-                                            std::to_string(n) + " samples");
+    return fail(errc::invalid_argument,
+                "partition: " + std::to_string(num_workers) + " workers for " + std::to_string(n) + " samples");
   }
   return {};
 }

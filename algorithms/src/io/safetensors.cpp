@@ -108,7 +108,8 @@ expected<entry> parse_entry(const std::string& name, const json::value& v) {
   if (dtype->type != json::value::kind::string) {
     return bad_file(where + "dtype must be a string");
   }
-  const auto* known = std::find_if(dtypes.begin(), dtypes.end(), [&](const dtype_entry& d) { return d.name == dtype->text; });
+  const auto* known =
+      std::find_if(dtypes.begin(), dtypes.end(), [&](const dtype_entry& d) { return d.name == dtype->text; });
   if (known == dtypes.end()) {
     return bad_file(where + "unknown dtype " + json_quote(dtype->text));
   }
@@ -192,7 +193,8 @@ expected<std::vector<unsigned char>> encode_safetensors(const st_file& f) {
     const auto count = elements(t.shape);
     if (!count || *count * element_size(t.dtype) != t.data.size()) {
       return fail(errc::invalid_argument, "safetensors: tensor " + t.name + " has " + std::to_string(t.data.size()) +
-                                              " bytes, which does not match its dtype and shape " + shape_text(t.shape));
+                                              " bytes, which does not match its dtype and shape " +
+                                              shape_text(t.shape));
     }
     header += (header.size() > 1 ? "," : "") + json_quote(t.name) + ":{\"dtype\":\"" + std::string(to_string(t.dtype)) +
               "\",\"shape\":" + shape_text(t.shape) + ",\"data_offsets\":[" + std::to_string(offset) + "," +
@@ -261,8 +263,9 @@ expected<st_file> decode_safetensors(std::span<const unsigned char> bytes) {
     }
     entries.push_back(std::move(*e));
   }
-  std::stable_sort(entries.begin(), entries.end(),
-                   [](const entry& a, const entry& b) { return std::pair{a.begin, a.end} < std::pair{b.begin, b.end}; });
+  std::stable_sort(entries.begin(), entries.end(), [](const entry& a, const entry& b) {
+    return std::pair{a.begin, a.end} < std::pair{b.begin, b.end};
+  });
   const std::uint64_t data_size = bytes.size() - 8 - n;
   std::uint64_t expected_begin = 0;
   for (const auto& e : entries) {
@@ -361,8 +364,8 @@ expected<std::vector<float>> import_tensors(const model& m, const st_file& f) {
   }
   if (f.tensors.size() != m.tensors().size()) {
     for (const auto& t : f.tensors) {
-      const bool known = std::any_of(m.tensors().begin(), m.tensors().end(),
-                                     [&](const tensor_info& i) { return i.name == t.name; });
+      const bool known =
+          std::any_of(m.tensors().begin(), m.tensors().end(), [&](const tensor_info& i) { return i.name == t.name; });
       if (!known) {
         return mismatch("unexpected tensor " + t.name);
       }

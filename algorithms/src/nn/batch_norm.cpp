@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "prsgd/common/check.hpp"
 #include "layer_kernels.hpp"
+#include "prsgd/common/check.hpp"
 
 namespace prsgd::algorithms {
 namespace {
@@ -54,8 +54,8 @@ class batch_norm_layer final : public layer {
         xhat_.row(i) *= inv_std_(i);
         y.row(i) = xhat_.row(i).array() * gamma(i) + beta(i);
         running_mean(i) = (1.0F - momentum) * running_mean(i) + momentum * mean;
-        running_var(i) = (1.0F - momentum) * running_var(i) +
-                         momentum * var * static_cast<float>(n) / static_cast<float>(n - 1);
+        running_var(i) =
+            (1.0F - momentum) * running_var(i) + momentum * var * static_cast<float>(n) / static_cast<float>(n - 1);
       }
     } else {
       for (index i = 0; i < c; ++i) {

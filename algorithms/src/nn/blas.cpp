@@ -17,7 +17,6 @@ extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace prsgd::algorithms::layer_kernels {
 
-
 // Training runs one model per compute-pool thread, so a multi-threaded BLAS would oversubscribe the
 // cores. Unless OPENBLAS_NUM_THREADS says otherwise, OpenBLAS is limited to the calling thread.
 void limit_blas_threads() {
@@ -66,9 +65,9 @@ void gemm(const gemm_operand& a, const gemm_operand& b, float* c, index c_ld, bo
   const float beta = accumulate ? 1.0F : 0.0F;
   sgemm_(&ta, &tb, &mm, &nn, &kk, &one, b.data, &lda, a.data, &ldb, &beta, c, &ldc);
 #else
-  using strided = Eigen::Map<const tensor, 0, Eigen::OuterStride<>>;
-  using col_strided = Eigen::Map<const Eigen::MatrixXf, 0, Eigen::OuterStride<>>;  // a transposed row-major view
-  Eigen::Map<tensor, 0, Eigen::OuterStride<>> cm(c, m, n, Eigen::OuterStride<>(c_ld));
+  using strided = Eigen::Map<const tensor, 0, Eigen::OuterStride<> >;
+  using col_strided = Eigen::Map<const Eigen::MatrixXf, 0, Eigen::OuterStride<> >;  // a transposed row-major view
+  Eigen::Map<tensor, 0, Eigen::OuterStride<> > cm(c, m, n, Eigen::OuterStride<>(c_ld));
   auto run = [&](const auto& am, const auto& bm) {
     if (accumulate) {
       cm.noalias() += am * bm;

@@ -12,10 +12,10 @@
 #include <sstream>
 #include <string_view>
 
-#include "prsgd/common/check.hpp"
 #include "direct_conv.hpp"
 #include "layer_fusion.hpp"
 #include "layer_kernels.hpp"
+#include "prsgd/common/check.hpp"
 #include "winograd.hpp"
 
 namespace prsgd::algorithms {
@@ -24,7 +24,8 @@ namespace {
 using namespace layer_kernels;
 
 // dst[i] = mask[i] ? src[i] : 0 with all-ones / all-zero masks: a vectorised and, no branch.
-PRSGD_NN_WIDE_VECTORS void masked_copy(float* __restrict dst, const float* __restrict src, const std::uint32_t* __restrict mask, index n) {
+PRSGD_NN_WIDE_VECTORS void masked_copy(float* __restrict dst, const float* __restrict src,
+                                       const std::uint32_t* __restrict mask, index n) {
   for (index i = 0; i < n; ++i) {
     std::uint32_t bits = 0;
     std::memcpy(&bits, src + i, sizeof bits);
@@ -34,7 +35,8 @@ PRSGD_NN_WIDE_VECTORS void masked_copy(float* __restrict dst, const float* __res
 }
 
 // dst[i] += mask[i] ? src[i] : 0 (masks as in masked_copy).
-PRSGD_NN_WIDE_VECTORS void masked_add(float* __restrict dst, const float* __restrict src, const std::uint32_t* __restrict mask, index n) {
+PRSGD_NN_WIDE_VECTORS void masked_add(float* __restrict dst, const float* __restrict src,
+                                      const std::uint32_t* __restrict mask, index n) {
   for (index i = 0; i < n; ++i) {
     std::uint32_t bits = 0;
     std::memcpy(&bits, src + i, sizeof bits);
@@ -100,9 +102,7 @@ class conv2d_layer final : public layer {
   std::unique_ptr<layer> with_relu_max_pool(int kernel) const {
     return std::make_unique<conv2d_layer>(in_, out_.channels, k_, s_, p_, bias_, kernel);
   }
-  std::size_t num_params() const override {
-    return weights() + (bias_ ? static_cast<std::size_t>(out_.channels) : 0U);
-  }
+  std::size_t num_params() const override { return weights() + (bias_ ? static_cast<std::size_t>(out_.channels) : 0U); }
   void bind(float* params, float* grads, float* /*buffers*/) override {
     w_ = params;
     gw_ = grads;
@@ -633,26 +633,26 @@ class conv2d_layer final : public layer {
   float* w_ = nullptr;
   float* gw_ = nullptr;
   std::vector<float> cols_;
-  std::vector<float> gwt_;  // the weight gradient transposed (patch x cout), see run_backward
-  std::vector<float> pad_;  // one padded input plane, see guard()
+  std::vector<float> gwt_;            // the weight gradient transposed (patch x cout), see run_backward
+  std::vector<float> pad_;            // one padded input plane, see guard()
   std::vector<std::uint32_t> masks_;  // see wrap_masks()
-  bool direct_ = false;     // forward and weight gradient through direct_conv
-  bool direct_dx_ = false;  // and the input gradient
-  direct_conv::plan fplan_;  // the forward convolution
-  direct_conv::plan bplan_;  // the input gradient's convolution (cout -> cin)
-  std::vector<float> wt_;       // the weights transposed (or flipped) for the direct kernels
-  std::vector<float> xpad_;     // one padded input sample (fplan_)
-  std::vector<float> dypad_;    // one padded output-gradient sample (bplan_)
-  std::vector<float> out_buf_;  // one sample's direct output, positions x channels
-  std::vector<float> dyt_;      // one sample's output gradient, positions x channels
+  bool direct_ = false;               // forward and weight gradient through direct_conv
+  bool direct_dx_ = false;            // and the input gradient
+  direct_conv::plan fplan_;           // the forward convolution
+  direct_conv::plan bplan_;           // the input gradient's convolution (cout -> cin)
+  std::vector<float> wt_;             // the weights transposed (or flipped) for the direct kernels
+  std::vector<float> xpad_;           // one padded input sample (fplan_)
+  std::vector<float> dypad_;          // one padded output-gradient sample (bplan_)
+  std::vector<float> out_buf_;        // one sample's direct output, positions x channels
+  std::vector<float> dyt_;            // one sample's output gradient, positions x channels
 #if PRSGD_NN_DIRECT_CONV
   std::unique_ptr<winograd::conv> wino_fwd_;  // the forward convolution through winograd.hpp, if it applies
   std::unique_ptr<winograd::conv> wino_dx_;   // the input gradient's convolution, likewise
 #endif
   std::vector<std::uint16_t> pool_masks_;  // the fused pool's masks (direct_conv::relu_max_pool2_sample)
-  std::vector<float> pooled_;     // one sample's pooled output or its gradient, positions x channels
-  std::vector<float> bias_grad_;  // the fused pool's bias gradient sums
-  tensor dy_full_;                // the convolution's output gradient with a fused pool (not via Winograd)
+  std::vector<float> pooled_;              // one sample's pooled output or its gradient, positions x channels
+  std::vector<float> bias_grad_;           // the fused pool's bias gradient sums
+  tensor dy_full_;                         // the convolution's output gradient with a fused pool (not via Winograd)
 };
 
 }  // namespace

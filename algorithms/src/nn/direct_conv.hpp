@@ -108,8 +108,8 @@ inline plan make_plan(index cin, index cout, index k, index h, index w) {
 // Input position stride XS: 1 for planar inputs; cin (with plane_p = 1) for position-major ones, where
 // a block with k = 1 is a GEMM out (positions x cout) = xp (positions x cin) * wt (cin x cout).
 template <int V, int R, int NPW, int XS>
-PRSGD_NN_DIRECT_KERNEL void forward_block(const float* xp, index plane_p, index wp, const float* wt, index cin,
-                                          index k, index cout, float* out, index out_ld) {
+PRSGD_NN_DIRECT_KERNEL void forward_block(const float* xp, index plane_p, index wp, const float* wt, index cin, index k,
+                                          index cout, float* out, index out_ld) {
   __m512 acc[R][NPW][V];
 #pragma GCC unroll 32
   for (int r = 0; r < R; ++r) {

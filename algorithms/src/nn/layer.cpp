@@ -3,8 +3,8 @@
 // parameter-free layers relu and flatten.
 #include "prsgd/algorithms/layers.hpp"
 
-#include "prsgd/common/check.hpp"
 #include "layer_kernels.hpp"
+#include "prsgd/common/check.hpp"
 
 namespace prsgd::algorithms {
 
@@ -12,8 +12,8 @@ namespace layer_kernels {
 
 index batch_of(const tensor& x, shape3 in) {
   PRSGD_CHECK(x.rows() == in.channels && x.cols() % static_cast<index>(in.plane()) == 0)
-      << "input " << x.rows() << "x" << x.cols() << " does not fit shape " << in.channels << "x" << in.height
-      << "x" << in.width;
+      << "input " << x.rows() << "x" << x.cols() << " does not fit shape " << in.channels << "x" << in.height << "x"
+      << in.width;
   return x.cols() / static_cast<index>(in.plane());
 }
 
@@ -79,11 +79,10 @@ class flatten_layer final : public layer {
   shape3 in_;
 };
 
-
 }  // namespace
 
 std::vector<tensor_info> describe_tensors(const std::vector<std::unique_ptr<layer>>& layers, const std::string& prefix,
-                                         const std::string& unnamed) {
+                                          const std::string& unnamed) {
   std::vector<tensor_info> out;
   std::size_t params = 0;
   std::size_t buffers = 0;

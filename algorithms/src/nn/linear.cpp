@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "prsgd/common/check.hpp"
 #include "layer_kernels.hpp"
+#include "prsgd/common/check.hpp"
 
 namespace prsgd::algorithms {
 namespace {

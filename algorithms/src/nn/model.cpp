@@ -7,9 +7,9 @@
 #include <set>
 #include <sstream>
 
+#include "layer_fusion.hpp"
 #include "prsgd/algorithms/models.hpp"
 #include "prsgd/common/check.hpp"
-#include "layer_fusion.hpp"
 
 namespace prsgd::algorithms {
 
@@ -127,13 +127,15 @@ expected<void> check_tensors(const std::string& model_name, const std::vector<st
       }
       for (std::size_t i = t.offset; i < t.offset + t.size(); ++i) {
         if (covered[i]) {
-          return fail(errc::invalid_argument, "tensors of layer " + l->describe() + " in model " + model_name +
-                                                  " overlap at " + t.name);
+          return fail(errc::invalid_argument,
+                      "tensors of layer " + l->describe() + " in model " + model_name + " overlap at " + t.name);
         }
         covered[i] = true;
       }
     }
-    const auto all = [](const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); };
+    const auto all = [](const std::vector<bool>& v) {
+      return std::all_of(v.begin(), v.end(), [](bool b) { return b; });
+    };
     if (!all(params) || !all(buffers)) {
       return fail(errc::invalid_argument, "the tensors of layer " + l->describe() + " in model " + model_name +
                                               " do not cover all of its parameters and buffers");
@@ -188,8 +190,8 @@ std::unique_ptr<model> model::clone() const {
 
 expected<void> model::set_params(std::span<const float> values) {
   if (values.size() != flat_.size()) {
-    return fail(errc::invalid_argument, "expected " + std::to_string(flat_.size()) + " values, got " +
-                                            std::to_string(values.size()));
+    return fail(errc::invalid_argument,
+                "expected " + std::to_string(flat_.size()) + " values, got " + std::to_string(values.size()));
   }
   std::copy(values.begin(), values.end(), flat_.values().begin());
   return {};
@@ -306,12 +308,12 @@ evaluation model::evaluate(const dataset& data, std::size_t batch_size) {
 
 std::string model::summary() const {
   std::ostringstream s;
-  s << name_ << ": input " << input_.channels << "x" << input_.height << "x" << input_.width << ", "
-    << num_trainable() << " trainable parameters, " << (num_params() - num_trainable()) << " buffers\n";
+  s << name_ << ": input " << input_.channels << "x" << input_.height << "x" << input_.width << ", " << num_trainable()
+    << " trainable parameters, " << (num_params() - num_trainable()) << " buffers\n";
   for (const auto& l : layers_) {
     const shape3 o = l->output_shape();
-    s << "  " << l->describe() << " -> " << o.channels << "x" << o.height << "x" << o.width << "  ("
-      << l->num_params() << ")\n";
+    s << "  " << l->describe() << " -> " << o.channels << "x" << o.height << "x" << o.width << "  (" << l->num_params()
+      << ")\n";
   }
   return s.str();
 }
@@ -320,8 +322,7 @@ std::string model::summary() const {
 
 namespace {
 expected<void> check_config(const model_config& config) {
-  if (config.input.channels <= 0 || config.input.height <= 0 || config.input.width <= 0 ||
-      config.num_classes <= 0) {
+  if (config.input.channels <= 0 || config.input.height <= 0 || config.input.width <= 0 || config.num_classes <= 0) {
     return fail(errc::invalid_argument, "model_config needs a positive input shape and class count");
   }
   return {};
@@ -378,7 +379,8 @@ expected<std::unique_ptr<model>> make_fmnist_resnet(const model_config& config, 
     }
   }
   b.global_avg_pool().linear(config.num_classes).named("fc");
-  const std::string name = blocks_per_stage == 3 ? "fmnist-resnet" : "fmnist-resnet" + std::to_string(6 * blocks_per_stage + 2);
+  const std::string name =
+      blocks_per_stage == 3 ? "fmnist-resnet" : "fmnist-resnet" + std::to_string(6 * blocks_per_stage + 2);
   return model::make(name, config.input, config.num_classes, b.take(), config.seed);
 }
 

@@ -190,8 +190,8 @@ expected<std::unique_ptr<model>> make_spec_model(const model_spec& spec, const m
       }
       case spec_layer_kind::max_pool:
         if (s.height < l.kernel || s.width < l.kernel) {
-          return fail(errc::invalid_argument, at + "a " + std::to_string(l.kernel) + "x" + std::to_string(l.kernel) +
-                                                  " max pool does not fit");
+          return fail(errc::invalid_argument,
+                      at + "a " + std::to_string(l.kernel) + "x" + std::to_string(l.kernel) + " max pool does not fit");
         }
         s = {s.channels, s.height / l.kernel, s.width / l.kernel};
         break;
@@ -199,18 +199,13 @@ expected<std::unique_ptr<model>> make_spec_model(const model_spec& spec, const m
         params += (s.size() + 1) * static_cast<std::size_t>(l.out);
         s = {l.out, 1, 1};
         break;
-      case spec_layer_kind::batch_norm:
-        params += 2 * static_cast<std::size_t>(s.channels);
-        break;
-      case spec_layer_kind::global_avg_pool:
-        s = {s.channels, 1, 1};
-        break;
-      case spec_layer_kind::relu:
-        break;
+      case spec_layer_kind::batch_norm: params += 2 * static_cast<std::size_t>(s.channels); break;
+      case spec_layer_kind::global_avg_pool: s = {s.channels, 1, 1}; break;
+      case spec_layer_kind::relu: break;
     }
     if (params > max_params) {
-      return fail(errc::invalid_argument, quoted + " would have more than " + std::to_string(max_params) +
-                                              " parameters");
+      return fail(errc::invalid_argument,
+                  quoted + " would have more than " + std::to_string(max_params) + " parameters");
     }
   }
   network_builder b(in);

@@ -10,9 +10,9 @@
 #include <immintrin.h>
 #endif
 
-#include "prsgd/common/check.hpp"
 #include "direct_conv.hpp"
 #include "layer_kernels.hpp"
+#include "prsgd/common/check.hpp"
 
 namespace prsgd::algorithms {
 namespace {
@@ -71,8 +71,8 @@ using direct_conv::first_lanes;
 // index that arg uses for r0[0], `wd` the distance from r0 to r1 in those indices. With `relu`, outputs
 // whose maximum is not positive become 0 with arg -1 (as in max_pool_layer::forward).
 __attribute__((target("avx512f"))) void pool2_forward_row_avx512(const float* r0, const float* r1, float* out,
-                                                                std::int32_t* arg, index ow, std::int32_t at0,
-                                                                std::int32_t wd, bool relu) {
+                                                                 std::int32_t* arg, index ow, std::int32_t at0,
+                                                                 std::int32_t wd, bool relu) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i even = _mm512_add_epi32(lane, lane);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
@@ -110,8 +110,8 @@ __attribute__((target("avx512f"))) void pool2_forward_row_avx512(const float* r0
 // The backward of one output row when the windows tile the input: writes d0[0, 2*ow) and d1[0, 2*ow),
 // the gradient g[j] at the position arg[j] names (indices as in pool2_forward_row_avx512), 0 elsewhere.
 __attribute__((target("avx512f"))) void pool2_backward_row_avx512(const float* g, const std::int32_t* arg, float* d0,
-                                                                 float* d1, index ow, std::int32_t at0,
-                                                                 std::int32_t wd) {
+                                                                  float* d1, index ow, std::int32_t at0,
+                                                                  std::int32_t wd) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i even = _mm512_add_epi32(lane, lane);
   // Interleaving x (even positions) and y (odd): x0 y0 x1 y1 ... from lanes 0-7, then lanes 8-15.
@@ -123,8 +123,9 @@ __attribute__((target("avx512f"))) void pool2_backward_row_avx512(const float* g
     const __mmask16 lo = first_lanes(2 * n);
     const __mmask16 hi = first_lanes(2 * n - 16);
     const __m512 gv = _mm512_maskz_loadu_ps(m, g + j);
-    const __m512i local = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, arg + j),
-                                           _mm512_add_epi32(_mm512_set1_epi32(at0 + 2 * static_cast<std::int32_t>(j)), even));
+    const __m512i local =
+        _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, arg + j),
+                         _mm512_add_epi32(_mm512_set1_epi32(at0 + 2 * static_cast<std::int32_t>(j)), even));
     const __m512 v00 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(local, _mm512_setzero_si512()), gv);
     const __m512 v01 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(local, _mm512_set1_epi32(1)), gv);
     const __m512 v10 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(local, _mm512_set1_epi32(wd)), gv);

@@ -86,8 +86,7 @@ class residual_layer final : public layer {
     if (shortcut_.empty()) {
       PRSGD_CHECK(in_ == out_) << "identity shortcut needs equal input and output shapes";
     } else {
-      PRSGD_CHECK(shortcut_.layers().front()->input_shape() == in_ &&
-                  shortcut_.layers().back()->output_shape() == out_)
+      PRSGD_CHECK(shortcut_.layers().front()->input_shape() == in_ && shortcut_.layers().back()->output_shape() == out_)
           << "residual paths disagree on shapes";
     }
   }

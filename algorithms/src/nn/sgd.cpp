@@ -53,8 +53,8 @@ void momentum_step(float* __restrict p, const float* __restrict g, float* __rest
 }
 
 template <bool WeightDecay, bool Nesterov>
-void first_momentum_step(float* __restrict p, const float* __restrict g, float* __restrict b, std::size_t n,
-                         float lr, float wd, float mu) {
+void first_momentum_step(float* __restrict p, const float* __restrict g, float* __restrict b, std::size_t n, float lr,
+                         float wd, float mu) {
   for (std::size_t i = 0; i < n; ++i) {
     float d = g[i];
     if constexpr (WeightDecay) {

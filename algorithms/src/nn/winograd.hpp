@@ -273,8 +273,7 @@ class conv {
     for (index ty = 0; ty < th_; ++ty) {
       for (index tx = 0; tx < tw_; ++tx) {
         for (index g = 0; g < channels; g += 16) {
-          transform_2d<T>(src + ty * s.ty + tx * s.tx + g, s.row, s.col, dst + ty * d.ty + tx * d.tx + g, d.row,
-                          d.col);
+          transform_2d<T>(src + ty * s.ty + tx * s.tx + g, s.row, s.col, dst + ty * d.ty + tx * d.tx + g, d.row, d.col);
         }
       }
     }
@@ -308,16 +307,16 @@ class conv {
   index tw_ = 0;
   index hp_ = 0;  // the position-major padded input's rows and columns (2 th + 4, 2 tw + 4)
   index wp_ = 0;
-  direct_conv::plan gemm_;  // one tap's GEMM, tiles as positions
-  index tiles_pad_ = 0;     // positions per tap in vt_ and m_ (tiles and the GEMM blocks' overhang)
-  std::vector<float> u_;    // transformed weights (36, cin, cout)
-  std::vector<float> xt_;   // the padded input, position-major (hp, wp, cin); the borders stay zero
-  std::vector<float> vt_;   // transformed input tiles (36, tiles_pad, cin)
-  std::vector<float> m_;    // the GEMMs' products (36, tiles_pad, cout)
-  std::vector<float> out_;  // the output (2 th, 2 tw, cout)
-  direct_conv::plan dw_gemm_;          // one tap's weight-gradient GEMM (if weight_grad_supported())
-  std::vector<float> du_;              // the weight gradient's sum, transformed (36, cin, cout)
-  std::vector<float> du_sample_;       // one tap's GEMM result (cin, cout)
+  direct_conv::plan gemm_;        // one tap's GEMM, tiles as positions
+  index tiles_pad_ = 0;           // positions per tap in vt_ and m_ (tiles and the GEMM blocks' overhang)
+  std::vector<float> u_;          // transformed weights (36, cin, cout)
+  std::vector<float> xt_;         // the padded input, position-major (hp, wp, cin); the borders stay zero
+  std::vector<float> vt_;         // transformed input tiles (36, tiles_pad, cin)
+  std::vector<float> m_;          // the GEMMs' products (36, tiles_pad, cout)
+  std::vector<float> out_;        // the output (2 th, 2 tw, cout)
+  direct_conv::plan dw_gemm_;     // one tap's weight-gradient GEMM (if weight_grad_supported())
+  std::vector<float> du_;         // the weight gradient's sum, transformed (36, cin, cout)
+  std::vector<float> du_sample_;  // one tap's GEMM result (cin, cout)
 };
 
 #endif  // PRSGD_NN_DIRECT_CONV

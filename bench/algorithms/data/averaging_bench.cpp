@@ -129,8 +129,7 @@ BENCHMARK_CAPTURE(BM_Average, samples, averaging_rule::by_samples)->Apply(args);
 BENCHMARK_CAPTURE(BM_Average, step_normalised, averaging_rule::step_normalised)->Apply(args);
 // The two store policies that store_policy::automatic picks between (at streaming_store_threshold()).
 BENCHMARK_CAPTURE(BM_Average, uniform_normal_stores, averaging_rule::uniform, store_policy::normal)->Apply(args);
-BENCHMARK_CAPTURE(BM_Average, uniform_streaming_stores, averaging_rule::uniform, store_policy::streaming)
-    ->Apply(args);
+BENCHMARK_CAPTURE(BM_Average, uniform_streaming_stores, averaging_rule::uniform, store_policy::streaming)->Apply(args);
 BENCHMARK(BM_StreamingSum)->Apply(args);
 BENCHMARK(BM_Memcpy)->Apply(args);
 BENCHMARK_MAIN();

@@ -101,9 +101,10 @@ int throughput(const std::string& name, int steps) {
   const double secs = seconds_since(start);
   const double cpu = process_cpu_seconds() - cpu0;
   const double samples = static_cast<double>(steps) * batch_size;
-  std::printf("{\"impl\": \"prsgd\", \"mode\": \"throughput\", \"model\": \"%s\", \"steps\": %d, \"batch\": %zu, "
-              "\"samples_per_s\": %.1f, \"samples_per_cpu_s\": %.1f, \"peak_rss_mib\": %.1f}\n",
-              name.c_str(), steps, batch_size, samples / secs, samples / cpu, peak_rss_mib());
+  std::printf(
+      "{\"impl\": \"prsgd\", \"mode\": \"throughput\", \"model\": \"%s\", \"steps\": %d, \"batch\": %zu, "
+      "\"samples_per_s\": %.1f, \"samples_per_cpu_s\": %.1f, \"peak_rss_mib\": %.1f}\n",
+      name.c_str(), steps, batch_size, samples / secs, samples / cpu, peak_rss_mib());
   return 0;
 }
 
@@ -143,11 +144,11 @@ int train(const std::string& name, int epochs) {
   }
   const double train_secs = seconds_since(start);
   const evaluation e = m->evaluate(*test_set, batch_size);  // training-sized batches keep peak memory down
-  std::printf("{\"impl\": \"prsgd\", \"mode\": \"train\", \"model\": \"%s\", \"epochs\": %d, \"train_loss\": %.4f, "
-              "\"test_loss\": %.4f, \"test_accuracy\": %.4f, \"train_seconds\": %.1f, \"data_mib\": %.1f, "
-              "\"rss_after_load_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
-              name.c_str(), epochs, last_loss, e.loss, e.accuracy, train_secs, data_mib, rss_after_load,
-              peak_rss_mib());
+  std::printf(
+      "{\"impl\": \"prsgd\", \"mode\": \"train\", \"model\": \"%s\", \"epochs\": %d, \"train_loss\": %.4f, "
+      "\"test_loss\": %.4f, \"test_accuracy\": %.4f, \"train_seconds\": %.1f, \"data_mib\": %.1f, "
+      "\"rss_after_load_mib\": %.1f, \"peak_rss_mib\": %.1f}\n",
+      name.c_str(), epochs, last_loss, e.loss, e.accuracy, train_secs, data_mib, rss_after_load, peak_rss_mib());
   return 0;
 }
 
@@ -166,8 +167,8 @@ bool write_raw(std::ofstream& out, const void* data, std::size_t bytes) {
 // writes, for parity.py: init.f32 (params() before training), batches.u32 (steps * 64 train-set
 // indices: mt19937_64(1) shuffles, one per pass), x0.f32 (the first batch's normalised features),
 // params.f32 (params() after each checkpoint step, see parity_checkpoint), before.f32 (params()
-// before those steps), grads.f32 (those steps' gradients), checkpoints.txt (their step numbers) and loss.txt (one batch loss per step). All binary files are raw native-endian (x86:
-// little-endian) float32 / uint32.
+// before those steps), grads.f32 (those steps' gradients), checkpoints.txt (their step numbers) and loss.txt (one batch
+// loss per step). All binary files are raw native-endian (x86: little-endian) float32 / uint32.
 int parity(const std::string& name, int steps, const std::string& dir) {
   auto train_set = load_fashion_mnist({}, split::train);
   if (!train_set) {
@@ -217,7 +218,8 @@ int parity(const std::string& name, int steps, const std::string& dir) {
     if (checkpoint) {
       previous.assign(p.begin(), p.end());
     }
-    const auto first = batches.begin() + static_cast<std::ptrdiff_t>(step - 1) * static_cast<std::ptrdiff_t>(batch_size);
+    const auto first =
+        batches.begin() + static_cast<std::ptrdiff_t>(step - 1) * static_cast<std::ptrdiff_t>(batch_size);
     std::copy(first, first + static_cast<std::ptrdiff_t>(batch_size), batch.begin());
     char line[32];
     std::snprintf(line, sizeof line, "%.9g\n", static_cast<double>(m->train_step(*train_set, batch, *opt)));
@@ -239,9 +241,10 @@ int parity(const std::string& name, int steps, const std::string& dir) {
     std::fprintf(stderr, "cannot write to %s\n", dir.c_str());
     return 2;
   }
-  std::printf("{\"impl\": \"prsgd\", \"mode\": \"parity\", \"model\": \"%s\", \"steps\": %d, \"params\": %zu, "
-              "\"trainable\": %zu, \"out\": \"%s\"}\n",
-              name.c_str(), steps, p.size(), m->num_trainable(), dir.c_str());
+  std::printf(
+      "{\"impl\": \"prsgd\", \"mode\": \"parity\", \"model\": \"%s\", \"steps\": %d, \"params\": %zu, "
+      "\"trainable\": %zu, \"out\": \"%s\"}\n",
+      name.c_str(), steps, p.size(), m->num_trainable(), dir.c_str());
   return 0;
 }
 
@@ -260,15 +263,19 @@ int write_init(const std::string& name, std::uint64_t seed, const std::string& f
     std::fprintf(stderr, "cannot write %s\n", file.c_str());
     return 1;
   }
-  std::printf("{\"impl\": \"prsgd\", \"mode\": \"init\", \"model\": \"%s\", \"seed\": %llu, \"params\": %zu, \"out\": \"%s\"}\n",
-              name.c_str(), static_cast<unsigned long long>(seed), p.size(), file.c_str());
+  std::printf(
+      "{\"impl\": \"prsgd\", \"mode\": \"init\", \"model\": \"%s\", \"seed\": %llu, \"params\": %zu, \"out\": "
+      "\"%s\"}\n",
+      name.c_str(), static_cast<unsigned long long>(seed), p.size(), file.c_str());
   return 0;
 }
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s throughput|train <model> [steps|epochs]\n       %s parity <model> <steps> <outdir>\n"
-                 "       %s init <model> <seed> <file>\nmodels:", argv[0], argv[0], argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s throughput|train <model> [steps|epochs]\n       %s parity <model> <steps> <outdir>\n"
+                 "       %s init <model> <seed> <file>\nmodels:",
+                 argv[0], argv[0], argv[0]);
     for (const auto& n : model_registry::instance().names()) {
       std::fprintf(stderr, " %s", n.c_str());
     }

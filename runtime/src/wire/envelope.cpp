@@ -93,8 +93,8 @@ expected<void> require(bool ok, std::string_view what) {
 expected<void> check_payload_meta(std::size_t index, const payload& p, std::uint64_t size, const limits& lim) {
   const std::string where = "payload " + std::to_string(index);
   if (size > lim.max_payload_bytes) {
-    return fail(errc::too_large, where + " is " + std::to_string(size) + " bytes, limit " +
-                                     std::to_string(lim.max_payload_bytes));
+    return fail(errc::too_large,
+                where + " is " + std::to_string(size) + " bytes, limit " + std::to_string(lim.max_payload_bytes));
   }
   if (static_cast<std::uint8_t>(p.type) > max_dtype) {
     return fail(errc::protocol_error, where + " has an unknown dtype");
@@ -420,9 +420,7 @@ expected<void> validate(const header& h, const limits& lim) {
       PRSGD_TRY(require(!h.method.empty(), ty + " needs a method"));
       PRSGD_TRY(require(h.correlation_id != 0, ty + " needs a correlation id"));
       break;
-    case message_type::reply:
-      PRSGD_TRY(require(h.correlation_id != 0, ty + " needs a correlation id"));
-      break;
+    case message_type::reply: PRSGD_TRY(require(h.correlation_id != 0, ty + " needs a correlation id")); break;
     case message_type::error:
       PRSGD_TRY(require(h.correlation_id != 0, ty + " needs a correlation id"));
       PRSGD_TRY(require(h.error_code != errc::none, ty + " needs an error code"));
@@ -440,9 +438,7 @@ expected<void> validate(const header& h, const limits& lim) {
       break;
     case message_type::heartbeat:
     case message_type::node_down:
-    case message_type::leave:
-      PRSGD_TRY(require(!h.node.empty(), ty + " needs a node"));
-      break;
+    case message_type::leave: PRSGD_TRY(require(!h.node.empty(), ty + " needs a node")); break;
     case message_type::register_node:
       PRSGD_TRY(require(h.correlation_id != 0, ty + " needs a correlation id"));
       PRSGD_TRY(require(!h.node.empty(), ty + " needs a node"));
@@ -453,9 +449,7 @@ expected<void> validate(const header& h, const limits& lim) {
       PRSGD_TRY(require(!h.name.empty(), ty + " needs a name"));
       PRSGD_TRY(require(h.from.valid(), ty + " needs a from actor"));
       break;
-    case message_type::lookup:
-      PRSGD_TRY(require(h.correlation_id != 0, ty + " needs a correlation id"));
-      break;
+    case message_type::lookup: PRSGD_TRY(require(h.correlation_id != 0, ty + " needs a correlation id")); break;
   }
   return {};
 }
@@ -554,8 +548,8 @@ expected<buffer> encode_header(const envelope& env, const limits& lim) {
     }
   }
   if (bytes.size() > lim.max_header_bytes) {
-    return fail(errc::too_large, "header is " + std::to_string(bytes.size()) + " bytes, limit " +
-                                     std::to_string(lim.max_header_bytes));
+    return fail(errc::too_large,
+                "header is " + std::to_string(bytes.size()) + " bytes, limit " + std::to_string(lim.max_header_bytes));
   }
   return frame::take(std::move(bytes));
 }
@@ -572,8 +566,8 @@ expected<multipart> encode(const envelope& env, const limits& lim) {
     frames.push_back(p.data);
   }
   if (total > lim.max_total_bytes) {
-    return fail(errc::too_large, "message is " + std::to_string(total) + " bytes, limit " +
-                                     std::to_string(lim.max_total_bytes));
+    return fail(errc::too_large,
+                "message is " + std::to_string(total) + " bytes, limit " + std::to_string(lim.max_total_bytes));
   }
   return frames;
 }
@@ -583,8 +577,8 @@ std::optional<std::pair<message_type, std::uint64_t>> peek_request(const buffer&
     return std::nullopt;
   }
   try {
-    const msgpack::unpack_limit ulim(lim.max_payloads, max_header_keys, lim.max_context_bytes, lim.max_header_bytes,
-                                     0, 4);
+    const msgpack::unpack_limit ulim(lim.max_payloads, max_header_keys, lim.max_context_bytes, lim.max_header_bytes, 0,
+                                     4);
     const msgpack::object_handle oh =
         msgpack::unpack(reinterpret_cast<const char*>(head.data()), head.size(), nullptr, nullptr, ulim);
     const msgpack::object& root = oh.get();
@@ -628,8 +622,8 @@ expected<envelope> decode(std::span<const buffer> frames, const limits& lim) {
     return fail(errc::protocol_error, "empty header frame");
   }
   if (head.size() > lim.max_header_bytes) {
-    return fail(errc::too_large, "header is " + std::to_string(head.size()) + " bytes, limit " +
-                                     std::to_string(lim.max_header_bytes));
+    return fail(errc::too_large,
+                "header is " + std::to_string(head.size()) + " bytes, limit " + std::to_string(lim.max_header_bytes));
   }
   std::uint64_t total = head.size();
   for (std::size_t i = 1; i < frames.size(); ++i) {
@@ -639,16 +633,16 @@ expected<envelope> decode(std::span<const buffer> frames, const limits& lim) {
     total += frames[i].size();
   }
   if (total > lim.max_total_bytes) {
-    return fail(errc::too_large, "message is " + std::to_string(total) + " bytes, limit " +
-                                     std::to_string(lim.max_total_bytes));
+    return fail(errc::too_large,
+                "message is " + std::to_string(total) + " bytes, limit " + std::to_string(lim.max_total_bytes));
   }
 
   // Bounds on the msgpack object tree keep a hostile header from allocating much: no array may be
   // longer than the payload limit (or an address/descriptor), no string longer than the longest
   // field, no bin longer than the header, no ext at all, and no nesting deeper than the schema.
   const std::size_t max_array = std::max<std::size_t>(lim.max_payloads, std::max<std::size_t>(lim.max_rank, 4));
-  const std::size_t max_str = std::max({lim.max_name_bytes, lim.max_node_bytes, lim.max_endpoint_bytes,
-                                        lim.max_context_bytes});
+  const std::size_t max_str =
+      std::max({lim.max_name_bytes, lim.max_node_bytes, lim.max_endpoint_bytes, lim.max_context_bytes});
   const msgpack::unpack_limit ulim(max_array, max_header_keys, max_str, lim.max_header_bytes, 0, 4);
   decoded_header parsed;
   try {
@@ -656,11 +650,10 @@ expected<envelope> decode(std::span<const buffer> frames, const limits& lim) {
     // The parsed tree only lives until parse_header copied it out; a zone sized for a typical header
     // avoids msgpack's default 8 KiB chunk (a large-bin malloc per message). It grows if needed.
     msgpack::zone zone(std::clamp<std::size_t>(head.size() * 4, 512, 8192));
-    const msgpack::object root = msgpack::unpack(zone, reinterpret_cast<const char*>(head.data()), head.size(),
-                                                 offset, nullptr, nullptr, ulim);
+    const msgpack::object root =
+        msgpack::unpack(zone, reinterpret_cast<const char*>(head.data()), head.size(), offset, nullptr, nullptr, ulim);
     if (offset != head.size()) {
-      return fail(errc::protocol_error, "header frame has " + std::to_string(head.size() - offset) +
-                                            " trailing bytes");
+      return fail(errc::protocol_error, "header frame has " + std::to_string(head.size() - offset) + " trailing bytes");
     }
     auto p = parse_header(root, lim);
     PRSGD_TRY(p);

@@ -19,8 +19,8 @@ void node::impl::on_message(peer_id peer, multipart msg) {
   if (!env) {
     ++malformed_;
     if (malformed_warnings_.allow(system_.engine()->time().now())) {
-      PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' rejected a malformed message from peer " << peer
-                                 << ": " << env.error().message() << malformed_warnings_.suffix();
+      PRSGD_LOG(warn, component) << "node '" << cfg_.name << "' rejected a malformed message from peer " << peer << ": "
+                                 << env.error().message() << malformed_warnings_.suffix();
     }
     if (!msg.empty()) {
       if (auto req = peek_request(msg.front(), cfg_.wire_limits); req && wants_answer(req->first)) {
@@ -108,8 +108,8 @@ void node::impl::reject(peer_id peer, const envelope& e, const error& why) {
     send_error(peer, e.hdr.correlation_id, e.hdr.from, why);
   }
 }
-std::shared_ptr<runtime::detail::cell> node::impl::local_cell(const actor_address& to,
-                                                              const std::string& to_name, error& why) const {
+std::shared_ptr<runtime::detail::cell> node::impl::local_cell(const actor_address& to, const std::string& to_name,
+                                                              error& why) const {
   std::shared_ptr<runtime::detail::cell> c;
   if (!to_name.empty()) {
     c = system_.engine()->lookup(to_name);
@@ -119,8 +119,8 @@ std::shared_ptr<runtime::detail::cell> node::impl::local_cell(const actor_addres
     return c;
   }
   if (to.node != cfg_.name) {
-    why = error{errc::not_found, "actor " + to.node + ":" + std::to_string(to.id) + " is not on node '" +
-                                     cfg_.name + "'"};
+    why = error{errc::not_found,
+                "actor " + to.node + ":" + std::to_string(to.id) + " is not on node '" + cfg_.name + "'"};
     return nullptr;
   }
   c = system_.engine()->find(to.id);
@@ -185,8 +185,7 @@ void node::impl::handle_spawn(peer_id peer, envelope& e) {
     reject(peer, e, addr.error());
     return;
   }
-  PRSGD_LOG(debug, component) << "node '" << cfg_.name << "' spawned " << e.hdr.type_name << " as "
-                              << addr->id().local;
+  PRSGD_LOG(debug, component) << "node '" << cfg_.name << "' spawned " << e.hdr.type_name << " as " << addr->id().local;
   send_result(peer, e.hdr.correlation_id, actor_address{cfg_.name, 0}, e.hdr.from,
               pack_value(actor_address{cfg_.name, addr->id().local}));
 }
@@ -203,8 +202,8 @@ void node::impl::send_error(peer_id peer, std::uint64_t cid, const actor_address
     PRSGD_LOG(warn, component) << "cannot send error reply: " << r.error().message();
   }
 }
-void node::impl::send_result(peer_id peer, std::uint64_t cid, const actor_address& from,
-                             const actor_address& to, expected<std::vector<std::byte>> result) {
+void node::impl::send_result(peer_id peer, std::uint64_t cid, const actor_address& from, const actor_address& to,
+                             expected<std::vector<std::byte>> result) {
   if (!result) {
     send_error(peer, cid, to, result.error());
     return;

@@ -78,7 +78,8 @@ bool node::impl::forward(peer_id from_peer, const envelope& e, const std::string
   }
   if (!wants_answer(e.hdr.type)) {
     if (auto r = send_to_peer(*to_peer, e); !r) {
-      PRSGD_LOG(warn, component) << "cannot forward " << to_string(e.hdr.type) << " to '" << target << "': " << r.error().message();
+      PRSGD_LOG(warn, component) << "cannot forward " << to_string(e.hdr.type) << " to '" << target
+                                 << "': " << r.error().message();
     }
     return true;
   }
@@ -122,8 +123,9 @@ void node::impl::handle_head_request(peer_id peer, envelope& e) {
         own = m != members_.end() && m->second.peer == peer;
       }
       if (!own) {
-        refuse_unauthorised(peer, e, "register_name for an actor of node '" + e.hdr.from.node +
-                                         "', which is not the node registered by this connection");
+        refuse_unauthorised(peer, e,
+                            "register_name for an actor of node '" + e.hdr.from.node +
+                                "', which is not the node registered by this connection");
         return;
       }
       const mutex_lock lock{mu_};

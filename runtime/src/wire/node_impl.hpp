@@ -105,8 +105,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   void send_request_to(peer_id peer, const std::string& target_node, envelope env, reply_fn done);
   void arm_deadline_timer(clock_source::time_point when);
   void expire_requests();
-  bool complete(std::uint64_t cid, expected<std::vector<std::byte>> result,
-                std::optional<peer_id> from = std::nullopt);
+  bool complete(std::uint64_t cid, expected<std::vector<std::byte>> result, std::optional<peer_id> from = std::nullopt);
   std::uint64_t new_correlation_id() PRSGD_REQUIRES(mu_);
   void refuse_unauthorised(peer_id peer, const envelope& e, const std::string& why);
   static bool is_set(const actor_address& a) { return !a.node.empty() || a.id != 0; }
@@ -129,8 +128,7 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   void handle_demonitor(peer_id peer, const envelope& e);
   inline void relay_done(peer_id peer, const actor_address& watcher, const actor_address& target);
   void handle_down(peer_id peer, const envelope& e);
-  void deliver_down(const std::weak_ptr<runtime::detail::cell>& watcher, const actor_address& source,
-                    error reason);
+  void deliver_down(const std::weak_ptr<runtime::detail::cell>& watcher, const actor_address& source, error reason);
   void send_down(peer_id peer, const actor_address& dead, const actor_address& watcher, const error& reason);
   inline node_id node_number(const std::string& name);
   inline std::optional<actor_address> address_of(actor_id id) const;
@@ -182,8 +180,8 @@ class node::impl : public std::enable_shared_from_this<node::impl> {
   mutable mutex mu_;
   bool stopped_ PRSGD_GUARDED_BY(mu_) = false;
   std::optional<peer_id> head_peer_ PRSGD_GUARDED_BY(mu_);
-  std::map<std::string, member> members_ PRSGD_GUARDED_BY(mu_);        // head only
-  std::map<std::string, actor_address> names_ PRSGD_GUARDED_BY(mu_);   // head only
+  std::map<std::string, member> members_ PRSGD_GUARDED_BY(mu_);       // head only
+  std::map<std::string, actor_address> names_ PRSGD_GUARDED_BY(mu_);  // head only
   // Correlation ids are random, so a peer cannot guess the id of another peer's request.
   std::mt19937_64 cid_rng_ PRSGD_GUARDED_BY(mu_){std::random_device{}()};
   std::unordered_map<std::uint64_t, pending> pending_ PRSGD_GUARDED_BY(mu_);

@@ -107,8 +107,8 @@ void node::impl::handle_down(peer_id peer, const envelope& e) {
   }
   deliver_down(watcher, e.hdr.from, error{e.hdr.error_code, e.hdr.error_context});
 }
-void node::impl::deliver_down(const std::weak_ptr<runtime::detail::cell>& watcher,
-                              const actor_address& source, error reason) {
+void node::impl::deliver_down(const std::weak_ptr<runtime::detail::cell>& watcher, const actor_address& source,
+                              error reason) {
   auto c = watcher.lock();
   if (!c) {
     return;

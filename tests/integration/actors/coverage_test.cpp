@@ -118,9 +118,9 @@ class CoverageTest : public ::testing::Test {
 
 TEST_F(CoverageTest, EverySampleOncePerEpochWithJoinsALeaveAndAKill) {
   auto args = data_args();
-  args.insert(args.end(), {"--epochs", std::to_string(epochs), "--interval", "4", "--min-workers", "2",
-                           "--max-workers", "4", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500",
-                           "--metrics-jsonl", metrics_, "--progress", "off", "--eval-every", "0"});
+  args.insert(args.end(), {"--epochs", std::to_string(epochs), "--interval", "4", "--min-workers", "2", "--max-workers",
+                           "4", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--metrics-jsonl", metrics_,
+                           "--progress", "off", "--eval-every", "0"});
   auto averager = job_.start_averager(args);
   ASSERT_TRUE(averager) << job_.log("averager");
   const pid_t w1 = start_worker(1);

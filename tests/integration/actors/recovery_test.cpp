@@ -97,10 +97,26 @@ line parse(const std::string& text) {
 class RecoveryTest : public ::testing::Test {
  protected:
   std::vector<std::string> averager_args(int rounds, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> a{"--model", "fmnist-mlp", "--rounds", std::to_string(rounds), "--interval", "4",
-                               "--batch", "32", "--lr", "0.05", "--heartbeat-ms", "100", "--heartbeat-timeout-ms",
-                               std::to_string(timeout_ms_), "--metrics-jsonl", metrics_, "--progress", "off",
-                               "--eval-every", "0"};
+    std::vector<std::string> a{"--model",
+                               "fmnist-mlp",
+                               "--rounds",
+                               std::to_string(rounds),
+                               "--interval",
+                               "4",
+                               "--batch",
+                               "32",
+                               "--lr",
+                               "0.05",
+                               "--heartbeat-ms",
+                               "100",
+                               "--heartbeat-timeout-ms",
+                               std::to_string(timeout_ms_),
+                               "--metrics-jsonl",
+                               metrics_,
+                               "--progress",
+                               "off",
+                               "--eval-every",
+                               "0"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -116,9 +132,9 @@ class RecoveryTest : public ::testing::Test {
   }
 
   pid_t start_worker(int id, const std::string& batch = "32", const std::string& slowdown_ms = "15") {
-    return job_.start_worker(id, {"--model", "fmnist-mlp", "--batch", batch,
-                                  "--lr", "0.05", "--heartbeat-ms", "100", "--heartbeat-timeout-ms",
-                                  std::to_string(timeout_ms_), "--slowdown-ms", slowdown_ms, "--progress", "off"});
+    return job_.start_worker(
+        id, {"--model", "fmnist-mlp", "--batch", batch, "--lr", "0.05", "--heartbeat-ms", "100",
+             "--heartbeat-timeout-ms", std::to_string(timeout_ms_), "--slowdown-ms", slowdown_ms, "--progress", "off"});
   }
 
   /// Waits for `pid` to exit within scaled(`timeout`); returns its status (128+signal), or nullopt.
@@ -205,8 +221,7 @@ TEST_F(RecoveryTest, KilledWorkerIsDroppedAfterTheTimeoutAndARestartedOneRejoins
   for (int i = 0; i < 3; ++i) {
     workers.push_back(start_worker(i));
   }
-  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 5; }, 60s))
-      << log("averager");
+  ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 5; }, 60s)) << log("averager");
   const auto killed_at = std::chrono::steady_clock::now();
   ::kill(workers[2], SIGKILL);
   ASSERT_TRUE(wait_exit(workers[2], 5s));
@@ -215,14 +230,18 @@ TEST_F(RecoveryTest, KilledWorkerIsDroppedAfterTheTimeoutAndARestartedOneRejoins
   const auto removal_latency = std::chrono::steady_clock::now() - killed_at;
   EXPECT_LT(removal_latency, test::scaled(10s))
       << "removal must follow the heartbeat timeout (1 s), not hang the barrier";
-  ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") &&
-                                                      l.get("members") == 2; }, 20s))
-      << "the barrier must go on with the two survivors\n" << log("averager");
+  ASSERT_TRUE(wait_line(
+      [&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") && l.get("members") == 2; },
+      20s))
+      << "the barrier must go on with the two survivors\n"
+      << log("averager");
 
   start_worker(2);  // a new incarnation of the same worker id
-  ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") &&
-                                                      l.get("members") == 3; }, 30s))
-      << "the restarted worker never rejoined\n" << log("averager") << log("worker-2");
+  ASSERT_TRUE(wait_line(
+      [&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") && l.get("members") == 3; },
+      30s))
+      << "the restarted worker never rejoined\n"
+      << log("averager") << log("worker-2");
   auto status = wait_exit(avg, 120s);
   ASSERT_TRUE(status) << log("averager");
   EXPECT_EQ(*status, 0) << log("averager");
@@ -254,8 +273,9 @@ TEST_F(RecoveryTest, WorkerGivenSigtermLeavesAtOnceInsteadOfTimingOut) {
   auto removed = wait_line([](const line& l) { return round_line(l) && l.get("removed") >= 1; }, 10s);
   ASSERT_TRUE(removed) << log("averager");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, test::scaled(10s));
-  ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") &&
-                                                      l.get("members") == 1; }, 10s))
+  ASSERT_TRUE(wait_line(
+      [&](const line& l) { return round_line(l) && l.get("round") > removed->get("round") && l.get("members") == 1; },
+      10s))
       << log("averager");
   // Without a checkpoint directory, SIGTERM on the averager ends the job: STOP, final evaluation, done line.
   ::kill(avg, SIGTERM);
@@ -359,7 +379,8 @@ TEST_F(RecoveryTest, AveragerSigtermCheckpointsTheOpenRoundAndARestartLosesNothi
 TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent) {
   const auto ckpt = job_.path("ckpt");
   auto args = [&] {
-    auto a = averager_args(120, {"--min-workers", "3", "--max-workers", "4", "--checkpoint-dir", ckpt, "--checkpoint-every", "10"});
+    auto a = averager_args(
+        120, {"--min-workers", "3", "--max-workers", "4", "--checkpoint-dir", ckpt, "--checkpoint-every", "10"});
     for (std::size_t i = 0; i + 1 < a.size(); ++i) {
       if (a[i] == "--interval") {
         a[i + 1] = "8";
@@ -381,7 +402,8 @@ TEST_F(RecoveryTest, WorkerCrashJoinAndAveragerCrashInOneRunStillReach85Percent)
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("removed") >= 1; }, 20s)) << log("averager");
   workers[2] = start_worker(3, "64", "4");  // the fourth worker joins; the averager numbers members 1, 2, 3, 4
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.arrival.contains(4); }, 30s))
-      << "the fourth worker never entered an average\n" << log("averager") << log("worker-3");
+      << "the fourth worker never entered an average\n"
+      << log("averager") << log("worker-3");
   ASSERT_TRUE(wait_line([](const line& l) { return round_line(l) && l.get("round") >= 50; }, 90s)) << log("averager");
   ::kill(avg, SIGKILL);
   ASSERT_TRUE(wait_exit(avg, 5s));
@@ -504,7 +526,7 @@ TEST_F(RecoveryTest, SeededKillScheduleLeavesOneLinePerRoundAndOneDone) {
     std::mt19937 rng(static_cast<std::mt19937::result_type>(seed));
     const std::string tag = "s" + std::to_string(seed);
     metrics_ = job_.path("metrics-" + tag + ".jsonl");
-    const std::vector<std::string> extra{"--min-workers", "2", "--checkpoint-dir", job_.path("ckpt-" + tag),
+    const std::vector<std::string> extra{"--min-workers",      "2", "--checkpoint-dir", job_.path("ckpt-" + tag),
                                          "--checkpoint-every", "3"};
     int restarts = 0;
     auto first = job_.start_averager(averager_args(planned, extra), "averager-" + tag);
@@ -519,7 +541,8 @@ TEST_F(RecoveryTest, SeededKillScheduleLeavesOneLinePerRoundAndOneDone) {
         break;
       }
       ASSERT_TRUE(wait_line([&](const line& l) { return round_line(l) && l.get("round") >= target; }, 90s))
-          << "round " << target << " never closed\n" << log("averager-" + tag);
+          << "round " << target << " never closed\n"
+          << log("averager-" + tag);
       // Anywhere in the next round: just after a line, a checkpoint, or in the middle of training.
       std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 250)(rng)));
       const int victim = std::uniform_int_distribution<int>(-1, 1)(rng);  // -1: the averager
@@ -554,10 +577,29 @@ TEST_F(RecoveryTest, SeededKillScheduleLeavesOneLinePerRoundAndOneDone) {
 // the wall-clock idle times of two separate jobs do not compare.
 TEST_F(RecoveryTest, TimeBalancedIntervalsGiveTheSlowedWorkerShorterIntervals) {
   const auto m = job_.path("metrics.jsonl");
-  const pid_t local = job_.start(
-      "local", {"local", "--workers", "3", "--slowdown-ms", "0,0,30", "--model", "fmnist-mlp", "--interval", "8",
-                "--batch", "32", "--rounds", "40", "--interval-policy", "time-balanced", "--averaging",
-                "step-normalised", "--metrics-jsonl", m, "--log-dir", job_.path("logs"), "--progress", "off"});
+  const pid_t local = job_.start("local", {"local",
+                                           "--workers",
+                                           "3",
+                                           "--slowdown-ms",
+                                           "0,0,30",
+                                           "--model",
+                                           "fmnist-mlp",
+                                           "--interval",
+                                           "8",
+                                           "--batch",
+                                           "32",
+                                           "--rounds",
+                                           "40",
+                                           "--interval-policy",
+                                           "time-balanced",
+                                           "--averaging",
+                                           "step-normalised",
+                                           "--metrics-jsonl",
+                                           m,
+                                           "--log-dir",
+                                           job_.path("logs"),
+                                           "--progress",
+                                           "off"});
   ASSERT_EQ(wait_exit(local, 180s), 0) << log("local");
 #if defined(__SANITIZE_THREAD__)
   // The job ran above (races end a TSan-instrumented process with a non-zero status). Instrumented steps

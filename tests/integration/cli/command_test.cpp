@@ -81,8 +81,8 @@ TEST_F(CommandTest, PluginModelIsKnownToTheRegistry) {
 }
 
 TEST_F(CommandTest, LocalStartsAveragerAndWorkersAndReportsEachExit) {
-  auto r = run({"local", "--workers", "2", "--rounds", "1", "--log-dir", "logs", "--progress", "off",
-                "--grace-s", "1"});
+  auto r =
+      run({"local", "--workers", "2", "--rounds", "1", "--log-dir", "logs", "--progress", "off", "--grace-s", "1"});
   EXPECT_EQ(r.status, 0) << r.err << read(path("logs/averager.log"));
   for (const char* name : {"averager", "worker-0", "worker-1"}) {
     EXPECT_TRUE(std::filesystem::exists(path(std::string{"logs/"} + name + ".log"))) << name;
@@ -100,11 +100,26 @@ TEST_F(CommandTest, LocalStartsAveragerAndWorkersAndReportsEachExit) {
 // Directories named by --log-dir and --metrics-jsonl are created; a job run again on its --checkpoint-dir keeps
 // the rounds its metrics file already holds (here the job had finished, so the second run only says so).
 TEST_F(CommandTest, LocalCreatesItsDirectoriesAndKeepsTheRoundsOfAResumedJob) {
-  const std::vector<std::string> args{"local",        "--workers",     "1",       "--rounds",
-                                      "3",            "--interval",    "2",       "--batch",
-                                      "16",           "--log-dir",     "logs/a/b", "--metrics-jsonl",
-                                      "runs/x/m.jsonl", "--checkpoint-dir", "ckpt", "--checkpoint-every",
-                                      "1",            "--progress",    "off",     "--grace-s",
+  const std::vector<std::string> args{"local",
+                                      "--workers",
+                                      "1",
+                                      "--rounds",
+                                      "3",
+                                      "--interval",
+                                      "2",
+                                      "--batch",
+                                      "16",
+                                      "--log-dir",
+                                      "logs/a/b",
+                                      "--metrics-jsonl",
+                                      "runs/x/m.jsonl",
+                                      "--checkpoint-dir",
+                                      "ckpt",
+                                      "--checkpoint-every",
+                                      "1",
+                                      "--progress",
+                                      "off",
+                                      "--grace-s",
                                       "1"};
   const auto rounds_in = [&] {
     int n = 0;
@@ -128,13 +143,13 @@ TEST_F(CommandTest, LocalReportsAnAveragerThatExitsBeforeListeningAndStartsNoWor
   const prsgd::test::held_tcp_port taken{/*listen=*/true};
   ASSERT_GT(taken.port(), 0);
   const std::string port = std::to_string(taken.port());
-  auto r = run({"local", "--workers", "2", "--rounds", "1", "--port", port, "--log-dir", "logs", "--progress",
-                "off"});
+  auto r = run({"local", "--workers", "2", "--rounds", "1", "--port", port, "--log-dir", "logs", "--progress", "off"});
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("prsgd local: averager exited with status 1 before it listened; the end of "), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("  prsgd averager: cannot start on tcp://127.0.0.1:" + port), std::string::npos)
-      << "the averager's own error is shown from its log:\n" << r.err;
+      << "the averager's own error is shown from its log:\n"
+      << r.err;
   EXPECT_FALSE(std::filesystem::exists(path("logs/worker-0.log"))) << "no worker starts before the averager listens";
   EXPECT_FALSE(std::filesystem::exists(path("logs/averager.endpoint")));
 }
@@ -158,8 +173,8 @@ TEST_F(CommandTest, EndpointFileNamesTheBoundEndpoint) {
 
 TEST_F(CommandTest, UnwritableEndpointFileIsAOneLineErrorAndExitOne) {
   for (const char* role : {"averager", "head"}) {
-    auto r = run({role, "--listen", "tcp://127.0.0.1:*", "--endpoint-file", path("no-such-dir/ep"), "--log-level",
-                  "warn"});
+    auto r =
+        run({role, "--listen", "tcp://127.0.0.1:*", "--endpoint-file", path("no-such-dir/ep"), "--log-level", "warn"});
     EXPECT_EQ(r.status, 1) << role << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_EQ(r.err.rfind(std::string{"prsgd "} + role + ": ", 0), 0U) << r.err;

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -117,7 +117,8 @@ key_file_paths make_keys(const std::string& dir, const std::string& name) {
 // With CURVE, the head admits the averager (the server key pair) and listed workers; a process with an
 // unknown key or none finds nothing, because its connection never completes the handshake.
 TEST(HeadRoleTest, HeadWithCurveKeysAdmitsOnlyListedKeys) {
-  const auto dir = (std::filesystem::temp_directory_path() / ("prsgd-head-curve-" + std::to_string(::getpid()))).string();
+  const auto dir =
+      (std::filesystem::temp_directory_path() / ("prsgd-head-curve-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(dir);
   const auto server = make_keys(dir, "server");
   const auto worker = make_keys(dir, "worker");

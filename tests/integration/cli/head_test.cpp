@@ -46,8 +46,8 @@ class HeadCommandTest : public ::testing::Test {
 };
 
 TEST_F(HeadCommandTest, LocalWithHeadRunsTheWholeJob) {
-  auto r = run({"local", "--with-head", "--workers", "2", "--rounds", "6", "--interval", "4", "--model",
-                "fmnist-mlp", "--metrics-jsonl", "m.jsonl", "--progress", "off"});
+  auto r = run({"local", "--with-head", "--workers", "2", "--rounds", "6", "--interval", "4", "--model", "fmnist-mlp",
+                "--metrics-jsonl", "m.jsonl", "--progress", "off"});
   ASSERT_EQ(r.status, 0) << r.err << "\nhead log:\n"
                          << read(path("prsgd-logs/head.log")) << "\naverager log:\n"
                          << read(path("prsgd-logs/averager.log"));
@@ -122,8 +122,8 @@ TEST_F(HeadCommandTest, HeadWithCurveKeysRefusesAStrangerAtConnectTime) {
   // A bad key file is a usage error with one line.
   std::ofstream{path("k.public")} << "x\n";
   std::ofstream{path("k.secret")} << "x\n";
-  auto bad = run({"head", "--listen", "tcp://127.0.0.1:*", "--curve-public-key", path("k.public"),
-                  "--curve-secret-key", path("k.secret")},
+  auto bad = run({"head", "--listen", "tcp://127.0.0.1:*", "--curve-public-key", path("k.public"), "--curve-secret-key",
+                  path("k.secret")},
                  30s);
   EXPECT_NE(bad.status, 0) << bad.err;
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
@@ -152,8 +152,8 @@ TEST_F(HeadCommandTest, KilledAveragerIsReplacedAndWorkersFindTheNewOne) {
 
   const auto second = job_.start_listening("averager-2", "averager", averager_args);
   ASSERT_TRUE(second) << read(path("averager-2.log"));
-  ASSERT_TRUE(job_.wait_for_log("averager-2", "registered the averager", 30s)) << read(path("averager-2.log"))
-                                                                               << read(path("head.log"));
+  ASSERT_TRUE(job_.wait_for_log("averager-2", "registered the averager", 30s))
+      << read(path("averager-2.log")) << read(path("head.log"));
   const std::string second_log = read(path("averager-2.log"));
   EXPECT_NE(second_log.find("held by an averager that does not answer"), std::string::npos) << second_log;
   std::vector<std::string> worker{"worker", "--head", ep, "--head-timeout-ms", "10000", "--progress", "off"};

@@ -30,7 +30,9 @@ class LauncherTest : public ::testing::Test {
   // Waits until every file exists (children signal readiness by creating one); fails after 10 s (scaled).
   static bool wait_for_files(const std::vector<std::string>& files) {
     return prsgd::test::wait_until(
-        [&] { return std::all_of(files.begin(), files.end(), [](const auto& f) { return std::filesystem::exists(f); }); },
+        [&] {
+          return std::all_of(files.begin(), files.end(), [](const auto& f) { return std::filesystem::exists(f); });
+        },
         10s, 5ms);
   }
 
@@ -132,8 +134,8 @@ TEST_F(LauncherTest, ChildIgnoringSigtermIsKilledAfterKillAfter) {
     ASSERT_TRUE(wait_for_files({ready}));
     ::raise(SIGINT);
   };
-  auto r = launch_local_cluster(o, {sh("stubborn", "trap '' TERM INT; touch " + ready + "; exec sleep 30",
-                                       child_role::critical)});
+  auto r = launch_local_cluster(
+      o, {sh("stubborn", "trap '' TERM INT; touch " + ready + "; exec sleep 30", child_role::critical)});
   ASSERT_TRUE(r.has_value()) << r.error().message();
   EXPECT_EQ(r->received_signal, SIGINT);
   EXPECT_EQ(r->children[0].signal, SIGKILL);
@@ -155,8 +157,7 @@ TEST_F(LauncherTest, UnstartableChildStopsTheOnesAlreadyStarted) {
 
 TEST_F(LauncherTest, RejectsBadSpecs) {
   EXPECT_EQ(launch_local_cluster({}, {}).error().code, prsgd::errc::invalid_argument);
-  EXPECT_EQ(launch_local_cluster({}, {sh("a", "true"), sh("a", "true")}).error().code,
-            prsgd::errc::invalid_argument);
+  EXPECT_EQ(launch_local_cluster({}, {sh("a", "true"), sh("a", "true")}).error().code, prsgd::errc::invalid_argument);
   EXPECT_EQ(launch_local_cluster({}, {child_spec{"a", {}, child_role::normal}}).error().code,
             prsgd::errc::invalid_argument);
   launch_options bad_dir;
@@ -182,8 +183,9 @@ TEST_F(LauncherTest, NextChildStartsWithTheEndpointTheFirstAnnounced) {
   const auto file = path("first.endpoint");
   // The first child announces an endpoint the way --endpoint-file does (written aside, then renamed) and
   // runs until the second child, started with that endpoint, has seen it.
-  ASSERT_TRUE(launcher.start(sh("first", "printf 'tcp://127.0.0.1:4242\\n' > " + file + ".tmp && mv " + file + ".tmp " +
-                                             file + "; while [ ! -e " + path("go") + " ]; do sleep 0.05; done",
+  ASSERT_TRUE(launcher.start(sh("first",
+                                "printf 'tcp://127.0.0.1:4242\\n' > " + file + ".tmp && mv " + file + ".tmp " + file +
+                                    "; while [ ! -e " + path("go") + " ]; do sleep 0.05; done",
                                 child_role::critical)));
   auto endpoint = launcher.wait_for_endpoint("first", file);
   ASSERT_TRUE(endpoint) << endpoint.error().message();
@@ -201,8 +203,8 @@ TEST_F(LauncherTest, ChildExitingBeforeItsEndpointIsReportedWithItsLogTail) {
   launch_options o;
   o.log_dir = path("logs");
   child_launcher launcher{o};
-  ASSERT_TRUE(launcher.start(sh("averager", "echo loading; echo 'cannot bind: address in use'; exit 3",
-                                child_role::critical)));
+  ASSERT_TRUE(
+      launcher.start(sh("averager", "echo loading; echo 'cannot bind: address in use'; exit 3", child_role::critical)));
   auto endpoint = launcher.wait_for_endpoint("averager", path("never.endpoint"));
   ASSERT_FALSE(endpoint);
   EXPECT_EQ(endpoint.error().code, prsgd::errc::io_error);
@@ -216,8 +218,8 @@ TEST_F(LauncherTest, StopSignalWhileWaitingForAnEndpointIsForwarded) {
   launch_options o;
   const auto ready = path("ready");
   child_launcher launcher{o};
-  ASSERT_TRUE(launcher.start(sh("averager", "trap 'exit 7' TERM; touch " + ready + "; while :; do sleep 0.05; done",
-                                child_role::critical)));
+  ASSERT_TRUE(launcher.start(
+      sh("averager", "trap 'exit 7' TERM; touch " + ready + "; while :; do sleep 0.05; done", child_role::critical)));
   ASSERT_TRUE(wait_for_files({ready}));
   ::raise(SIGTERM);  // blocked while the launcher exists: taken by the wait below
   auto endpoint = launcher.wait_for_endpoint("averager", path("never.endpoint"));

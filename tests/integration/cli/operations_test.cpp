@@ -29,7 +29,8 @@ using response = test::http_response;
 using test::http_get;
 
 response http_post(int port, const std::string& path, const std::string& body, const std::string& auth = {}) {
-  std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n";
+  std::string req =
+      "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n";
   if (!auth.empty()) {
     req += "Authorization: " + auth + "\r\n";
   }
@@ -71,10 +72,30 @@ std::size_t count(const std::string& text, const std::string& needle) {
 class OperationsTest : public ::testing::Test {
  protected:
   std::vector<std::string> averager_args(std::vector<std::string> extra) const {
-    std::vector<std::string> args{"--model", "fmnist-mlp", "--rounds", "2000", "--interval", "16", "--batch", "32",
-                                  "--min-workers", "2", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "5000",
-                                  "--progress", "off", "--eval-every", "8", "--metrics-jsonl", job_.path("m.jsonl"),
-                                  "--http-bind", "127.0.0.1:0", "--http-url-file", job_.path("url")};
+    std::vector<std::string> args{"--model",
+                                  "fmnist-mlp",
+                                  "--rounds",
+                                  "2000",
+                                  "--interval",
+                                  "16",
+                                  "--batch",
+                                  "32",
+                                  "--min-workers",
+                                  "2",
+                                  "--heartbeat-ms",
+                                  "100",
+                                  "--heartbeat-timeout-ms",
+                                  "5000",
+                                  "--progress",
+                                  "off",
+                                  "--eval-every",
+                                  "8",
+                                  "--metrics-jsonl",
+                                  job_.path("m.jsonl"),
+                                  "--http-bind",
+                                  "127.0.0.1:0",
+                                  "--http-url-file",
+                                  job_.path("url")};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -93,10 +114,12 @@ class OperationsTest : public ::testing::Test {
   /// Returns the dashboard's port from the URL the averager wrote.
   int http_port() {
     std::string url;
-    EXPECT_TRUE(test::wait_until([&] {
-      url = test::read_file(job_.path("url"));
-      return !url.empty();
-    }, 30s));
+    EXPECT_TRUE(test::wait_until(
+        [&] {
+          url = test::read_file(job_.path("url"));
+          return !url.empty();
+        },
+        30s));
     const auto colon = url.rfind(':');
     return std::atoi(url.c_str() + colon + 1);
   }
@@ -107,10 +130,12 @@ class OperationsTest : public ::testing::Test {
   }
 
   bool wait_state(const std::string& state) {
-    return test::wait_until([&] {
-      const auto r = op({"status", "--json"});
-      return r.status == 0 && r.out.find("\"state\":\"" + state + "\"") != std::string::npos;
-    }, 60s, 200ms);
+    return test::wait_until(
+        [&] {
+          const auto r = op({"status", "--json"});
+          return r.status == 0 && r.out.find("\"state\":\"" + state + "\"") != std::string::npos;
+        },
+        60s, 200ms);
   }
 
   test::prsgd_job job_{PRSGD_BINARY, "prsgd-ops"};
@@ -118,11 +143,9 @@ class OperationsTest : public ::testing::Test {
 
 TEST_F(OperationsTest, StatusAndCtlSteerALiveJob) {
   const std::string token = "0123456789abcdef-token";
-  {
-    std::ofstream(job_.path("token")) << token << "\n";
-  }
-  const auto avg = job_.start_averager(averager_args({"--checkpoint-dir", job_.path("ckpt"), "--http-token-file",
-                                                     job_.path("token")}));
+  { std::ofstream(job_.path("token")) << token << "\n"; }
+  const auto avg = job_.start_averager(
+      averager_args({"--checkpoint-dir", job_.path("ckpt"), "--http-token-file", job_.path("token")}));
   ASSERT_TRUE(avg);
   const pid_t w1 = start_worker(1);
   const pid_t w2 = start_worker(2);
@@ -183,9 +206,12 @@ TEST_F(OperationsTest, StatusAndCtlSteerALiveJob) {
   ASSERT_EQ(resume.status, 0) << resume.err;
   EXPECT_NE(resume.out.find("ok: resumed: round"), std::string::npos) << resume.out;
   // The rounds after the pause run I = 8 (their lines may wait behind evaluations of earlier ones).
-  EXPECT_TRUE(test::wait_until([&] {
-    return test::read_file(job_.path("m.jsonl")).find(R"("interval_min":8,"interval_max":8)") != std::string::npos;
-  }, 240s, 100ms)) << job_.log("averager");
+  EXPECT_TRUE(test::wait_until(
+      [&] {
+        return test::read_file(job_.path("m.jsonl")).find(R"("interval_min":8,"interval_max":8)") != std::string::npos;
+      },
+      240s, 100ms))
+      << job_.log("averager");
   EXPECT_GE(round_lines(test::read_file(job_.path("m.jsonl"))).size(), lines_paused);
 
   // Remove the member with the higher id: its worker gets STOP and ends.
@@ -196,15 +222,18 @@ TEST_F(OperationsTest, StatusAndCtlSteerALiveJob) {
   auto removed = op({"ctl", "remove", std::to_string(id)});
   ASSERT_EQ(removed.status, 0) << removed.out << removed.err;
   std::optional<int> exited;
-  ASSERT_TRUE(test::wait_until([&] {
-    for (pid_t w : {w1, w2}) {
-      if (auto s = job_.wait_exit(w, 1ms)) {
-        exited = s;
-        return true;
-      }
-    }
-    return false;
-  }, 60s)) << "the removed member's worker did not end";
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        for (pid_t w : {w1, w2}) {
+          if (auto s = job_.wait_exit(w, 1ms)) {
+            exited = s;
+            return true;
+          }
+        }
+        return false;
+      },
+      60s))
+      << "the removed member's worker did not end";
   EXPECT_EQ(*exited, 0);
   auto table = op({"status"});
   EXPECT_NE(table.out.find("removed by an operator"), std::string::npos) << table.out;
@@ -217,7 +246,8 @@ TEST_F(OperationsTest, StatusAndCtlSteerALiveJob) {
   const auto text = test::read_file(job_.path("m.jsonl"));
   for (const char* action : {"pause", "set-interval", "set-policy", "checkpoint", "resume", "remove", "stop"}) {
     EXPECT_NE(text.find(std::string{R"({"event":"control","action":")"} + action + "\""), std::string::npos)
-        << action << "\n" << text;
+        << action << "\n"
+        << text;
   }
   EXPECT_NE(text.find(R"("action":"set-interval","arg":"0","ok":false)"), std::string::npos);
   EXPECT_NE(text.find(R"("by":"http")"), std::string::npos);
@@ -236,15 +266,15 @@ TEST_F(OperationsTest, ACurveJobTakesStatusFromAnyKeyAndSteeringOnlyFromOperator
   args.insert(args.end(), server.begin(), server.end());
   const auto avg = job_.start_averager(args);
   ASSERT_TRUE(avg);
-  std::vector<std::string> worker{"--model", "fmnist-mlp", "--batch", "32", "--progress", "off",
-                                  "--curve-server-key", key("server.public")};
+  std::vector<std::string> worker{"--model", "fmnist-mlp",         "--batch",           "32", "--progress",
+                                  "off",     "--curve-server-key", key("server.public")};
   worker.insert(worker.end(), server.begin(), server.end());
   job_.start_worker(1, worker);
   job_.start_worker(2, worker);
   ASSERT_TRUE(wait_rounds(2)) << job_.log("averager");
   const auto client = [&](const std::string& n) {
-    return std::vector<std::string>{"--curve-public-key", key(n + ".public"), "--curve-secret-key",
-                                    key(n + ".secret"), "--curve-server-key", key("server.public")};
+    return std::vector<std::string>{"--curve-public-key", key(n + ".public"),   "--curve-secret-key",
+                                    key(n + ".secret"),   "--curve-server-key", key("server.public")};
   };
   auto with = [&](std::vector<std::string> a, const std::string& n) {
     const auto c = client(n);
@@ -273,9 +303,9 @@ TEST_F(OperationsTest, DashboardShowsTheJobInChromium) {
   start_worker(2);
   // Enough rounds for every chart, three of them evaluated; then hold the job still so the page and the
   // metrics file can be compared line by line.
-  ASSERT_TRUE(test::wait_until([&] {
-    return count(test::read_file(job_.path("m.jsonl")), R"("test_acc":0.)") >= 3;
-  }, 240s, 100ms)) << job_.log("averager");
+  ASSERT_TRUE(test::wait_until([&] { return count(test::read_file(job_.path("m.jsonl")), R"("test_acc":0.)") >= 3; },
+                               240s, 100ms))
+      << job_.log("averager");
   ASSERT_EQ(op({"ctl", "pause"}).status, 0);
   ASSERT_TRUE(wait_state("paused"));
   const int port = http_port();
@@ -283,9 +313,15 @@ TEST_F(OperationsTest, DashboardShowsTheJobInChromium) {
   EXPECT_EQ(http_post(port, "/api/control", "action=stop").status, 403);  // no token: read-only
 
   const std::string profile = job_.path("chromium-profile");
-  const std::vector<std::string> browser{PRSGD_TEST_CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                                         "--hide-scrollbars", "--user-data-dir=" + profile,
-                                         "--virtual-time-budget=6000", "--window-size=1400,1500"};
+  const std::vector<std::string> browser{PRSGD_TEST_CHROMIUM,
+                                         "--headless",
+                                         "--no-sandbox",
+                                         "--disable-gpu",
+                                         "--disable-dev-shm-usage",
+                                         "--hide-scrollbars",
+                                         "--user-data-dir=" + profile,
+                                         "--virtual-time-budget=6000",
+                                         "--window-size=1400,1500"};
   test::spawn_options so;
   so.out = job_.path("dom.html");
   so.err = job_.path("chromium.log");
@@ -296,8 +332,8 @@ TEST_F(OperationsTest, DashboardShowsTheJobInChromium) {
   ASSERT_EQ(dump.status, 0) << dump.err;
   const std::string dom = dump.out;
   EXPECT_NE(dom.find("data-ready=\"yes\""), std::string::npos) << dom.substr(0, 2000);
-  for (const char* chart : {"acc-round", "acc-wall", "loss-round", "loss-wall", "idle", "speed", "bytes",
-                            "consensus", "membership"}) {
+  for (const char* chart :
+       {"acc-round", "acc-wall", "loss-round", "loss-wall", "idle", "speed", "bytes", "consensus", "membership"}) {
     const std::regex points{std::string{"id=\""} + chart + "\"[^>]*data-points=\"([0-9]+)\""};
     std::smatch m;
     ASSERT_TRUE(std::regex_search(dom, m, points)) << chart;

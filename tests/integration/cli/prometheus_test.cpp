@@ -55,14 +55,31 @@ std::map<std::string, double> samples(const std::string& text) {
 class PrometheusMetricsTest : public ::testing::Test {
  protected:
   std::vector<std::string> averager_args(int rounds) const {
-    return {"--metrics-port", std::to_string(metrics_port_), "--model", "fmnist-mlp", "--rounds",
-            std::to_string(rounds), "--interval", "4", "--batch", "32", "--min-workers", "2", "--heartbeat-ms", "100",
-            "--heartbeat-timeout-ms", "3000", "--progress", "off", "--eval-every", "0"};
+    return {"--metrics-port",
+            std::to_string(metrics_port_),
+            "--model",
+            "fmnist-mlp",
+            "--rounds",
+            std::to_string(rounds),
+            "--interval",
+            "4",
+            "--batch",
+            "32",
+            "--min-workers",
+            "2",
+            "--heartbeat-ms",
+            "100",
+            "--heartbeat-timeout-ms",
+            "3000",
+            "--progress",
+            "off",
+            "--eval-every",
+            "0"};
   }
 
   pid_t start_worker(int id) {
-    return job_.start_worker(id, {"--model", "fmnist-mlp", "--batch", "32", "--heartbeat-ms",
-                                  "100", "--heartbeat-timeout-ms", "3000", "--slowdown-ms", "15", "--progress", "off"});
+    return job_.start_worker(id, {"--model", "fmnist-mlp", "--batch", "32", "--heartbeat-ms", "100",
+                                  "--heartbeat-timeout-ms", "3000", "--slowdown-ms", "15", "--progress", "off"});
   }
 
   /// Scrapes /metrics until `pred` holds on the samples; returns the first scrape that satisfies it.
@@ -109,10 +126,13 @@ TEST_F(PrometheusMetricsTest, ScrapesShowRoundsGrowingWithTwoMembersWhileTheJobR
   // error page used to overflow its worker stack and kill the process on `curl 127.0.0.1:PORT/`).
   EXPECT_EQ(http_get(metrics_port_, "/").status, 404);
   EXPECT_EQ(http_get(metrics_port_, "/nothing-here").status, 404);
-  EXPECT_EQ(test::http_exchange(metrics_port_, "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nx=1").status / 100, 4);
+  EXPECT_EQ(test::http_exchange(metrics_port_, "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nx=1").status / 100,
+            4);
   EXPECT_EQ(http_get(metrics_port_, "/" + std::string(6000, 'a')).status / 100, 4);
   test::http_exchange(metrics_port_, "GARBAGE\r\n\r\n");
-  EXPECT_EQ(test::http_exchange(metrics_port_, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n").status,
+  EXPECT_EQ(test::http_exchange(
+                metrics_port_, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n")
+                .status,
             200);
   int status = 0;
   ASSERT_EQ(::waitpid(avg, &status, WNOHANG), 0) << "the averager died on a bad request, status " << status;
@@ -120,7 +140,8 @@ TEST_F(PrometheusMetricsTest, ScrapesShowRoundsGrowingWithTwoMembersWhileTheJobR
 
   start_worker(0);
   start_worker(1);
-  const auto first = scrape_until([](const auto& s) { return s.contains("prsgd_rounds_total") && s.at("prsgd_rounds_total") >= 3; }, 120s);
+  const auto first = scrape_until(
+      [](const auto& s) { return s.contains("prsgd_rounds_total") && s.at("prsgd_rounds_total") >= 3; }, 120s);
   ASSERT_TRUE(first) << log("averager");
   EXPECT_EQ(first->at("prsgd_members"), 2);
   // One scrape is one consistent round: both members submitted every round, each 4 steps of 32 samples.
@@ -139,8 +160,7 @@ TEST_F(PrometheusMetricsTest, ScrapesShowRoundsGrowingWithTwoMembersWhileTheJobR
   EXPECT_GE(first->at("prsgd_round_seconds"), first->at("prsgd_barrier_wait_seconds"));
   EXPECT_EQ(first->at("prsgd_rejected_total"), 0);
 
-  const auto later = scrape_until(
-      [&](const auto& s) { return s.at("prsgd_rounds_total") >= rounds + 3; }, 120s);
+  const auto later = scrape_until([&](const auto& s) { return s.at("prsgd_rounds_total") >= rounds + 3; }, 120s);
   ASSERT_TRUE(later) << log("averager");
   EXPECT_EQ(later->at("prsgd_members"), 2);
   EXPECT_GT(later->at("prsgd_samples_total"), first->at("prsgd_samples_total"));
@@ -162,7 +182,7 @@ TEST_F(PrometheusMetricsTest, ARefusedCurveKeyIsCountedAsADrop) {
   const auto key = [&](const std::string& f) { return job_.path("keys/" + f); };
   auto args = averager_args(400);
   for (const std::string& a : std::vector<std::string>{"--curve-public-key", key("server.public"), "--curve-secret-key",
-                                                        key("server.secret"), "--curve-allow", key("worker.public")}) {
+                                                       key("server.secret"), "--curve-allow", key("worker.public")}) {
     args.push_back(a);
   }
   const auto started = job_.start_averager(args);

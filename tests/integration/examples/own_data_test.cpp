@@ -38,8 +38,8 @@ class OwnDataTest : public ::testing::Test {
 
   // Runs `prsgd local` with `args` and returns the test accuracy of its metrics' done line.
   double train(const std::vector<std::string>& args) {
-    std::vector<std::string> all{"local", "--workers", "2", "--progress", "off", "--log-dir", "logs",
-                                 "--metrics-jsonl", "m.jsonl"};
+    std::vector<std::string> all{"local", "--workers",       "2",      "--progress", "off", "--log-dir",
+                                 "logs",  "--metrics-jsonl", "m.jsonl"};
     all.insert(all.end(), args.begin(), args.end());
     auto r = run(PRSGD_BINARY, all);
     EXPECT_EQ(r.status, 0) << r.err << "\naverager log:\n" << prsgd::test::read_file(path("logs/averager.log"));
@@ -73,8 +73,8 @@ class OwnDataTest : public ::testing::Test {
 
 TEST_F(OwnDataTest, DigitsAsNpyReach95PercentWithAnMlpSpec) {
   script("make-digits.py", {"digits"});
-  const double acc = train({"--dataset", "npy", "--data-dir", "digits", "--model", "mlp:64-128-10", "--epochs",
-                            "20", "--interval", "4", "--batch", "32"});
+  const double acc = train({"--dataset", "npy", "--data-dir", "digits", "--model", "mlp:64-128-10", "--epochs", "20",
+                            "--interval", "4", "--batch", "32"});
   EXPECT_GE(acc, 0.95);
   EXPECT_LE(acc, 1.0);
   // 1,797 digits, 20 % held out.

@@ -56,8 +56,8 @@ TEST_F(ExamplePluginTest, TrainsFmnistLenetWithTheStockBinary) {
   // The README's command line: a relative plugin path, which `local` makes absolute for its children.
   fs::copy_file(PRSGD_EXAMPLE_PLUGIN, path("libprsgd_example_plugin.so"));
   auto r = run({"local", "--plugin", "./libprsgd_example_plugin.so", "--model", "fmnist-lenet", "--workers", "2",
-                "--rounds", "10", "--interval", "4", "--eval-every", "5", "--metrics-jsonl", "m.jsonl",
-                "--progress", "off", "--log-dir", "logs"});
+                "--rounds", "10", "--interval", "4", "--eval-every", "5", "--metrics-jsonl", "m.jsonl", "--progress",
+                "off", "--log-dir", "logs"});
   ASSERT_EQ(r.status, 0) << r.err << "\naverager log:\n" << read(path("logs/averager.log"));
 
   // Every process loaded the plugin and trained the plugin's model.
@@ -82,9 +82,29 @@ TEST_F(ExamplePluginTest, TrainsFmnistLenetWithTheStockBinary) {
 
 TEST_F(ExamplePluginTest, TrainsOnThePluginsDataSet) {
   // Nothing to install: the plugin computes its points. Chance is 1/3.
-  auto r = run({"local", "--plugin", PRSGD_EXAMPLE_PLUGIN, "--dataset", "spirals", "--model", "mlp:2-64-64-3",
-                "--workers", "2", "--epochs", "40", "--interval", "4", "--batch", "32", "--lr", "0.1",
-                "--metrics-jsonl", "m.jsonl", "--progress", "off", "--log-dir", "logs"});
+  auto r = run({"local",
+                "--plugin",
+                PRSGD_EXAMPLE_PLUGIN,
+                "--dataset",
+                "spirals",
+                "--model",
+                "mlp:2-64-64-3",
+                "--workers",
+                "2",
+                "--epochs",
+                "40",
+                "--interval",
+                "4",
+                "--batch",
+                "32",
+                "--lr",
+                "0.1",
+                "--metrics-jsonl",
+                "m.jsonl",
+                "--progress",
+                "off",
+                "--log-dir",
+                "logs"});
   ASSERT_EQ(r.status, 0) << r.err << "\naverager log:\n" << read(path("logs/averager.log"));
   EXPECT_NE(read(path("logs/worker-0.log")).find("provides dataset 'spirals'"), std::string::npos);
   const auto done = last_line(read(path("m.jsonl")));
@@ -121,8 +141,8 @@ TEST_F(ExamplePluginTest, ModelIsUnknownWithoutThePlugin) {
 
 TEST_F(ExamplePluginTest, RegistersOnlyOnce) {
   // Loading the plugin twice in one process: the second init fails (already_exists) and says why; status 2.
-  auto r = run({"local", "--plugin", PRSGD_EXAMPLE_PLUGIN, "--plugin", PRSGD_EXAMPLE_PLUGIN, "--model",
-                "fmnist-lenet", "--log-dir", "logs"});
+  auto r = run({"local", "--plugin", PRSGD_EXAMPLE_PLUGIN, "--plugin", PRSGD_EXAMPLE_PLUGIN, "--model", "fmnist-lenet",
+                "--log-dir", "logs"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("model 'fmnist-lenet' is already registered"), std::string::npos) << "stderr: " << r.err;
   EXPECT_FALSE(fs::exists(path("logs")));

@@ -73,13 +73,13 @@ class ClusterScriptTest : public ::testing::Test {
 };
 
 TEST_F(ClusterScriptTest, UpStatusLogsScaleStopDown) {
-  const auto j = job(
-      "# a small job\n"
-      "averager: {host: local, args: [--model, fmnist-mlp, --rounds, '3', --epochs, '2', --log-level, debug]}\n"
-      "max-workers: 3\n"
-      "workers:\n"
-      "  - {host: local, args: [--batch, '32']}\n"
-      "  - {host: localhost, args: '--slowdown-ms 20 --batch 32'}   # the slow one\n");
+  const auto j =
+      job("# a small job\n"
+          "averager: {host: local, args: [--model, fmnist-mlp, --rounds, '3', --epochs, '2', --log-level, debug]}\n"
+          "max-workers: 3\n"
+          "workers:\n"
+          "  - {host: local, args: [--batch, '32']}\n"
+          "  - {host: localhost, args: '--slowdown-ms 20 --batch 32'}   # the slow one\n");
   auto up = run({"up", j});
   ASSERT_EQ(up.status, 0) << up.out;
 
@@ -92,9 +92,10 @@ TEST_F(ClusterScriptTest, UpStatusLogsScaleStopDown) {
 
   // The stand-in writes its arguments first thing; wait for them with a deadline.
   wait_until([&] { return !log("worker-1").empty(); }, 10s, 50ms);
-  EXPECT_NE(log("averager").find("args: averager --listen tcp://127.0.0.1:7500 --min-workers 2 --max-workers 3 "
-                                 "--endpoint-file " +
-                                 run_dir_ + "/averager.endpoint --model fmnist-mlp --rounds 3 --epochs 2 --log-level debug"),
+  EXPECT_NE(log("averager")
+                .find("args: averager --listen tcp://127.0.0.1:7500 --min-workers 2 --max-workers 3 "
+                      "--endpoint-file " +
+                      run_dir_ + "/averager.endpoint --model fmnist-mlp --rounds 3 --epochs 2 --log-level debug"),
             std::string::npos)
       << log("averager");
   EXPECT_NE(log("worker-0").find("args: worker --averager tcp://127.0.0.1:7500 --batch 32"), std::string::npos)
@@ -149,11 +150,12 @@ TEST_F(ClusterScriptTest, UpStatusLogsScaleStopDown) {
 }
 
 TEST_F(ClusterScriptTest, DownKillsWhatIgnoresSigterm) {
-  std::ofstream{fake_, std::ios::trunc} << "#!/bin/bash\n"
-                                           "[ \"$1\" = --version ] && exit 0\n"
-                                           "trap '' TERM\n"
-                                           "prev=; for a in \"$@\"; do [ \"$prev\" = --endpoint-file ] && echo x:1 >\"$a\"; prev=$a; done\n"
-                                           "while :; do sleep 0.05; done\n";
+  std::ofstream{fake_, std::ios::trunc}
+      << "#!/bin/bash\n"
+         "[ \"$1\" = --version ] && exit 0\n"
+         "trap '' TERM\n"
+         "prev=; for a in \"$@\"; do [ \"$prev\" = --endpoint-file ] && echo x:1 >\"$a\"; prev=$a; done\n"
+         "while :; do sleep 0.05; done\n";
   ASSERT_EQ(run({"up", job("averager: {host: local}\n")}).status, 0);
   const pid_t p = std::stoi(read_file(run_dir_ + "/averager.pid"));
   auto down = run({"down", "--run-dir", run_dir_, "--timeout", "1"});
@@ -164,10 +166,10 @@ TEST_F(ClusterScriptTest, DownKillsWhatIgnoresSigterm) {
 }
 
 TEST_F(ClusterScriptTest, HeadMakesEveryoneUseTheHead) {
-  const auto j = job(
-      "head: {host: local, args: [--listen, 'tcp://127.0.0.1:7411']}\n"
-      "averager: {host: local}\n"
-      "workers: [{host: local}]\n");
+  const auto j =
+      job("head: {host: local, args: [--listen, 'tcp://127.0.0.1:7411']}\n"
+          "averager: {host: local}\n"
+          "workers: [{host: local}]\n");
   ASSERT_EQ(run({"up", j}).status, 0);
   wait_until([&] { return !log("worker-0").empty(); }, 10s, 50ms);
   EXPECT_NE(log("head").find("args: head --endpoint-file " + run_dir_ + "/head.endpoint --listen tcp://127.0.0.1:7411"),
@@ -201,9 +203,9 @@ TEST_F(ClusterScriptTest, AProcessThatExitsAtStartFailsUp) {
 }
 
 TEST_F(ClusterScriptTest, MissingFilesOnAHostAreListedBeforeAnythingStarts) {
-  const auto j = job(
-      "averager: {host: local, args: [--data-dir, /nonexistent/fmnist]}\n"
-      "workers: [{host: local, args: [--curve-server-key, /nonexistent/averager.public]}]\n");
+  const auto j =
+      job("averager: {host: local, args: [--data-dir, /nonexistent/fmnist]}\n"
+          "workers: [{host: local, args: [--curve-server-key, /nonexistent/averager.public]}]\n");
   auto up = run({"up", j});
   EXPECT_EQ(up.status, 1) << up.out;
   EXPECT_NE(up.out.find("/nonexistent/fmnist (for the averager) does not exist"), std::string::npos) << up.out;

@@ -123,8 +123,8 @@ TEST_F(NetnsClusterTest, FailingJobStillTearsDownAndReportsItsStatus) {
 }
 
 TEST_F(NetnsClusterTest, InterruptedJobTearsDown) {
-  const pid_t pid = spawn({script, "run", "2", "--", "sleep", "60", "--", "sleep", "60"},
-                         {.out = dir_ / "run.txt", .env = env()});
+  const pid_t pid =
+      spawn({script, "run", "2", "--", "sleep", "60", "--", "sleep", "60"}, {.out = dir_ / "run.txt", .env = env()});
   // Wait (with a deadline) until host 2 exists, i.e. the job is running.
   wait_until([&] { return leftovers().find(prefix_ + "-h2") != std::string::npos; }, 60s, 50ms);
   ASSERT_NE(leftovers().find(prefix_ + "-h2"), std::string::npos) << read_file(dir_ / "run.txt");

@@ -30,8 +30,7 @@ class raw_client {
     sock_.connect(endpoint);
   }
   void send(const std::vector<std::string>& frames) {
-    sock_.send(zmq::buffer(std::string_view("D")),
-               frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
+    sock_.send(zmq::buffer(std::string_view("D")), frames.empty() ? zmq::send_flags::none : zmq::send_flags::sndmore);
     for (std::size_t i = 0; i < frames.size(); ++i) {
       const auto more = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
       sock_.send(zmq::buffer(frames[i]), more);

@@ -28,10 +28,10 @@ int count(const std::string& text, const std::string& needle) {
 
 struct job_result {
   int status = -1;
-  std::string output;                 // the launcher's stdout + stderr (progress lines, child summary)
-  std::vector<std::string> metrics;   // metrics.jsonl lines
+  std::string output;                // the launcher's stdout + stderr (progress lines, child summary)
+  std::vector<std::string> metrics;  // metrics.jsonl lines
   std::string averager_log;
-  std::string worker_logs;            // both workers' logs, concatenated
+  std::string worker_logs;  // both workers' logs, concatenated
 };
 
 constexpr int kRounds = 3;
@@ -40,10 +40,12 @@ job_result run_job(const fs::path& dir, const fs::path& data, const std::string&
   const fs::path logs = dir / name;
   const fs::path out = dir / (name + ".out");
   job_result r;
-  r.status = prsgd::test::run({PRSGD_BINARY, "local", "--model", "kws-cnn", "--dataset", "kws", "--data-dir", data,
-                               "--workers", "2", "--rounds", std::to_string(kRounds), "--interval", "4", "--batch",
-                               "16", "--lr", "0.1", "--progress", "plain", "--log-dir", logs,
-                               "--metrics-jsonl", logs / "metrics.jsonl"},
+  r.status = prsgd::test::run({PRSGD_BINARY, "local", "--model",         "kws-cnn",
+                               "--dataset",  "kws",   "--data-dir",      data,
+                               "--workers",  "2",     "--rounds",        std::to_string(kRounds),
+                               "--interval", "4",     "--batch",         "16",
+                               "--lr",       "0.1",   "--progress",      "plain",
+                               "--log-dir",  logs,    "--metrics-jsonl", logs / "metrics.jsonl"},
                               {.out = out})
                  .status;
   r.output = read_file(out);

@@ -61,8 +61,8 @@ TEST(NetnsTransportTest, ReportsPeerDownOnLinkCutAndUpAfterRestore) {
   const auto ep = server->read_endpoint(10s);
   ASSERT_TRUE(ep) << "no endpoint";
 
-  auto client = test::child_process::start({"/usr/sbin/ip", "netns", "exec", ns.a, PRSGD_PEER_HELPER, "--connect",
-                                            *ep, "client-a", "50", "400"});
+  auto client = test::child_process::start(
+      {"/usr/sbin/ip", "netns", "exec", ns.a, PRSGD_PEER_HELPER, "--connect", *ep, "client-a", "50", "400"});
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->wait_line("UP server-b", 10s)) << "client never saw the server over the veth link";
 

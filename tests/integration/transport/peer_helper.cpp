@@ -29,15 +29,15 @@ int main(int argc, char** argv) {
     cfg.heartbeat_timeout = std::chrono::milliseconds(std::atoi(argv[4]));
   }
   prsgd::transport* self = nullptr;
-  prsgd::transport_handlers handlers{
-      [&self](prsgd::peer_id peer, prsgd::multipart msg) {
-        // Runs on the I/O thread; `self` is set before bind, so before any peer can send.
-        (void)self->send(peer, std::move(msg));
-      },
-      [](const prsgd::peer_event& ev) {
-        // Runs on the I/O thread; the netns test reads these lines.
-        std::cout << (ev.up ? "UP " : "DOWN ") << ev.node << std::endl;
-      }};
+  prsgd::transport_handlers handlers{[&self](prsgd::peer_id peer, prsgd::multipart msg) {
+                                       // Runs on the I/O thread; `self` is set before bind, so before any peer can
+                                       // send.
+                                       (void)self->send(peer, std::move(msg));
+                                     },
+                                     [](const prsgd::peer_event& ev) {
+                                       // Runs on the I/O thread; the netns test reads these lines.
+                                       std::cout << (ev.up ? "UP " : "DOWN ") << ev.node << std::endl;
+                                     }};
   auto t = prsgd::zmq_transport::make(cfg, handlers);
   if (!t) {
     std::cerr << "make: " << t.error().message() << "\n";

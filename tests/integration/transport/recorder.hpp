@@ -24,17 +24,16 @@ class recorder {
 
   /// Returns handlers that record into this recorder (and optionally echo through `echo_via`).
   transport_handlers handlers() {
-    return transport_handlers{
-        [this](peer_id peer, multipart msg) {
-          std::lock_guard lock(mutex_);
-          messages_.push_back(received{peer, std::move(msg)});
-          cv_.notify_all();
-        },
-        [this](const peer_event& ev) {
-          std::lock_guard lock(mutex_);
-          events_.push_back(ev);
-          cv_.notify_all();
-        }};
+    return transport_handlers{[this](peer_id peer, multipart msg) {
+                                std::lock_guard lock(mutex_);
+                                messages_.push_back(received{peer, std::move(msg)});
+                                cv_.notify_all();
+                              },
+                              [this](const peer_event& ev) {
+                                std::lock_guard lock(mutex_);
+                                events_.push_back(ev);
+                                cv_.notify_all();
+                              }};
   }
 
   /// Waits until `pred` (called under the lock) holds or scaled(`deadline`) passes; returns the last result.

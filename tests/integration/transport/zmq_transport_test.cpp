@@ -5,10 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -109,7 +109,7 @@ TEST(ZmqTransportTest, SendsAndReceivesMultipartBothWays) {
 
 TEST(ZmqTransportTest, WorksOverIpcAndInproc) {
   for (const std::string& ep_text : {std::string("ipc:///tmp/prsgd-transport-test-") + std::to_string(::getpid()),
-                                    std::string("inproc://prsgd-test")}) {
+                                     std::string("inproc://prsgd-test")}) {
     recorder srec;
     recorder crec;
     auto server = make_or_die(fast_config("server"), srec);
@@ -204,7 +204,6 @@ TEST(ZmqTransportTest, DropsFramesAboveReceiverMaxMessageSize) {
   EXPECT_EQ(refused.error().code, errc::too_large);
 }
 
-
 // A message with more frames than max_frames_per_message is never delivered, and the connection it came
 // on is dead to the server from then on; other clients are unaffected.
 TEST(ZmqTransportTest, DropsTheConnectionOfAMessageWithTooManyFrames) {
@@ -251,7 +250,7 @@ TEST(ZmqTransportTest, DropsTheConnectionOfAMessageWithTooManyFrames) {
 
 // Starts the helper process bound to `bind_ep`; returns it and its actual endpoint.
 std::optional<std::pair<test::child_process, std::string>> start_helper(const std::string& bind_ep,
-                                                                       const std::string& name) {
+                                                                        const std::string& name) {
   auto child = test::child_process::start({PRSGD_PEER_HELPER, bind_ep, name, "50", "400"});
   if (!child) {
     return std::nullopt;
@@ -297,7 +296,8 @@ TEST(ZmqTransportTest, ReportsPeerDownWhenPeerProcessIsKilledAndUpAfterRestart) 
   ASSERT_TRUE(rec.wait_event(true, *peer, 10s, &up));
   EXPECT_EQ(up.node, "helper-2");
   ASSERT_TRUE(client->send(*peer, text_message({"ping", "2"})));
-  ASSERT_TRUE(rec.wait_message([](const recorder::received& m) { return m.msg.size() == 2 && m.msg[1].view() == "2"; }));
+  ASSERT_TRUE(
+      rec.wait_message([](const recorder::received& m) { return m.msg.size() == 2 && m.msg[1].view() == "2"; }));
 }
 
 TEST(ZmqTransportTest, SeesIncomingPeerDownWhenClientProcessIsKilled) {
@@ -574,9 +574,9 @@ void send_pipelined(transport& client, peer_id peer, recorder& crec, int count, 
 TEST(ZmqTransportTest, HandlerPingPongNeverWaitsForThePollTimeout) {
   constexpr int rounds = 300;
   transport* server_ptr = nullptr;
-  auto server = zmq_transport::make(slow_tick_config("server"),
-                                    {[&](peer_id peer, multipart msg) { (void)server_ptr->send(peer, std::move(msg)); },
-                                     {}});
+  auto server =
+      zmq_transport::make(slow_tick_config("server"),
+                          {[&](peer_id peer, multipart msg) { (void)server_ptr->send(peer, std::move(msg)); }, {}});
   ASSERT_TRUE(server);
   server_ptr = server->get();
   auto ep = (*server)->bind("tcp://127.0.0.1:*");

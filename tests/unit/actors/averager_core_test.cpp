@@ -84,7 +84,9 @@ class AveragerCoreTest : public ::testing::Test {
     return m;
   }
   static constexpr origin_t auto_origin = ~origin_t{0};
-  origin_t pick(origin_t from, member_id logical_id) const { return from == auto_origin ? origin_of(logical_id) : from; }
+  origin_t pick(origin_t from, member_id logical_id) const {
+    return from == auto_origin ? origin_of(logical_id) : from;
+  }
 
   actions on_join(join_msg m, origin_t from = auto_origin) {
     const member_id l = m.member;
@@ -154,8 +156,8 @@ class AveragerCoreTest : public ::testing::Test {
       next_line_round = m.round + 1;
     }
     for (const auto& c : a.checkpoints) {
-      EXPECT_LE(c.round, next_line_round) << "the checkpoint of round " << c.round
-                                          << " comes only once the lines of the rounds before it are out";
+      EXPECT_LE(c.round, next_line_round)
+          << "the checkpoint of round " << c.round << " comes only once the lines of the rounds before it are out";
       EXPECT_FALSE(c.finished);
       EXPECT_TRUE(store.write(c).has_value());
       EXPECT_TRUE(store.prune(kept).has_value());
@@ -254,7 +256,7 @@ class AveragerCoreTest : public ::testing::Test {
   std::optional<job_summary> done;
   std::map<member_id, identity> who;              // logical id -> assigned id, token, connection
   std::map<incarnation_t, origin_t> join_origin;  // JOIN nonce -> connection it came in on
-  bool write_final_checkpoint = true;  // false: the shell "dies" between the done line and that write
+  bool write_final_checkpoint = true;             // false: the shell "dies" between the done line and that write
 };
 
 TEST_F(AveragerCoreTest, FirstJoinerGetsWelcomeThenStartsRoundAtOnce) {
@@ -631,7 +633,7 @@ TEST_F(AveragerCoreTest, MinibatchModeAppliesOneSgdStepWithTheAveragedGradient) 
   g.is_gradient = true;
   (void)(on_model(g));
   ASSERT_EQ(core->round(), 1U);
-  EXPECT_EQ(*core->model(), filled(0.0F));  // 1 − 0.5·2
+  EXPECT_EQ(*core->model(), filled(0.0F));         // 1 − 0.5·2
   (void)(on_model(model(1, 1, filled(2.0F), 1)));  // a model, not a gradient
   EXPECT_EQ(core->accounting().back().status, submission_status::rejected);
   auto g1 = model(1, 1, filled(2.0F), 1, 10);
@@ -783,7 +785,8 @@ TEST_F(AveragerCoreTest, ExactlyOnceAccountingUnderRandomDuplicatesAndReordering
   std::map<std::pair<round_t, member_id>, int> accepted;
   for (const auto& rec : core->accounting()) {
     if (rec.status == submission_status::accepted) {
-      EXPECT_EQ(++accepted[std::make_pair(rec.round, rec.member)], 1) << "round " << rec.round << " worker " << rec.member;
+      EXPECT_EQ(++accepted[std::make_pair(rec.round, rec.member)], 1)
+          << "round " << rec.round << " worker " << rec.member;
     }
   }
   std::size_t averaged = 0;

@@ -112,9 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 class FileCheckpointStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir = fresh_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
-  }
+  void SetUp() override { dir = fresh_dir(::testing::UnitTest::GetInstance()->current_test_info()->name()); }
   void TearDown() override { std::filesystem::remove_all(dir); }
   std::filesystem::path dir;
 };

@@ -74,7 +74,8 @@ TEST(CodecTest, EveryWorkerMessageRoundTrips) {
   EXPECT_DOUBLE_EQ(rd.step_size, 0.05);
   EXPECT_EQ(*rd.model, *r.model);
 
-  EXPECT_TRUE(std::holds_alternative<heartbeat_msg>(*decode_to_worker(encode(to_worker{heartbeat_msg{1, 1, 1, 1, true}}))));
+  EXPECT_TRUE(
+      std::holds_alternative<heartbeat_msg>(*decode_to_worker(encode(to_worker{heartbeat_msg{1, 1, 1, 1, true}}))));
   EXPECT_TRUE(std::holds_alternative<removed_msg>(*decode_to_worker(encode(to_worker{removed_msg{1, 1, 1, 1}}))));
   EXPECT_TRUE(std::holds_alternative<stop_msg>(*decode_to_worker(encode(to_worker{stop_msg{1, 1, 1, 1}}))));
   auto jb = decode_to_averager(encode(to_averager{join_msg{4, 5, 6, 7, 123.0}}));

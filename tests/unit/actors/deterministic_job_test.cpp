@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "inproc_link.hpp"
 #include "memory_checkpoint_store.hpp"
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
 #include "prsgd/runtime/deterministic_system.hpp"
 #include "prsgd/transport/fault_injector.hpp"
 #include "prsgd/transport/inproc_transport.hpp"
-#include "inproc_link.hpp"
 #include "toy_problem.hpp"
 
 namespace prsgd::actors {
@@ -129,8 +129,8 @@ class DeterministicJobTest : public ::testing::Test {
     }
     std::map<member_id, actor_ref<worker_actor>> workers;
     auto start = [&](member_id id) {
-      auto w = start_worker(sys, worker_cfg(rec, id), inproc(net, "worker" + std::to_string(id)), avg->second,
-                            &links[id]);
+      auto w =
+          start_worker(sys, worker_cfg(rec, id), inproc(net, "worker" + std::to_string(id)), avg->second, &links[id]);
       ASSERT_TRUE(w.has_value()) << w.error().message();
       workers.emplace(id, *w);
     };
@@ -401,8 +401,8 @@ TEST_F(DeterministicJobTest, ARestartThatCannotBeSentRemovesTheMemberInsteadOfSt
   auto avg = start_averager(sys, std::move(cfg), make, "inproc://averager", &links[0]);
   ASSERT_TRUE(avg) << avg.error().message();
   for (member_id id = 1; id <= 2; ++id) {
-    auto w = start_worker(sys, worker_cfg(rec, id), inproc(net, "worker" + std::to_string(id)), avg->second,
-                          &links[id]);
+    auto w =
+        start_worker(sys, worker_cfg(rec, id), inproc(net, "worker" + std::to_string(id)), avg->second, &links[id]);
     ASSERT_TRUE(w) << w.error().message();
   }
   for (int idle_steps = 0; !rec.summary && idle_steps < 60'000;) {

@@ -9,10 +9,10 @@
 #include <mutex>
 #include <thread>
 
+#include "inproc_link.hpp"
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
 #include "prsgd/transport/inproc_transport.hpp"
-#include "inproc_link.hpp"
 #include "time_scale.hpp"
 #include "toy_problem.hpp"
 

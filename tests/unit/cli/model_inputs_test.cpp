@@ -29,8 +29,8 @@ class ModelInputsTest : public ::testing::Test {
 
   std::string write(const std::string& name, const std::vector<unsigned char>& bytes) {
     const auto p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                             static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     return p;
   }
   std::string write_png(const std::string& name, int width, int height, bool color) {
@@ -52,10 +52,10 @@ class ModelInputsTest : public ::testing::Test {
 };
 
 // An NPY v1 file: magic, version, header padded so that the data starts 64-byte aligned.
-std::vector<unsigned char> npy(const std::string& descr, const std::string& shape, const std::vector<unsigned char>& data,
-                               bool fortran = false) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
-                       ", 'shape': " + shape + ", }";
+std::vector<unsigned char> npy(const std::string& descr, const std::string& shape,
+                               const std::vector<unsigned char>& data, bool fortran = false) {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " + shape + ", }";
   header.append(64 - (10 + header.size() + 1) % 64, ' ');
   header += '\n';
   std::vector<unsigned char> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
@@ -78,7 +78,8 @@ std::vector<unsigned char> float_bytes(std::size_t n, float start) {
 const algorithms::shape3 fmnist{1, 28, 28};
 
 TEST_F(ModelInputsTest, NpyFloatBatchesAreTakenAsTheyAre) {
-  auto one = read_model_input(write("one.npy", npy("<f4", "(28, 28)", float_bytes(784, 0.5F))), fmnist, "fashion-mnist");
+  auto one =
+      read_model_input(write("one.npy", npy("<f4", "(28, 28)", float_bytes(784, 0.5F))), fmnist, "fashion-mnist");
   ASSERT_TRUE(one) << one.error().message();
   EXPECT_EQ(one->count, 1U);
   EXPECT_FLOAT_EQ(one->values[3], 3.5F);

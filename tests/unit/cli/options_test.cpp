@@ -51,9 +51,11 @@ std::string error_of(const prsgd::expected<command>& c) {
 }
 
 TEST_F(OptionsTest, LocalContractOptionsParse) {
-  auto o = get<local_options>(parse({"local", "--workers", "4", "--model", "fmnist-cnn", "--interval", "16",
-                                     "--epochs", "3", "--batch", "32", "--lr", "0.1", "--seed", "7",
-                                     "--metrics-jsonl", "m.jsonl", "--checkpoint-dir", "ck", "--checkpoint-every",
+  auto o = get<local_options>(parse({"local",      "--workers",        "4",  "--model",
+                                     "fmnist-cnn", "--interval",       "16", "--epochs",
+                                     "3",          "--batch",          "32", "--lr",
+                                     "0.1",        "--seed",           "7",  "--metrics-jsonl",
+                                     "m.jsonl",    "--checkpoint-dir", "ck", "--checkpoint-every",
                                      "5"}));
   EXPECT_EQ(o.workers, 4);
   EXPECT_EQ(o.model.model, "fmnist-cnn");
@@ -68,10 +70,13 @@ TEST_F(OptionsTest, LocalContractOptionsParse) {
 }
 
 TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
-  auto a = get<averager_options>(parse({"averager", "--listen", "tcp://127.0.0.1:7500", "--deadline", "adaptive",
-                                        "--deadline-mad-k", "2.5", "--quorum", "2", "--step-size", "paper",
-                                        "--warmup-rounds", "5", "--outer", "nesterov", "--outer-lr", "0.7",
-                                        "--outer-momentum", "0.8", "--dataset", "kws"}));
+  auto a = get<averager_options>(parse({"averager",    "--listen",  "tcp://127.0.0.1:7500",
+                                        "--deadline",  "adaptive",  "--deadline-mad-k",
+                                        "2.5",         "--quorum",  "2",
+                                        "--step-size", "paper",     "--warmup-rounds",
+                                        "5",           "--outer",   "nesterov",
+                                        "--outer-lr",  "0.7",       "--outer-momentum",
+                                        "0.8",         "--dataset", "kws"}));
   EXPECT_EQ(a.schedule.deadline, "adaptive");
   EXPECT_DOUBLE_EQ(a.schedule.deadline_mad_k, 2.5);
   EXPECT_EQ(a.schedule.quorum, 2);
@@ -102,8 +107,8 @@ TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
 
 // Data set names are checked once the plugins are loaded (a plugin may add one), not while parsing.
 TEST_F(OptionsTest, AnyDataSetNameAndDataOptionsParse) {
-  auto o = get<local_options>(parse({"local", "--dataset", "my-set", "--data-option", "label-column=last",
-                                     "--data-option", "header=no"}));
+  auto o = get<local_options>(
+      parse({"local", "--dataset", "my-set", "--data-option", "label-column=last", "--data-option", "header=no"}));
   EXPECT_EQ(o.model.dataset, "my-set");
   EXPECT_EQ(o.model.data_options, (std::vector<std::string>{"label-column=last", "header=no"}));
 }
@@ -122,8 +127,9 @@ TEST_F(OptionsTest, SaveModelAndTheModelTools) {
   EXPECT_EQ(e.out, "x.safetensors");
   EXPECT_TRUE(e.model.empty());
   EXPECT_NE(error_of(parse({"export", "--out", "x"})).find("--checkpoint-dir"), std::string::npos);
-  EXPECT_NE(error_of(parse({"export", "--checkpoint-dir", (dir_ / "none").string(), "--out", "x"})).find("not a directory"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(parse({"export", "--checkpoint-dir", (dir_ / "none").string(), "--out", "x"})).find("not a directory"),
+      std::string::npos);
 
   auto v = get<eval_options>(parse({"eval", "--weights", "w.safetensors", "--json", "--predictions", "p.csv"}));
   EXPECT_TRUE(v.model.model.empty()) << "the model comes from the weights file unless given";
@@ -131,8 +137,8 @@ TEST_F(OptionsTest, SaveModelAndTheModelTools) {
   EXPECT_EQ(v.predictions, "p.csv");
   EXPECT_NE(error_of(parse({"eval"})).find("--weights"), std::string::npos);
 
-  auto p = get<predict_options>(parse({"predict", "--model", "fmnist-cnn", "--weights", "w", "--top-k", "5", "a.png",
-                                       "b.npy"}));
+  auto p = get<predict_options>(
+      parse({"predict", "--model", "fmnist-cnn", "--weights", "w", "--top-k", "5", "a.png", "b.npy"}));
   EXPECT_EQ(p.model.model, "fmnist-cnn");
   EXPECT_EQ(p.top_k, 5);
   EXPECT_EQ(p.inputs, (std::vector<std::string>{"a.png", "b.npy"}));
@@ -150,16 +156,15 @@ TEST_F(OptionsTest, DefaultsAreValid) {
 
 TEST_F(OptionsTest, AveragerAndWorkerParse) {
   auto a = get<averager_options>(parse({"averager", "--listen", "tcp://0.0.0.0:7500", "--insecure", "--averaging",
-                                        "step-normalised", "--interval-policy", "per-worker", "--intervals",
-                                        "4,8,16", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1000"}));
+                                        "step-normalised", "--interval-policy", "per-worker", "--intervals", "4,8,16",
+                                        "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1000"}));
   EXPECT_EQ(a.listen, "tcp://0.0.0.0:7500");
   EXPECT_EQ(a.schedule.averaging, "step-normalised");
   EXPECT_EQ(a.schedule.intervals, (std::vector<int>{4, 8, 16}));
   EXPECT_EQ(a.liveness.heartbeat_ms, 100);
 
-  auto w = get<worker_options>(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--insecure",
-                                      "--slowdown-ms", "20", "--non-iid",
-                                      "--dirichlet-alpha", "0.1"}));
+  auto w = get<worker_options>(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--insecure", "--slowdown-ms",
+                                      "20", "--non-iid", "--dirichlet-alpha", "0.1"}));
   EXPECT_EQ(w.averager, "tcp://10.77.0.1:7500");
   EXPECT_EQ(w.slowdown_ms, 20);
   EXPECT_TRUE(w.model.non_iid);
@@ -191,8 +196,7 @@ TEST_F(OptionsTest, BadValuesAreOneLineErrors) {
   EXPECT_NE(error_of(parse({"local", "--momentum", "1"})).find("--momentum"), std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--workers", "abc"})).find("--workers"), std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--averaging", "median"})).find("--averaging"), std::string::npos);
-  EXPECT_NE(error_of(parse({"local", "--interval-policy", "sometimes"})).find("--interval-policy"),
-            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--interval-policy", "sometimes"})).find("--interval-policy"), std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--interval-policy", "per-worker"})).find("--intervals"), std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--checkpoint-every", "3"})).find("--checkpoint-dir"), std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--workers", "3", "--slowdown-ms", "1,2"})).find("--slowdown-ms"),
@@ -218,8 +222,9 @@ TEST_F(OptionsTest, RequiredEndpointsAndTheirSyntax) {
   EXPECT_NE(error_of(parse({"worker", "--averager", "10.0.0.1:7500"})).find("tcp://HOST:PORT"), std::string::npos);
   EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:99999"})).find("port"), std::string::npos);
   EXPECT_NE(error_of(parse({"worker", "--averager", "udp://h:1"})).find("tcp://"), std::string::npos);
-  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--insecure", "--worker-id", "0"})).find("--worker-id"),
-            std::string::npos)
+  EXPECT_NE(
+      error_of(parse({"worker", "--averager", "tcp://h:1", "--insecure", "--worker-id", "0"})).find("--worker-id"),
+      std::string::npos)
       << "the averager assigns ids and shards";
   EXPECT_TRUE(validate_endpoint("ipc:///tmp/prsgd.sock", "x").has_value());
   EXPECT_TRUE(validate_endpoint("inproc://avg", "x").has_value());
@@ -241,8 +246,8 @@ TEST_F(OptionsTest, NonLoopbackEndpointsNeedCurveKeysOrInsecure) {
     with_flag.push_back("--insecure");
     EXPECT_TRUE(parse(with_flag).has_value()) << args[0];
   }
-  for (const auto* local : {"tcp://127.0.0.1:7500", "tcp://127.1.2.3:7500", "tcp://localhost:7500",
-                            "tcp://[::1]:7500", "ipc:///tmp/prsgd.sock", "inproc://avg"}) {
+  for (const auto* local : {"tcp://127.0.0.1:7500", "tcp://127.1.2.3:7500", "tcp://localhost:7500", "tcp://[::1]:7500",
+                            "ipc:///tmp/prsgd.sock", "inproc://avg"}) {
     EXPECT_TRUE(parse({"averager", "--listen", local}).has_value()) << local;
     EXPECT_TRUE(parse({"worker", "--averager", local}).has_value()) << local;
   }
@@ -251,8 +256,8 @@ TEST_F(OptionsTest, NonLoopbackEndpointsNeedCurveKeysOrInsecure) {
   const auto sec = write("k.secret", "JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh6\n");
   EXPECT_TRUE(parse({"head", "--listen", "tcp://0.0.0.0:7400", "--curve-public-key", pub, "--curve-secret-key", sec})
                   .has_value());
-  EXPECT_TRUE(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--curve-public-key", pub,
-                     "--curve-secret-key", sec, "--curve-server-key", pub})
+  EXPECT_TRUE(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--curve-public-key", pub, "--curve-secret-key",
+                     sec, "--curve-server-key", pub})
                   .has_value());
 }
 
@@ -274,7 +279,7 @@ TEST_F(OptionsTest, YamlConfigSetsEveryKindOfOption) {
                          "model: fmnist-cnn\n"
                          "lr: 0.1\n"
                          "non-iid: true\n"
-                         "dirichlet_alpha: 0.3\n"      // underscores work too
+                         "dirichlet_alpha: 0.3\n"  // underscores work too
                          "intervals: [4, 8, 16]\n"
                          "interval-policy: per-worker\n"
                          "slowdown-ms: 0,10,20\n"
@@ -315,10 +320,8 @@ TEST_F(OptionsTest, ConfigErrorsAreOneLineAndNameTheKey) {
             std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--config", write("c.yaml", "workers: -1\n")})).find("--workers"),
             std::string::npos);
-  EXPECT_NE(error_of(parse({"local", "--config", write("d.yaml", "- 1\n- 2\n")})).find("mapping"),
-            std::string::npos);
-  EXPECT_NE(error_of(parse({"local", "--config", write("e.yaml", "workers: [1\n")})).find("e.yaml"),
-            std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--config", write("d.yaml", "- 1\n- 2\n")})).find("mapping"), std::string::npos);
+  EXPECT_NE(error_of(parse({"local", "--config", write("e.yaml", "workers: [1\n")})).find("e.yaml"), std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--config", write("f.yaml", "model: {a: 1}\n")})).find("model"),
             std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--config", write("g.yaml", "non-iid: maybe\n")})).find("non-iid"),
@@ -326,9 +329,10 @@ TEST_F(OptionsTest, ConfigErrorsAreOneLineAndNameTheKey) {
   EXPECT_NE(error_of(parse({"local", "--config", write("h.yaml", "config: other.yaml\n")})).find("config"),
             std::string::npos);
   // A key valid for another subcommand is unknown here.
-  EXPECT_NE(error_of(parse({"worker", "--averager", "tcp://h:1", "--insecure", "--config", write("i.yaml", "epochs: 2\n")}))
-                .find("unknown key 'epochs'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(parse({"worker", "--averager", "tcp://h:1", "--insecure", "--config", write("i.yaml", "epochs: 2\n")}))
+          .find("unknown key 'epochs'"),
+      std::string::npos);
 }
 
 TEST_F(OptionsTest, EmptyConfigFileChangesNothing) {

@@ -93,10 +93,16 @@ TEST(RoleConfigTest, NonIidShardsOrRoundsKeepTheirRoundCount) {
 }
 
 TEST(RoleConfigTest, EveryEnumMapsThroughTheLibraryParsers) {
-  const auto o = parse_averager({"--interval-policy", "time-balanced", "--interval", "12", "--deadline", "adaptive",
-                                 "--deadline-mad-k", "2.5", "--quorum", "2", "--outer", "nesterov", "--outer-lr",
-                                 "0.7", "--step-size", "paper", "--warmup-rounds", "3", "--averaging",
-                                 "step-normalised"});
+  const auto o = parse_averager({"--interval-policy", "time-balanced",
+                                 "--interval",        "12",
+                                 "--deadline",        "adaptive",
+                                 "--deadline-mad-k",  "2.5",
+                                 "--quorum",          "2",
+                                 "--outer",           "nesterov",
+                                 "--outer-lr",        "0.7",
+                                 "--step-size",       "paper",
+                                 "--warmup-rounds",   "3",
+                                 "--averaging",       "step-normalised"});
   auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
   ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
   EXPECT_EQ(cfg->core.intervals, algorithms::interval_kind::time_balanced);
@@ -136,9 +142,12 @@ TEST(RoleConfigTest, AggregationOptionsReachTheCore) {
 }
 
 TEST(RoleConfigTest, BadAggregationValuesAreUsageErrorsNamingTheOption) {
-  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--aggregate", "krum"}, {"--trim", "0.5"}, {"--trim", "-0.1"}, {"--clip", "-1"}, {"--screen-k", "0.5"},
-           {"--screen-k", "-2"}}) {
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{{"--aggregate", "krum"},
+                                                                                    {"--trim", "0.5"},
+                                                                                    {"--trim", "-0.1"},
+                                                                                    {"--clip", "-1"},
+                                                                                    {"--screen-k", "0.5"},
+                                                                                    {"--screen-k", "-2"}}) {
     auto c = parse_command_line({"prsgd", "averager", "--listen", "tcp://127.0.0.1:7500", flag, value});
     ASSERT_FALSE(c.has_value()) << flag << " " << value;
     EXPECT_EQ(c.error().code, errc::invalid_argument);
@@ -194,9 +203,12 @@ TEST(RoleConfigTest, AnUnparsableEnumIsAnErrorNotADefault) {
 }
 
 TEST(RoleConfigTest, CommandLineTyposInEnumsAreUsageErrorsNamingTheOption) {
-  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--interval-policy", "fixd"}, {"--deadline", "soon"}, {"--outer", "adam"}, {"--averaging", "mean"},
-           {"--step-size", "cosine"}, {"--mode", "sync"}}) {
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{{"--interval-policy", "fixd"},
+                                                                                    {"--deadline", "soon"},
+                                                                                    {"--outer", "adam"},
+                                                                                    {"--averaging", "mean"},
+                                                                                    {"--step-size", "cosine"},
+                                                                                    {"--mode", "sync"}}) {
     auto c = parse_command_line({"prsgd", "averager", "--listen", "tcp://127.0.0.1:7500", flag, value});
     ASSERT_FALSE(c.has_value()) << flag;
     EXPECT_EQ(c.error().code, errc::invalid_argument);
@@ -206,9 +218,9 @@ TEST(RoleConfigTest, CommandLineTyposInEnumsAreUsageErrorsNamingTheOption) {
 }
 
 TEST(RoleConfigTest, WorkerMapsShardSgdAndLiveness) {
-  const auto o = parse_worker({"--lr", "0.1", "--momentum", "0.5", "--momentum-on-restart",
-                               "reset", "--batch", "32", "--seed", "9", "--non-iid", "--dirichlet-alpha", "0.3",
-                               "--slowdown-ms", "7", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "900"});
+  const auto o = parse_worker({"--lr", "0.1", "--momentum", "0.5", "--momentum-on-restart", "reset", "--batch", "32",
+                               "--seed", "9", "--non-iid", "--dirichlet-alpha", "0.3", "--slowdown-ms", "7",
+                               "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "900"});
   auto data = fake_data();
   auto cfg = worker_config_from(o, data, 42);
   ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
@@ -232,15 +244,61 @@ TEST(RoleConfigTest, WorkerMapsShardSgdAndLiveness) {
 // `prsgd local` passes its groups on with to_arguments: every option of a group must survive the trip, so a
 // new option in a table reaches the children without touching the launcher.
 TEST(RoleConfigTest, GroupsSurviveTheTripThroughArguments) {
-  const auto o = parse_averager({"--model", "fmnist-cnn", "--batch", "17", "--lr", "0.125", "--momentum", "0.3",
-                                 "--momentum-on-restart", "reset", "--seed", "11", "--non-iid", "--dirichlet-alpha",
-                                 "0.25", "--mode", "restarted", "--epochs", "0", "--rounds", "9", "--interval",
-                                 "5", "--intervals", "1,2,3", "--interval-policy", "per-worker", "--deadline",
-                                 "fixed", "--deadline-ms", "1500", "--deadline-mad-k", "1.5", "--quorum", "3",
-                                 "--step-size", "paper", "--warmup-rounds", "4", "--outer", "momentum",
-                                 "--outer-lr", "0.9", "--outer-momentum", "0.1", "--averaging", "uniform",
-                                 "--eval-every", "6", "--min-workers", "2", "--heartbeat-ms", "50",
-                                 "--heartbeat-timeout-ms", "700"});
+  const auto o = parse_averager({"--model",
+                                 "fmnist-cnn",
+                                 "--batch",
+                                 "17",
+                                 "--lr",
+                                 "0.125",
+                                 "--momentum",
+                                 "0.3",
+                                 "--momentum-on-restart",
+                                 "reset",
+                                 "--seed",
+                                 "11",
+                                 "--non-iid",
+                                 "--dirichlet-alpha",
+                                 "0.25",
+                                 "--mode",
+                                 "restarted",
+                                 "--epochs",
+                                 "0",
+                                 "--rounds",
+                                 "9",
+                                 "--interval",
+                                 "5",
+                                 "--intervals",
+                                 "1,2,3",
+                                 "--interval-policy",
+                                 "per-worker",
+                                 "--deadline",
+                                 "fixed",
+                                 "--deadline-ms",
+                                 "1500",
+                                 "--deadline-mad-k",
+                                 "1.5",
+                                 "--quorum",
+                                 "3",
+                                 "--step-size",
+                                 "paper",
+                                 "--warmup-rounds",
+                                 "4",
+                                 "--outer",
+                                 "momentum",
+                                 "--outer-lr",
+                                 "0.9",
+                                 "--outer-momentum",
+                                 "0.1",
+                                 "--averaging",
+                                 "uniform",
+                                 "--eval-every",
+                                 "6",
+                                 "--min-workers",
+                                 "2",
+                                 "--heartbeat-ms",
+                                 "50",
+                                 "--heartbeat-timeout-ms",
+                                 "700"});
   std::vector<std::string> args;
   for (const auto& part : {to_arguments(o.model), to_arguments(o.schedule), to_arguments(o.liveness)}) {
     args.insert(args.end(), part.begin(), part.end());

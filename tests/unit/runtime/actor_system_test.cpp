@@ -114,8 +114,8 @@ class offloader final : public actor {
           return runtime::detail::current_cell() == nullptr;
         },
         [this, p](expected<bool> off_strand) mutable {
-          const bool on_strand = runtime::detail::current_cell() != nullptr &&
-                                 runtime::detail::current_cell()->id() == id();
+          const bool on_strand =
+              runtime::detail::current_cell() != nullptr && runtime::detail::current_cell()->id() == id();
           p.deliver(off_strand.has_value() && *off_strand && on_strand);
         });
     return p;

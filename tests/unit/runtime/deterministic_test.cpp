@@ -422,8 +422,7 @@ class asker final : public actor {
   explicit asker(actor_ref<counter> target) : target_(std::move(target)) {}
   void go(int d) {
     target_.ask(&counter::add, d).then([this](expected<int> r) {
-      on_own_strand = runtime::detail::current_cell() != nullptr &&
-                      runtime::detail::current_cell()->id() == id();
+      on_own_strand = runtime::detail::current_cell() != nullptr && runtime::detail::current_cell()->id() == id();
       result = r ? *r : -1;
       code = r ? errc::none : r.error().code;
     });
@@ -467,8 +466,8 @@ TEST(DeterministicSystemTest, ContinuationOfARestartedActorIsDropped) {
   auto c = *sys.spawn<counter>(10);
   auto a = *sys.spawn<asker>(spawn_options{.name = "", .restart = restart_policy::restart(3, 10s)}, c);
   sys.dispatch_all();
-  a.tell(&asker::go, 5);  // queues the ask to c
-  a.tell(&asker::boom);   // a restarts before c replies
+  a.tell(&asker::go, 5);            // queues the ask to c
+  a.tell(&asker::boom);             // a restarts before c replies
   EXPECT_TRUE(sys.dispatch_one());  // a: go
   EXPECT_TRUE(sys.dispatch_one());  // a: boom -> restart
   sys.dispatch_all();               // c replies; the old incarnation's continuation is dropped

@@ -130,8 +130,8 @@ TEST(RuntimeStressTest, TenThousandActorsDeliverEveryMessageExactlyOnce) {
   EXPECT_EQ(count, total);
   EXPECT_EQ(fifo, 0);
   EXPECT_EQ(p->delivered.load(), static_cast<std::int64_t>(total));
-  std::printf("stress: %llu messages over %zu actors in %.3f s (%.0f msg/s)\n",
-              static_cast<unsigned long long>(total), actors, secs, static_cast<double>(total) / secs);
+  std::printf("stress: %llu messages over %zu actors in %.3f s (%.0f msg/s)\n", static_cast<unsigned long long>(total),
+              actors, secs, static_cast<double>(total) / secs);
   EXPECT_TRUE(sys.shutdown(60s));
   EXPECT_EQ(sys.actor_count(), 0U);
 }

@@ -204,7 +204,8 @@ TEST_F(WaitSpinTest, HandOffRaceWithoutPollingNeverLosesAWakeUp) { run_handoff_r
 
 // Through the public API: asks answered by an actor while the caller polls or sleeps.
 TEST_F(WaitSpinTest, AskGetReturnsEveryReplyWithAndWithoutPolling) {
-  for (const clock_source::duration spin : {clock_source::duration::zero(), clock_source::duration{30us}, clock_source::duration{1ms}}) {
+  for (const clock_source::duration spin :
+       {clock_source::duration::zero(), clock_source::duration{30us}, clock_source::duration{1ms}}) {
     actor_system sys{with_spin(spin)};
     auto a = sys.spawn<echo>();
     ASSERT_TRUE(a.has_value());

@@ -44,13 +44,16 @@ TEST(FaultInjectorTest, AfterAndTimesBoundTheTriggers) {
 
 TEST(FaultInjectorTest, MatchesStageDirectionAndPredicate) {
   fault_injector f(7);
-  f.add(fault_rule{.stage = fault_stage::receive, .action = fault_action::delay, .from = "w1", .to = "avg",
+  f.add(fault_rule{.stage = fault_stage::receive,
+                   .action = fault_action::delay,
+                   .from = "w1",
+                   .to = "avg",
                    .duration = std::chrono::milliseconds(5)});
   const multipart model{frame::copy("MODEL")};
   const multipart other{frame::copy("HEARTBEAT")};
-  f.add(fault_rule{.stage = fault_stage::send,
-                   .action = fault_action::drop,
-                   .match = [](const fault_context& c) { return c.message && c.message->at(0).view() == "MODEL"; }});
+  f.add(fault_rule{.stage = fault_stage::send, .action = fault_action::drop, .match = [](const fault_context& c) {
+                     return c.message && c.message->at(0).view() == "MODEL";
+                   }});
   EXPECT_FALSE(f.decide(fault_context{fault_stage::send, "w1", "avg", &other}).triggered);
   auto d = f.decide(fault_context{fault_stage::send, "w1", "avg", &model});
   EXPECT_TRUE(d.triggered);

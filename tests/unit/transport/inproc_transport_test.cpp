@@ -116,8 +116,7 @@ TEST_F(InprocTransportTest, SharesFramesWithoutCopying) {
   ASSERT_TRUE(client_->t->send(to_server_, multipart{frame::share(model)}));
   net_.run_until_idle();
   ASSERT_EQ(server_->messages.size(), 1U);
-  EXPECT_EQ(static_cast<const void*>(server_->messages[0].second[0].data()),
-            static_cast<const void*>(model->data()));
+  EXPECT_EQ(static_cast<const void*>(server_->messages[0].second[0].data()), static_cast<const void*>(model->data()));
 }
 
 TEST_F(InprocTransportTest, CutLinkGivesDownAfterTimeoutAndUpAfterRestore) {
@@ -212,8 +211,8 @@ TEST_F(InprocTransportTest, FaultsDropDelayDuplicateAndReorder) {
     return [s](const fault_context& c) { return c.message != nullptr && c.message->at(0).view() == s; };
   };
   faults_.add(fault_rule{.stage = fault_stage::send, .action = fault_action::drop, .match = first_is("1")});
-  faults_.add(fault_rule{.stage = fault_stage::send, .action = fault_action::delay, .match = first_is("2"),
-                         .duration = 10ms});
+  faults_.add(
+      fault_rule{.stage = fault_stage::send, .action = fault_action::delay, .match = first_is("2"), .duration = 10ms});
   faults_.add(fault_rule{.stage = fault_stage::receive, .action = fault_action::duplicate, .match = first_is("3")});
   faults_.add(fault_rule{.stage = fault_stage::send, .action = fault_action::reorder, .match = first_is("4")});
   for (const char* m : {"0", "1", "2", "3", "4", "5"}) {
@@ -229,8 +228,12 @@ TEST_F(InprocTransportTest, FaultsDropDelayDuplicateAndReorder) {
 
 TEST_F(InprocTransportTest, DisconnectFaultAfterNMessagesCutsLinkForAWhile) {
   SCOPED_TRACE(faults_.describe());
-  faults_.add(fault_rule{.stage = fault_stage::send, .action = fault_action::disconnect, .from = "client",
-                         .after = 3, .times = 1, .duration = 2s});
+  faults_.add(fault_rule{.stage = fault_stage::send,
+                         .action = fault_action::disconnect,
+                         .from = "client",
+                         .after = 3,
+                         .times = 1,
+                         .duration = 2s});
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE(client_->t->send(to_server_, text(std::to_string(i))));
   }

@@ -67,11 +67,11 @@ void zmq_transport::impl::answer_zap() {
       if (parts.size() >= 7 && parts[0].to_string_view() == "1.0" && parts[5].to_string_view() == "CURVE" &&
           parts[6].size() == curve_key_size) {
         const std::string key = parts[6].to_string();
-        allowed = allowed_keys_.empty() ||
-                  std::find(allowed_keys_.begin(), allowed_keys_.end(), key) != allowed_keys_.end();
+        allowed =
+            allowed_keys_.empty() || std::find(allowed_keys_.begin(), allowed_keys_.end(), key) != allowed_keys_.end();
         std::array<char, curve_key_z85_size + 1> z85{};
-        if (allowed && zmq_z85_encode(z85.data(), static_cast<const std::uint8_t*>(parts[6].data()),
-                                      curve_key_size) != nullptr) {
+        if (allowed &&
+            zmq_z85_encode(z85.data(), static_cast<const std::uint8_t*>(parts[6].data()), curve_key_size) != nullptr) {
           user_id.assign(z85.data(), curve_key_z85_size);
         }
       }
@@ -83,8 +83,8 @@ void zmq_transport::impl::answer_zap() {
                                          << ": its key is not on the allow list" << zap_warnings_.suffix();
         }
       }
-      std::array<std::string, 6> reply{"1.0", request_id, allowed ? "200" : "400",
-                                       allowed ? "OK" : "client key not allowed", user_id, ""};
+      std::array<std::string, 6> reply{
+          "1.0", request_id, allowed ? "200" : "400", allowed ? "OK" : "client key not allowed", user_id, ""};
       for (std::size_t i = 0; i < reply.size(); ++i) {
         zmq::message_t m(reply[i].data(), reply[i].size());
         (void)zap_->send(m, i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);

@@ -168,8 +168,8 @@ bool zmq_transport::impl::try_send(zmq::socket_t& sock, const std::string* routi
       }
     }
     zmq::message_t head(&kind, 1);
-    const auto head_flags = pm.frames.empty() ? zmq::send_flags::dontwait
-                                              : (zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    const auto head_flags =
+        pm.frames.empty() ? zmq::send_flags::dontwait : (zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     auto r = sock.send(head, head_flags);
     if (!r) {
       // Only possible without a routing id: the routed part has already reserved the pipe.
@@ -187,8 +187,8 @@ bool zmq_transport::impl::try_send(zmq::socket_t& sock, const std::string* routi
   // Later parts cannot hit the high-water mark: libzmq counts whole messages against it.
   for (std::size_t i = 0; i < pm.frames.size(); ++i) {
     auto& f = pm.frames[i];
-    const auto flags = i + 1 < pm.frames.size() ? (zmq::send_flags::sndmore | zmq::send_flags::dontwait)
-                                                : zmq::send_flags::dontwait;
+    const auto flags =
+        i + 1 < pm.frames.size() ? (zmq::send_flags::sndmore | zmq::send_flags::dontwait) : zmq::send_flags::dontwait;
     try {
       if (f.size() >= cfg_.zero_copy_threshold && f.size() > 0) {
         // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): released by release_zero_copy.

@@ -155,8 +155,7 @@ expected<std::string> zmq_transport::impl::bind(std::string_view text) {
       router_->bind(spec);
       return router_->get(zmq::sockopt::last_endpoint);
     } catch (const zmq::error_t& e) {
-      return fail(e.num() == EINVAL ? errc::invalid_argument : errc::io_error,
-                  "bind " + spec + ": " + e.what());
+      return fail(e.num() == EINVAL ? errc::invalid_argument : errc::io_error, "bind " + spec + ": " + e.what());
     }
   });
 }
@@ -199,8 +198,7 @@ expected<peer_id> zmq_transport::impl::connect(std::string_view text, connect_op
       outs_.emplace(id, std::move(p));
       return id;
     } catch (const zmq::error_t& e) {
-      return fail(e.num() == EINVAL ? errc::invalid_argument : errc::io_error,
-                  "connect " + spec + ": " + e.what());
+      return fail(e.num() == EINVAL ? errc::invalid_argument : errc::io_error, "connect " + spec + ": " + e.what());
     }
   });
   if (done) {
@@ -268,8 +266,7 @@ expected<void> zmq_transport::impl::send(peer_id peer, multipart msg) {
     const std::size_t queued = counters->queued_bytes.load(std::memory_order_relaxed);
     if (queued > 0 && queued + bytes > cfg_.max_queued_bytes_per_peer) {
       sends_refused_.fetch_add(1, std::memory_order_relaxed);
-      return fail(errc::overloaded, std::to_string(queued) + " bytes already queued for peer " +
-                                        std::to_string(peer));
+      return fail(errc::overloaded, std::to_string(queued) + " bytes already queued for peer " + std::to_string(peer));
     }
     counters->queued_bytes.fetch_add(bytes, std::memory_order_relaxed);
     messages_sent_.fetch_add(1, std::memory_order_relaxed);
@@ -393,14 +390,14 @@ void retain_freed_memory_for_large_frames() {
     // costs ~16 us per 4 KiB page here; keeping them in the heap makes the next frame reuse touched pages.
     // One arena: glibc's per-thread arenas still mmap any block above their 64 MiB heap size (libzmq
     // decodes on its own thread), so only the main arena's sbrk heap can recycle 64 MiB+ frames.
-    const bool ok = mallopt(M_ARENA_MAX, 1) == 1 && mallopt(M_MMAP_MAX, 0) == 1 &&
-                    mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
+    const bool ok =
+        mallopt(M_ARENA_MAX, 1) == 1 && mallopt(M_MMAP_MAX, 0) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1;
     PRSGD_LOG(debug, log_component) << "retain freed memory for large frames: " << (ok ? "on" : "failed");
   });
 }
 
 expected<std::unique_ptr<transport>> make_transport(std::string_view kind, transport_config config,
-                                                  transport_handlers handlers) {
+                                                    transport_handlers handlers) {
   if (kind == "zmq") {
     auto t = zmq_transport::make(std::move(config), std::move(handlers));
     if (!t) {

@@ -103,9 +103,9 @@ class zmq_transport::impl {
 
   struct out_peer {
     zmq::socket_t sock;
-    int fd = -1;          // ZMQ_FD
-    bool dirty = true;    // called since its last EAGAIN: check ZMQ_EVENTS before blocking
-    bool ready = true;    // may have messages waiting: receive without waiting for the fd
+    int fd = -1;        // ZMQ_FD
+    bool dirty = true;  // called since its last EAGAIN: check ZMQ_EVENTS before blocking
+    bool ready = true;  // may have messages waiting: receive without waiting for the fd
     std::string routing_id;
     std::string endpoint;
     std::string remote_node;
@@ -239,9 +239,9 @@ class zmq_transport::impl {
   // Bounded: the oldest entries go first (a dropped client that reconnects gets a new routing id anyway).
   std::unordered_set<std::string> dropped_ids_;
   std::deque<std::string> dropped_order_;
-  std::vector<command> batch_;               // drained commands (reused)
-  std::vector<zmq::message_t> rx_parts_;     // received parts (reused)
-  std::string rid_scratch_;                  // received routing id (reused)
+  std::vector<command> batch_;            // drained commands (reused)
+  std::vector<zmq::message_t> rx_parts_;  // received parts (reused)
+  std::string rid_scratch_;               // received routing id (reused)
   int router_fd_ = -1;
   int zap_fd_ = -1;
   bool direct_sent_ = false;  // a thread sent directly since the I/O thread last woke (see send())

@@ -187,7 +187,7 @@ class averager_actor : public actor {
   rate_limiter malformed_warnings_;
   rate_limiter inbox_warnings_;
   std::optional<metrics_writer> writer_;
-  std::map<member_id, peer_id> peers_;  // routes, as the core accepted them
+  std::map<member_id, peer_id> peers_;                                  // routes, as the core accepted them
   std::array<std::uint64_t, forwarded_drops.size()> reported_drops_{};  // core drops already handed to on_drop
   std::optional<timer_id> timer_;
   std::vector<std::shared_ptr<algorithms::model>> idle_evaluators_;

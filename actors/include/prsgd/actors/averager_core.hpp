@@ -518,10 +518,10 @@ class averager_core {
   std::optional<algorithms::outer_optimizer> outer_;
   std::vector<float> minibatch_momentum_;  // b, over the trainable prefix (minibatch_sgd mode)
 
-  std::map<member_id, member_entry> members_;   // M_r
-  std::map<member_id, member_entry> pending_;   // welcomed, admitted at the next barrier
+  std::map<member_id, member_entry> members_;        // M_r
+  std::map<member_id, member_entry> pending_;        // welcomed, admitted at the next barrier
   std::map<member_id, checkpoint_member> restored_;  // checkpointed members not yet back (rejoin_wait)
-  std::map<member_id, submission> submissions_; // accepted for round_
+  std::map<member_id, submission> submissions_;      // accepted for round_
   std::size_t round_members_ = 0;
   double round_step_size_ = 0;
   std::size_t round_removed_ = 0;
@@ -533,13 +533,13 @@ class averager_core {
   std::vector<double> arrival_history_;
   std::uint64_t round_bytes_in_ = 0;
   std::uint64_t round_bytes_out_ = 0;
-  std::uint64_t bytes_in_ = 0;   // over this incarnation's closed rounds
+  std::uint64_t bytes_in_ = 0;  // over this incarnation's closed rounds
   std::uint64_t bytes_out_ = 0;
   submission_counters counters_;
   submission_counters round_counters_;
   std::map<std::string, std::uint64_t, std::less<>> drops_;
   std::map<std::pair<origin_t, incarnation_t>, member_id> joins_;  // (connection, JOIN nonce) -> member
-  std::map<origin_t, std::string> connection_keys_;  // client keys of the connections that are up
+  std::map<origin_t, std::string> connection_keys_;                // client keys of the connections that are up
   /// Warnings caused by remote input, each family a few lines per 10 s ("... and N more like it").
   /// Held by pointer so the core stays movable.
   struct remote_warnings {
@@ -570,13 +570,13 @@ class averager_core {
   std::map<std::uint64_t, round_t> evaluating_;    // request id -> rounds of the x̄ it scores
   std::uint64_t next_eval_id_ = 1;
   bool final_eval_requested_ = false;
-  std::optional<double> last_acc_;                 // accuracy of the newest x̄ evaluated
+  std::optional<double> last_acc_;  // accuracy of the newest x̄ evaluated
   round_t last_acc_rounds_ = 0;
   bool suspended_ = false;
   bool done_ = false;
-  bool pause_ = false;                             // asked to pause: no round starts until resume
-  std::deque<removal> removed_;                    // the newest removals, oldest first
-  std::optional<double> mean_round_s_;             // moving average of trained rounds' durations (ETA)
+  bool pause_ = false;                  // asked to pause: no round starts until resume
+  std::deque<removal> removed_;         // the newest removals, oldest first
+  std::optional<double> mean_round_s_;  // moving average of trained rounds' durations (ETA)
 };
 
 }  // namespace prsgd::actors

@@ -254,8 +254,8 @@ using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg, 
 /// Holds any message the averager sends to an operator client.
 using to_operator = std::variant<status_reply_msg, control_reply_msg>;
 /// Holds any protocol message, in either direction (what the cores hand their shells to send).
-using any_msg = std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg,
-                             stop_msg, refused_msg, status_request_msg, status_reply_msg, control_msg,
-                             control_reply_msg>;
+using any_msg =
+    std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg, stop_msg,
+                 refused_msg, status_request_msg, status_reply_msg, control_msg, control_reply_msg>;
 
 }  // namespace prsgd::actors

@@ -27,8 +27,7 @@ struct dataset {
   [[nodiscard]] std::size_t size() const noexcept { return labels.size(); }
   /// Returns the number of floats in one sample.
   [[nodiscard]] std::size_t sample_size() const noexcept {
-    return static_cast<std::size_t>(shape[0]) * static_cast<std::size_t>(shape[1]) *
-           static_cast<std::size_t>(shape[2]);
+    return static_cast<std::size_t>(shape[0]) * static_cast<std::size_t>(shape[1]) * static_cast<std::size_t>(shape[2]);
   }
   /// Returns a pointer to sample i's first float. @pre i < size()
   [[nodiscard]] const float* sample(std::size_t i) const noexcept { return features.data() + i * sample_size(); }

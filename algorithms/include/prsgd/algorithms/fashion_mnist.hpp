@@ -56,7 +56,7 @@ struct fashion_mnist_options {
 
 /// The labels of one split, read from its label file alone (for the data fingerprint's label hash).
 [[nodiscard]] expected<std::vector<std::int32_t>> fashion_mnist_labels(std::string_view dir = {},
-                                                                      split which = split::train);
+                                                                       split which = split::train);
 
 /// Holds the raw contents of an IDX file of unsigned bytes (type code 0x08).
 struct idx_bytes {

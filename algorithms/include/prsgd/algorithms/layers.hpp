@@ -114,7 +114,7 @@ class layer {
 /// A named layer's tensors are "<prefix><name>.<tensor>"; the j-th unnamed layer that has tensors (counting
 /// from 0, layers without tensors skipped) gets "<prefix><unnamed>.<j>.<tensor>".
 [[nodiscard]] std::vector<tensor_info> describe_tensors(const std::vector<std::unique_ptr<layer>>& layers,
-                                                       const std::string& prefix, const std::string& unnamed);
+                                                        const std::string& prefix, const std::string& unnamed);
 
 /// Returns a fully connected layer in -> out (PyTorch nn.Linear layout: weight out x in, row-major, then bias).
 /// @pre `in` is a vector shape {n, 1, 1}.
@@ -122,8 +122,8 @@ class layer {
 /// Returns an element-wise max(x, 0).
 [[nodiscard]] std::unique_ptr<layer> make_relu(shape3 in);
 /// Returns a 2-D convolution via im2col + GEMM (weight out x in x k x k as PyTorch, then bias if `bias`).
-[[nodiscard]] std::unique_ptr<layer> make_conv2d(shape3 in, int out_channels, int kernel, int stride,
-                                                 int padding, bool bias = true);
+[[nodiscard]] std::unique_ptr<layer> make_conv2d(shape3 in, int out_channels, int kernel, int stride, int padding,
+                                                 bool bias = true);
 /// Returns a k x k max pooling with stride k (floors odd sizes like PyTorch).
 [[nodiscard]] std::unique_ptr<layer> make_max_pool2d(shape3 in, int kernel);
 /// Returns max(max_pool2d(x), 0), i.e. a ReLU followed by a k x k max pool in one layer (identical values
@@ -144,8 +144,7 @@ class layer {
 /// Computes the mean softmax cross-entropy of `logits` (classes x batch) against `labels`,
 /// and, if `dlogits` is not null, its gradient with respect to the logits.
 /// @pre labels.size() == logits.cols() and every label is in [0, logits.rows()).
-[[nodiscard]] float softmax_cross_entropy(const tensor& logits, std::span<const std::int32_t> labels,
-                                          tensor* dlogits);
+[[nodiscard]] float softmax_cross_entropy(const tensor& logits, std::span<const std::int32_t> labels, tensor* dlogits);
 /// Returns how many columns of `logits` have their arg-max at the label.
 [[nodiscard]] std::size_t count_correct(const tensor& logits, std::span<const std::int32_t> labels);
 

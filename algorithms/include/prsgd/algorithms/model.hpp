@@ -151,10 +151,10 @@ class model {
   std::vector<std::unique_ptr<layer>> layers_;
   std::vector<tensor_info> tensors_;
   flat_parameters flat_;
-  std::vector<tensor> acts_;  // acts_[0] is the input batch, acts_[i + 1] the output of layer i
-  std::vector<tensor> dacts_;  // dacts_[i] is the loss gradient with respect to acts_[i]
+  std::vector<tensor> acts_;              // acts_[0] is the input batch, acts_[i + 1] the output of layer i
+  std::vector<tensor> dacts_;             // dacts_[i] is the loss gradient with respect to acts_[i]
   std::vector<std::size_t> grad_offset_;  // grad_offset_[i]: where layer i's gradients start in grads()
-  std::size_t first_trainable_ = 0;  // layers below it have no parameters, so need no backward pass
+  std::size_t first_trainable_ = 0;       // layers below it have no parameters, so need no backward pass
   std::vector<const float*> gather_;
   std::vector<std::int32_t> labels_;
 };

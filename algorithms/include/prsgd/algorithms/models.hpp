@@ -17,8 +17,7 @@ namespace prsgd::algorithms {
 /// Builds `fmnist-resnet`: a ResNet-20 for small images: conv3x3(16)+BN+ReLU, three stages of
 /// `blocks_per_stage` basic blocks with 16/32/64 channels (stride 2 and a 1x1 conv+BN shortcut
 /// entering stages 2 and 3), global average pool, fc(64 -> classes).
-[[nodiscard]] expected<std::unique_ptr<model>> make_fmnist_resnet(const model_config& config,
-                                                                   int blocks_per_stage = 3);
+[[nodiscard]] expected<std::unique_ptr<model>> make_fmnist_resnet(const model_config& config, int blocks_per_stage = 3);
 /// Registers fmnist-mlp, fmnist-cnn, fmnist-resnet (n = 3, ResNet-20) and fmnist-resnet8 (n = 1) in `registry`.
 /// Names that are already taken are left alone.
 void register_builtin_models(model_registry& registry);

@@ -3,12 +3,12 @@
 
 #include <functional>
 #include <map>
-#include "prsgd/common/mutex.hpp"
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+#include "prsgd/common/mutex.hpp"
 
 #include "prsgd/common/expected.hpp"
 

@@ -21,8 +21,7 @@ struct shape3 {
 
   /// Returns channels * height * width.
   [[nodiscard]] std::size_t size() const noexcept {
-    return static_cast<std::size_t>(channels) * static_cast<std::size_t>(height) *
-           static_cast<std::size_t>(width);
+    return static_cast<std::size_t>(channels) * static_cast<std::size_t>(height) * static_cast<std::size_t>(width);
   }
   /// Returns height * width (the number of positions per channel).
   [[nodiscard]] std::size_t plane() const noexcept {

@@ -23,7 +23,23 @@
 namespace prsgd::algorithms {
 
 /// Lists the element types of the safetensors format.
-enum class st_dtype : std::uint8_t { boolean, u8, i8, f8_e5m2, f8_e4m3, i16, u16, f16, bf16, i32, u32, f32, f64, i64, u64 };
+enum class st_dtype : std::uint8_t {
+  boolean,
+  u8,
+  i8,
+  f8_e5m2,
+  f8_e4m3,
+  i16,
+  u16,
+  f16,
+  bf16,
+  i32,
+  u32,
+  f32,
+  f64,
+  i64,
+  u64
+};
 
 /// Returns the format's name of `t` ("F32", "I64", "BOOL", ...).
 [[nodiscard]] std::string_view to_string(st_dtype t) noexcept;

@@ -72,9 +72,9 @@ class shard_sampler {
   /// Builds the sampler for `worker` of `num_workers`, positioned at epoch 0.
   /// Returns invalid_argument for a bad partition (see partition()), worker outside [0, N),
   /// batch_size 0, or an empty shard (or one smaller than a batch with drop_last).
-  [[nodiscard]] static expected<shard_sampler> make(std::span<const std::int32_t> labels, int worker,
-                                                    int num_workers, const shard_config& config,
-                                                    std::size_t batch_size, bool drop_last = false);
+  [[nodiscard]] static expected<shard_sampler> make(std::span<const std::int32_t> labels, int worker, int num_workers,
+                                                    const shard_config& config, std::size_t batch_size,
+                                                    bool drop_last = false);
 
   /// Returns the next batch (valid until the next call to next_batch or restore) and advances.
   [[nodiscard]] std::span<const std::size_t> next_batch();
@@ -96,9 +96,9 @@ class shard_sampler {
   shard_sampler() = default;
   void load_epoch(std::uint64_t epoch);
 
-  std::size_t num_samples_ = 0;       // iid re-partitions all samples every epoch
-  std::vector<std::size_t> owned_;    // non-IID: fixed, sorted indices this worker owns
-  std::vector<std::size_t> order_;    // the current epoch's order
+  std::size_t num_samples_ = 0;     // iid re-partitions all samples every epoch
+  std::vector<std::size_t> owned_;  // non-IID: fixed, sorted indices this worker owns
+  std::vector<std::size_t> order_;  // the current epoch's order
   shard_config config_;
   int worker_ = 0;
   int num_workers_ = 1;

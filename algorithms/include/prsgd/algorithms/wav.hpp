@@ -29,8 +29,7 @@ struct wav_format {
                                                       const wav_format& required = {});
 
 /// Reads and decodes `file` like decode_wav(); returns io_error naming the file if it cannot be read.
-[[nodiscard]] expected<std::vector<float>> read_wav(const std::filesystem::path& file,
-                                                    const wav_format& required = {});
+[[nodiscard]] expected<std::vector<float>> read_wav(const std::filesystem::path& file, const wav_format& required = {});
 
 /// Encodes mono samples (clipped to [-1, 1]) as a canonical 44-byte-header 16-bit PCM WAV image.
 [[nodiscard]] std::vector<std::uint8_t> encode_wav(std::span<const float> samples, int sample_rate);

@@ -99,6 +99,6 @@ struct job_length {
 /// nullopt: the averager then averages by samples while the intervals agree and step-normalised (FedNova)
 /// once they differ.
 [[nodiscard]] std::optional<algorithms::averaging_rule> averaging_rule_for(const schedule_options& s,
-                                                                         const model_options& m);
+                                                                           const model_options& m);
 
 }  // namespace prsgd::cli

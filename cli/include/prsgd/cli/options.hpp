@@ -375,8 +375,8 @@ struct help_request {
 
 /// Holds the outcome of a successful parse: what to run.
 using command = std::variant<help_request, head_options, averager_options, worker_options, local_options,
-                             keygen_options, export_options, eval_options, predict_options, plot_options,
-                             list_options, completion_options, operator_options>;
+                             keygen_options, export_options, eval_options, predict_options, plot_options, list_options,
+                             completion_options, operator_options>;
 
 /// Parses `args` (args[0] is the program name) including a `--config` YAML file, then validates.
 /// Returns invalid_argument (bad or unknown option, bad value, unknown YAML key) or not_found

@@ -22,16 +22,14 @@ namespace prsgd::cli {
 /// checkpoint directory (milliseconds since the epoch). Returns invalid_argument for an enum value the
 /// algorithms' parsers refuse (validate(averager_options) has already refused them on the command line).
 [[nodiscard]] expected<actors::averager_actor_config> averager_config_from(const averager_options& o,
-                                                                         const job_data& data,
-                                                                         const job_length& plan,
-                                                                         actors::incarnation_t incarnation);
+                                                                           const job_data& data, const job_length& plan,
+                                                                           actors::incarnation_t incarnation);
 
 /// Returns the worker actor's configuration (everything but `on_finished`). `data` is what
 /// load_job_data(o.model, train) returned; `incarnation` the worker's JOIN nonce (secure_random_u64). The
 /// member id and data shard come from the averager.
-[[nodiscard]] expected<actors::worker_actor_config> worker_config_from(const worker_options& o,
-                                                                     const job_data& data,
-                                                                     actors::incarnation_t incarnation);
+[[nodiscard]] expected<actors::worker_actor_config> worker_config_from(const worker_options& o, const job_data& data,
+                                                                       actors::incarnation_t incarnation);
 
 /// Derives the transport's frame limit from the model (`num_params` floats): the largest frame prsgd sends
 /// is the model in float32, so a much larger frame can only come from a broken or hostile peer and libzmq

@@ -31,7 +31,7 @@ struct check_voidify {
 }  // namespace prsgd::common::detail
 
 /// Aborts with file:line and the streamed context when `cond` is false. For bugs, never for peer input.
-#define PRSGD_CHECK(cond)                                                                        \
-  (cond) ? (void)0                                                                               \
-         : ::prsgd::common::detail::check_voidify() &                                            \
-               ::prsgd::common::detail::check_failure(__FILE__, __LINE__, #cond)
+#define PRSGD_CHECK(cond) \
+  (cond)                  \
+      ? (void)0           \
+      : ::prsgd::common::detail::check_voidify() & ::prsgd::common::detail::check_failure(__FILE__, __LINE__, #cond)

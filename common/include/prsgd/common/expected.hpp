@@ -112,7 +112,7 @@ class [[nodiscard]] expected {
   using value_type = T;
 
   expected() requires std::is_default_constructible_v<T> : v_(std::in_place_index<0>) {}
-  expected(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  expected(T value) : v_(std::in_place_index<0>, std::move(value)) {}       // NOLINT(google-explicit-constructor)
   expected(unexpected u) : v_(std::in_place_index<1>, std::move(u.err)) {}  // NOLINT
   expected(::prsgd::error e) : v_(std::in_place_index<1>, std::move(e)) {}  // NOLINT
 
@@ -171,10 +171,10 @@ class [[nodiscard]] expected<void> {
 }  // namespace prsgd
 
 /// Evaluates an `expected` expression and returns its error from the enclosing function if it has one.
-#define PRSGD_TRY(expr)                                   \
-  do {                                                    \
-    auto&& prsgd_try_result_ = (expr);                    \
-    if (!prsgd_try_result_) {                             \
+#define PRSGD_TRY(expr)                                      \
+  do {                                                       \
+    auto&& prsgd_try_result_ = (expr);                       \
+    if (!prsgd_try_result_) {                                \
       return ::prsgd::unexpected{prsgd_try_result_.error()}; \
-    }                                                     \
+    }                                                        \
   } while (false)

@@ -45,7 +45,7 @@ struct voidify {
 }  // namespace prsgd::log
 
 /// Streams one log line: `PRSGD_LOG(info, "averager") << "round " << r;` Costs nothing below the level.
-#define PRSGD_LOG(lvl, component)                                                  \
-  (::prsgd::log::level::lvl < ::prsgd::log::current_level())                       \
-      ? (void)0                                                                    \
+#define PRSGD_LOG(lvl, component)                            \
+  (::prsgd::log::level::lvl < ::prsgd::log::current_level()) \
+      ? (void)0                                              \
       : ::prsgd::log::detail::voidify() & ::prsgd::log::detail::line(::prsgd::log::level::lvl, component)

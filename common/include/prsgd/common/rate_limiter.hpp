@@ -40,8 +40,8 @@ class rate_limiter {
   bool started_ PRSGD_GUARDED_BY(mu_) = false;
   clock_source::time_point window_start_ PRSGD_GUARDED_BY(mu_){};
   std::uint32_t passed_ PRSGD_GUARDED_BY(mu_) = 0;
-  std::uint64_t held_ PRSGD_GUARDED_BY(mu_) = 0;     // held back in the current window
-  std::uint64_t report_ PRSGD_GUARDED_BY(mu_) = 0;   // held back in the previous window, not yet reported
+  std::uint64_t held_ PRSGD_GUARDED_BY(mu_) = 0;    // held back in the current window
+  std::uint64_t report_ PRSGD_GUARDED_BY(mu_) = 0;  // held back in the previous window, not yet reported
   std::uint64_t suppressed_ PRSGD_GUARDED_BY(mu_) = 0;
 };
 

@@ -104,20 +104,20 @@ class actor {
   void run_compute(F&& fn, C&& cont) {
     std::weak_ptr<runtime::detail::cell> weak = cell_->shared_from_this();
     const auto inc = cell_->incarnation();
-    cell_->engine().post_compute([weak, inc, f = std::decay_t<F>(std::forward<F>(fn)),
-                                c = std::decay_t<C>(std::forward<C>(cont))]() mutable {
-      auto result = runtime::detail::invoke_catching(f);
-      auto target = weak.lock();
-      if (!target) {
-        return;
-      }
-      target->enqueue(runtime::detail::make_message(
-          [inc, c = std::move(c), r = std::move(result)](runtime::detail::cell& self) mutable {
-            if (self.incarnation() == inc && self.instance() != nullptr) {
-              c(std::move(r));
-            }
-          }));
-    });
+    cell_->engine().post_compute(
+        [weak, inc, f = std::decay_t<F>(std::forward<F>(fn)), c = std::decay_t<C>(std::forward<C>(cont))]() mutable {
+          auto result = runtime::detail::invoke_catching(f);
+          auto target = weak.lock();
+          if (!target) {
+            return;
+          }
+          target->enqueue(runtime::detail::make_message(
+              [inc, c = std::move(c), r = std::move(result)](runtime::detail::cell& self) mutable {
+                if (self.incarnation() == inc && self.instance() != nullptr) {
+                  c(std::move(r));
+                }
+              }));
+        });
   }
 
  private:

@@ -96,8 +96,7 @@ class ask_message final : public message {
 
 /// Returns the value type of `ask(m, args...)` on a `T`.
 template <class T, class M, class... A>
-using ask_result_t =
-    typename ask_result<std::decay_t<std::invoke_result_t<M&, T&, std::decay_t<A>&&...>>>::type;
+using ask_result_t = typename ask_result<std::decay_t<std::invoke_result_t<M&, T&, std::decay_t<A>&&...>>>::type;
 
 }  // namespace runtime::detail
 
@@ -132,8 +131,8 @@ class actor_ref {
   bool tell(M m, A&&... args) const {
     using tuple = std::tuple<std::decay_t<A>...>;
     static_assert(std::is_invocable_v<M&, T&, std::decay_t<A>&&...>, "tell: not callable on T with these args");
-    return cell_->enqueue(std::make_unique<runtime::detail::tell_message<T, M, tuple>>(
-        std::move(m), tuple{std::forward<A>(args)...}));
+    return cell_->enqueue(
+        std::make_unique<runtime::detail::tell_message<T, M, tuple>>(std::move(m), tuple{std::forward<A>(args)...}));
   }
 
   /// Calls `m(args...)` on the actor and returns a future for its result. A handler returning
@@ -145,8 +144,8 @@ class actor_ref {
     using R = runtime::detail::ask_result_t<T, M, A...>;
     using tuple = std::tuple<std::decay_t<A>...>;
     auto st = std::make_shared<runtime::detail::promise_state<R>>(cell_->engine().shared_from_this());
-    cell_->enqueue(std::make_unique<runtime::detail::ask_message<T, M, tuple, R>>(
-        std::move(m), tuple{std::forward<A>(args)...}, st));
+    cell_->enqueue(std::make_unique<runtime::detail::ask_message<T, M, tuple, R>>(std::move(m),
+                                                                                  tuple{std::forward<A>(args)...}, st));
     return future<R>{std::move(st)};
   }
 

@@ -125,8 +125,7 @@ class actor_system {
   expected<actor_ref<T>> spawn_with(spawn_options opts, A&&... args) {
     runtime::detail::actor_factory factory =
         [tup = std::tuple<std::decay_t<A>...>(std::forward<A>(args)...)]() -> std::unique_ptr<actor> {
-      return std::apply([](const auto&... a) -> std::unique_ptr<actor> { return std::make_unique<T>(a...); },
-                        tup);
+      return std::apply([](const auto&... a) -> std::unique_ptr<actor> { return std::make_unique<T>(a...); }, tup);
     };
     auto c = engine_->spawn_cell(std::move(factory), std::move(opts), typeid(T));
     if (!c) {

@@ -48,7 +48,7 @@ class [[nodiscard]] future {
   /// runs on that actor's strand (dropped if the actor stopped or restarted meanwhile); otherwise on
   /// an actor thread. Never inline in the caller. @pre valid() and not yet consumed.
   template <class F>
-    requires std::invocable<F&, expected<T>>
+  requires std::invocable<F&, expected<T>>
   void then(F&& fn) {
     PRSGD_CHECK(st_) << "then() on an invalid future";
     st_->set_continuation(runtime::detail::unique_function<void(expected<T>)>{std::forward<F>(fn)},
@@ -87,8 +87,7 @@ class response_promise {
   response_promise() = default;
   /// Binds to a new state on `engine` (runtime-internal).
   explicit response_promise(std::shared_ptr<runtime::detail::system_engine> engine)
-      : guard_(std::make_shared<guard>(
-            std::make_shared<runtime::detail::promise_state<T>>(std::move(engine)))) {}
+      : guard_(std::make_shared<guard>(std::make_shared<runtime::detail::promise_state<T>>(std::move(engine)))) {}
 
   /// Delivers a value or an error; later deliveries are ignored. Returns true if this one counted.
   bool deliver(expected<T> v) {
@@ -96,11 +95,7 @@ class response_promise {
     return guard_->st->complete(std::move(v));
   }
   /// Delivers success for a `response_promise<void>`.
-  bool deliver()
-    requires std::is_void_v<T>
-  {
-    return deliver(expected<void>{});
-  }
+  bool deliver() requires std::is_void_v<T> { return deliver(expected<void>{}); }
   /// Returns true while bound and not yet delivered.
   [[nodiscard]] bool pending() const { return guard_ && !guard_->st->ready(); }
   /// Returns a future on the same state (runtime-internal: used to chain the ask).

@@ -15,7 +15,8 @@ namespace prsgd::wire {
 /// registered node's connection is lost or it leaves. Other nodes join with `node_config::head`.
 /// It is an ordinary node too: it can host and serve actors.
 [[nodiscard]] inline expected<std::unique_ptr<node>> make_head(actor_system& system, const remote_registry& registry,
-                                                              node_config cfg, const transport_factory& make_transport) {
+                                                               node_config cfg,
+                                                               const transport_factory& make_transport) {
   cfg.head_service = true;
   return node::make(system, registry, std::move(cfg), make_transport);
 }

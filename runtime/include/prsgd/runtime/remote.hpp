@@ -163,8 +163,8 @@ using invoker = std::function<expected<void>(const std::shared_ptr<runtime::deta
                                              std::span<const std::byte> args, reply_fn done)>;
 
 /// Builds an actor of a registered type from encoded constructor arguments and an optional name.
-using factory = std::function<expected<actor_addr>(actor_system& system, std::span<const std::byte> args,
-                                                   const std::string& name)>;
+using factory =
+    std::function<expected<actor_addr>(actor_system& system, std::span<const std::byte> args, const std::string& name)>;
 
 /// Describes one actor type that remote nodes may spawn and call.
 struct remote_type_info {
@@ -206,8 +206,7 @@ class remote_registry {
         PRSGD_TRY(decoded);
         actor_ref<T> ref{target};
         if (!done) {
-          const bool queued =
-              std::apply([&](auto&... a) { return ref.tell(ptr, std::move(a)...); }, *decoded);
+          const bool queued = std::apply([&](auto&... a) { return ref.tell(ptr, std::move(a)...); }, *decoded);
           if (!queued) {
             return fail(errc::actor_dead, "actor stopped");
           }

@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "prsgd/algorithms/wav.hpp"
 #include "files.hpp"
+#include "prsgd/algorithms/wav.hpp"
 
 namespace prsgd::algorithms {
 namespace {

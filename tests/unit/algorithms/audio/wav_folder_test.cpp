@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "files.hpp"
 #include "prsgd/algorithms/datasets.hpp"
 #include "prsgd/algorithms/wav.hpp"
-#include "files.hpp"
 
 namespace prsgd::algorithms {
 namespace {

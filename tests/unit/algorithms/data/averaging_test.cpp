@@ -243,8 +243,8 @@ TEST(AveragingTest, StreamingStoresMatchNormalStoresBitForBitAtEveryAlignment) {
     ++base;
   }
   std::vector<float> normal(max_len);
-  const std::size_t lens[] = {0, 1, 3, 15, 16, 17, 31, 32, 33, 64 + 5, 512 + 16 + 3, 512 + 2 * 16,
-                              2048 + 16 + 1, max_len};
+  const std::size_t lens[] = {0,      1, 3, 15, 16, 17, 31, 32, 33, 64 + 5, 512 + 16 + 3, 512 + 2 * 16, 2048 + 16 + 1,
+                              max_len};
   for (std::size_t n : {1U, 2U, 3U, 8U, 9U, 17U}) {
     for (std::size_t l : lens) {
       for (std::size_t offset : {0U, 1U, 3U, 4U, 8U, 15U}) {
@@ -382,8 +382,8 @@ TEST(AveragingTest, ErrorCasesReturnInvalidArgument) {
   }
   {
     std::vector<contribution> in{{x, 1, 1}};
-    expect_invalid(in, {}, averaging_rule::step_normalised);          // needs previous
-    expect_invalid(in, short_model, averaging_rule::uniform);         // wrong-size previous
+    expect_invalid(in, {}, averaging_rule::step_normalised);   // needs previous
+    expect_invalid(in, short_model, averaging_rule::uniform);  // wrong-size previous
   }
   // Uniform ignores samples/steps, so zeros are fine there.
   std::vector<contribution> in{{x, 0, 0}};
@@ -436,9 +436,9 @@ TEST(AveragingTest, StepNormalisedWeighsEqualShardsEquallyWhateverTheirIntervals
     models.push_back(std::move(x));
   }
   std::vector<float> out(len);
-  ASSERT_TRUE(average(contributions(models, {64 * 11, 64 * 11, 64 * 2}, steps), prev, averaging_rule::step_normalised,
-                      out)
-                  .has_value());
+  ASSERT_TRUE(
+      average(contributions(models, {64 * 11, 64 * 11, 64 * 2}, steps), prev, averaging_rule::step_normalised, out)
+          .has_value());
   for (std::size_t j = 0; j < len; ++j) {
     ASSERT_NEAR(out[j], prev[j] + 8 * d[j], 1e-5) << j;
   }

@@ -87,8 +87,7 @@ TEST_F(CsvDataTest, HeaderOptionOverridesDetection) {
   EXPECT_EQ(d->train_size, 1U) << "the first row was taken as a header";
   options_["header"] = "no";
   write_both("label,a\n1,2\n");
-  EXPECT_NE(error().find("train.csv:1: the label ('label', column 0) is not an integer"), std::string::npos)
-      << error();
+  EXPECT_NE(error().find("train.csv:1: the label ('label', column 0) is not an integer"), std::string::npos) << error();
   options_["header"] = "maybe";
   EXPECT_NE(error().find("header must be auto, yes or no"), std::string::npos);
 }

@@ -208,7 +208,8 @@ TEST_F(NpyTest, FeatureShapesBecomeChannelsHeightWidth) {
 
 TEST_F(NpyTest, Uint8FeaturesAreScaledToUnitRangeAndFloat64IsNarrowed) {
   write_set({2});
-  write(file("train_x.npy"), encode_npy("|u1", {6, 2}, std::vector<std::uint8_t>{0, 255, 51, 102, 0, 0, 1, 2, 3, 4, 5, 6}));
+  write(file("train_x.npy"),
+        encode_npy("|u1", {6, 2}, std::vector<std::uint8_t>{0, 255, 51, 102, 0, 0, 1, 2, 3, 4, 5, 6}));
   auto d = load();
   ASSERT_TRUE(d) << d.error().message();
   EXPECT_FLOAT_EQ(d->train->features[0], 0.0F);
@@ -234,18 +235,21 @@ TEST_F(NpyTest, BadDataSetsAreRefusedWithTheFileAndTheProblem) {
     const char* needle;
   };
   const std::vector<bad_case> cases = {
-      {"train_x.npy", encode_npy("<i8", {6, 2}, std::vector<std::uint8_t>(96)), "features must be float32, float64 or uint8"},
+      {"train_x.npy", encode_npy("<i8", {6, 2}, std::vector<std::uint8_t>(96)),
+       "features must be float32, float64 or uint8"},
       {"train_x.npy", encode_npy("<f4", {6, 2, 2, 2, 2}, std::vector<std::uint8_t>(6 * 16 * 4)), "1 to 4 dimensions"},
       {"train_x.npy", encode_npy("<f4", {0, 2}, {}), "holds no samples"},
       {"train_x.npy", encode_npy("<f4", {5, 2}, std::vector<std::uint8_t>(40)), "has 6 labels but"},
-      {"train_x.npy", encode_npy("<f4", {6, 2}, bytes_of(std::vector<float>{1, 2, std::nanf(""), 0, 0, 0, 0, 0, 0, 0, 0, 0})),
+      {"train_x.npy",
+       encode_npy("<f4", {6, 2}, bytes_of(std::vector<float>{1, 2, std::nanf(""), 0, 0, 0, 0, 0, 0, 0, 0, 0})),
        "sample 1 has a NaN or infinite value"},
       {"train_x.npy", encode_npy("<f8", {6, 2}, bytes_of(std::vector<double>{1e300, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})),
        "beyond float32's range"},
       {"test_x.npy", encode_npy("<f4", {3, 3}, std::vector<std::uint8_t>(36)), "samples are 1x1x3 but"},
       {"train_y.npy", encode_npy("<f4", {6}, std::vector<std::uint8_t>(24)), "labels must be integers"},
       {"train_y.npy", encode_npy("<i8", {6, 2}, std::vector<std::uint8_t>(96)), "shape (N,) or (N, 1)"},
-      {"test_y.npy", encode_npy("<i8", {3}, bytes_of(std::vector<std::int64_t>{0, -1, 0})), "label -1 at row 1 is negative"},
+      {"test_y.npy", encode_npy("<i8", {3}, bytes_of(std::vector<std::int64_t>{0, -1, 0})),
+       "label -1 at row 1 is negative"},
       {"test_y.npy", encode_npy("<u8", {3}, bytes_of(std::vector<std::uint64_t>{0, 1ULL << 40U, 0})), "too large"},
   };
   for (const auto& c : cases) {

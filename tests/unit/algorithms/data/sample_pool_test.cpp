@@ -176,11 +176,11 @@ TEST(SamplePool, GivenBackRangesComeOutNextInTheirEpoch) {
 TEST(SamplePool, LateReturnsReopenTheOlderEpochBeforeTheNewer) {
   auto pool = sample_pool::make(config_of(60, 10));
   ASSERT_TRUE(pool);
-  auto held = pool->take(30, 10);   // a member holds half of epoch 0
-  auto rest = pool->take(40, 10);   // another takes the other half and 10 of epoch 1
+  auto held = pool->take(30, 10);  // a member holds half of epoch 0
+  auto rest = pool->take(40, 10);  // another takes the other half and 10 of epoch 1
   pool->consume(rest);
   EXPECT_EQ(pool->epochs_done(), 0U);
-  pool->give_back(held);            // the first member dies
+  pool->give_back(held);  // the first member dies
   auto next = pool->take(35, 10);
   ASSERT_FALSE(next.empty());
   EXPECT_EQ(next.front().epoch, 0U);

@@ -41,8 +41,8 @@ TEST(ScheduleTest, CosineHitsEndpointsAndMidpoint) {
 }
 
 TEST(ScheduleTest, WarmupRampsLinearlyThenHandsOver) {
-  const lr_schedule s{.kind = lr_kind::cosine, .base_lr = 0.2, .total_steps = 1100, .warmup_steps = 100,
-                      .warmup_start_factor = 0.1};
+  const lr_schedule s{
+      .kind = lr_kind::cosine, .base_lr = 0.2, .total_steps = 1100, .warmup_steps = 100, .warmup_start_factor = 0.1};
   ASSERT_TRUE(validate(s).has_value());
   EXPECT_NEAR(learning_rate(s, 0), 0.02, tol);
   EXPECT_NEAR(learning_rate(s, 50), 0.2 * (0.1 + 0.9 * 0.5), tol);
@@ -53,8 +53,8 @@ TEST(ScheduleTest, WarmupRampsLinearlyThenHandsOver) {
   EXPECT_NEAR(learning_rate(warm_const, 0), 0.0, tol);
   EXPECT_NEAR(learning_rate(warm_const, 1), 0.25, tol);
   EXPECT_NEAR(learning_rate(warm_const, 4), 1.0, tol);
-  const lr_schedule warm_step{.kind = lr_kind::step_decay, .base_lr = 1.0, .decay_factor = 0.5, .decay_every = 10,
-                              .warmup_steps = 10};
+  const lr_schedule warm_step{
+      .kind = lr_kind::step_decay, .base_lr = 1.0, .decay_factor = 0.5, .decay_every = 10, .warmup_steps = 10};
   EXPECT_NEAR(learning_rate(warm_step, 19), 1.0, tol);  // decay counts from the end of warm-up
   EXPECT_NEAR(learning_rate(warm_step, 20), 0.5, tol);
 }
@@ -88,10 +88,10 @@ TEST(ScheduleTest, ValidateRejectsBadFields) {
 TEST(ScheduleTest, PaperIntervalFormula) {
   // I = ceil(T^(1/4) / N^(3/4)).
   EXPECT_EQ(*paper_interval(10000, 1), 10);
-  EXPECT_EQ(*paper_interval(16 * 8, 2), 2);        // 128^(1/4)/2^(3/4) = 2 exactly
-  EXPECT_EQ(*paper_interval(16 * 8 + 1, 2), 3);    // just above 2
+  EXPECT_EQ(*paper_interval(16 * 8, 2), 2);      // 128^(1/4)/2^(3/4) = 2 exactly
+  EXPECT_EQ(*paper_interval(16 * 8 + 1, 2), 3);  // just above 2
   EXPECT_EQ(*paper_interval(10000, 4), static_cast<int>(std::ceil(10.0 / std::pow(4.0, 0.75))));  // 4
-  EXPECT_EQ(*paper_interval(10, 64), 1);           // never below 1
+  EXPECT_EQ(*paper_interval(10, 64), 1);                                                          // never below 1
   EXPECT_EQ(*paper_interval(1'000'000, 8), static_cast<int>(std::ceil(std::pow(1e6, 0.25) / std::pow(8.0, 0.75))));
   EXPECT_EQ(paper_interval(0, 1).error().code, errc::invalid_argument);
   EXPECT_EQ(paper_interval(10, 0).error().code, errc::invalid_argument);
@@ -158,13 +158,12 @@ TEST(ScheduleTest, SpeedEwmaSmoothsAndForgets) {
 }
 
 TEST(ScheduleTest, IntervalsForRoundCoversEveryKind) {
-  EXPECT_EQ(*intervals_for_round({.kind = interval_kind::fixed, .fixed_interval = 8}, 3),
-            (std::vector<int>{8, 8, 8}));
+  EXPECT_EQ(*intervals_for_round({.kind = interval_kind::fixed, .fixed_interval = 8}, 3), (std::vector<int>{8, 8, 8}));
   EXPECT_EQ(*intervals_for_round({.kind = interval_kind::per_worker, .fixed_interval = 5, .per_worker = {2, 9}}, 3),
             (std::vector<int>{2, 9, 5}));
   EXPECT_EQ(*intervals_for_round({.kind = interval_kind::paper, .total_steps = 10000}, 1), (std::vector<int>{10}));
-  const interval_schedule balanced{.kind = interval_kind::time_balanced, .fixed_interval = 10, .min_interval = 1,
-                                   .max_interval = 50};
+  const interval_schedule balanced{
+      .kind = interval_kind::time_balanced, .fixed_interval = 10, .min_interval = 1, .max_interval = 50};
   // No speeds yet: fixed_interval for all.
   EXPECT_EQ(*intervals_for_round(balanced, 2), (std::vector<int>{10, 10}));
   // Mean speed 70/3 steps/s runs 10 steps in τ = 3/7 s; each worker runs speed · τ steps (sum 30 = 3 · 10).

@@ -107,7 +107,8 @@ TEST(ShardingTest, SamplerIsDeterministicAndSeedSensitive) {
 
 TEST(ShardingTest, EpochsReshuffleTheShard) {
   const auto labels = balanced_labels();
-  auto s = shard_sampler::make(labels, 0, 2, {.scheme = shard_scheme::by_label, .classes_per_worker = 5, .seed = 1}, 50);
+  auto s =
+      shard_sampler::make(labels, 0, 2, {.scheme = shard_scheme::by_label, .classes_per_worker = 5, .seed = 1}, 50);
   ASSERT_TRUE(s.has_value()) << s.error().message();
   auto e0 = epoch_samples(*s);
   auto e1 = epoch_samples(*s);
@@ -115,7 +116,7 @@ TEST(ShardingTest, EpochsReshuffleTheShard) {
   EXPECT_NE(e0, e1);  // different order...
   std::sort(e0.begin(), e0.end());
   std::sort(e1.begin(), e1.end());
-  EXPECT_EQ(e0, e1);  // ...same non-IID shard
+  EXPECT_EQ(e0, e1);                                              // ...same non-IID shard
   EXPECT_EQ(std::adjacent_find(e0.begin(), e0.end()), e0.end());  // each sample once per epoch
 }
 
@@ -148,7 +149,8 @@ TEST(ShardingTest, ByLabelRejectsBadClassCounts) {
 }
 
 // Fraction of a worker's samples in its most frequent class, averaged over workers.
-double mean_top_class_share(const std::vector<std::vector<std::size_t>>& parts, const std::vector<std::int32_t>& labels) {
+double mean_top_class_share(const std::vector<std::vector<std::size_t>>& parts,
+                            const std::vector<std::int32_t>& labels) {
   double total = 0;
   for (const auto& p : parts) {
     std::vector<int> counts(10, 0);
@@ -178,7 +180,8 @@ TEST(ShardingTest, DirichletSkewFollowsAlpha) {
 
 TEST(ShardingTest, DirichletRespectsMinimumOrFails) {
   const auto labels = balanced_labels(10);
-  auto ok = partition(labels, 4, {.scheme = shard_scheme::dirichlet, .alpha = 0.5, .min_samples_per_worker = 5, .seed = 2});
+  auto ok =
+      partition(labels, 4, {.scheme = shard_scheme::dirichlet, .alpha = 0.5, .min_samples_per_worker = 5, .seed = 2});
   ASSERT_TRUE(ok.has_value()) << ok.error().message();
   for (const auto& p : *ok) {
     EXPECT_GE(p.size(), 5U);

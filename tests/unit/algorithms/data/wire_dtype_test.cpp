@@ -66,9 +66,9 @@ TEST(CodecTest, F16SubnormalsHaveAbsoluteErrorBound) {
     ASSERT_LE(std::abs(static_cast<double>(back[i]) - v[i]), std::ldexp(1.0, -25)) << v[i];
   }
   EXPECT_EQ(f16_to_float(float_to_f16(std::ldexp(1.0F, -24))), std::ldexp(1.0F, -24));  // smallest subnormal
-  EXPECT_EQ(float_to_f16(std::ldexp(1.0F, -25)), 0);       // exact half rounds to even (0)
-  EXPECT_EQ(float_to_f16(std::ldexp(1.5F, -25)), 1);       // above half rounds up
-  EXPECT_EQ(float_to_f16(-std::ldexp(1.0F, -30)), 0x8000);  // underflow keeps the sign
+  EXPECT_EQ(float_to_f16(std::ldexp(1.0F, -25)), 0);                                    // exact half rounds to even (0)
+  EXPECT_EQ(float_to_f16(std::ldexp(1.5F, -25)), 1);                                    // above half rounds up
+  EXPECT_EQ(float_to_f16(-std::ldexp(1.0F, -30)), 0x8000);                              // underflow keeps the sign
 }
 
 TEST(CodecTest, ExactlyRepresentableValuesRoundTrip) {

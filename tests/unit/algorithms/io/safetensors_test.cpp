@@ -122,25 +122,29 @@ TEST(SafetensorsTest, RefusesMalformedFiles) {
   EXPECT_NE(decode_error(raw_file("{" + ok_entry + "} x", 8)).find("trailing"), std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8)).find("dtype"),
             std::string::npos);
-  EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8)).find("shape"),
-            std::string::npos);
-  EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8)).find("shape"),
-            std::string::npos);
-  EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8)).find("needs 12"),
-            std::string::npos);
+  EXPECT_NE(
+      decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8)).find("shape"),
+      std::string::npos);
+  EXPECT_NE(
+      decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8)).find("shape"),
+      std::string::npos);
+  EXPECT_NE(
+      decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8)).find("needs 12"),
+      std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8)).find("begin"),
             std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8)).find("[begin"),
             std::string::npos);
-  EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8)).find("needs dtype"), std::string::npos);
+  EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8)).find("needs dtype"),
+            std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 8))
                 .find("unknown field"),
             std::string::npos);
   // Shape product overflows 64 bits.
-  EXPECT_NE(decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}",
-                                  8))
-                .find("bytes"),
-            std::string::npos);
+  EXPECT_NE(
+      decode_error(raw_file("{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", 8))
+          .find("bytes"),
+      std::string::npos);
   // Gap, overlap, and data left over or missing.
   const std::string a = "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}";
   EXPECT_NE(decode_error(raw_file("{" + a + ",\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12))
@@ -157,9 +161,9 @@ TEST(SafetensorsTest, RefusesMalformedFiles) {
   EXPECT_NE(decode_error(raw_file("{\"t\":\"x\"}", 0)).find("object"), std::string::npos);
   // A name the writer refuses (found by the safetensors fuzz target: a file the reader accepted could not be
   // written back).
-  EXPECT_NE(decode_error(raw_file("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4))
-                .find("empty name"),
-            std::string::npos);
+  EXPECT_NE(
+      decode_error(raw_file("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4)).find("empty name"),
+      std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"t\\ud800\":1}", 0)).find("surrogate"), std::string::npos);
   EXPECT_NE(decode_error(raw_file(std::string(100, '[') + std::string(100, ']'), 0)).find("start"), std::string::npos);
   EXPECT_NE(decode_error(raw_file("{\"a\":" + std::string(100, '[') + std::string(100, ']') + "}", 0)).find("deeper"),
@@ -242,12 +246,12 @@ const tensor_info* find_tensor(const model& m, const std::string& name) {
 
 TEST(ModelTensorsTest, BuiltinModelsUsePytorchStateDictNames) {
   auto mlp = build("fmnist-mlp");
-  EXPECT_EQ(names_of(*mlp), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
-                                                        "fc3.weight", "fc3.bias"}));
+  EXPECT_EQ(names_of(*mlp),
+            (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"}));
   EXPECT_EQ(mlp->tensors()[0].shape, (std::vector<std::int64_t>{512, 784}));
   auto cnn = build("fmnist-cnn");
   EXPECT_EQ(names_of(*cnn), (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
-                                                        "fc.weight", "fc.bias"}));
+                                                      "fc.weight", "fc.bias"}));
   EXPECT_EQ(cnn->tensors()[2].shape, (std::vector<std::int64_t>{32, 16, 5, 5}));
   EXPECT_EQ(cnn->tensors()[4].shape, (std::vector<std::int64_t>{10, 1568}));
   auto resnet = build("fmnist-resnet8");

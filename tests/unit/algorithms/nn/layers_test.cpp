@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <optional>
-#include <string>
 #include <numeric>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -93,7 +93,8 @@ class gradient_checker {
       const double down = loss(x, training);
       x.data()[i] = saved;
       const double numeric = (up - down) / (2.0 * eps);
-      EXPECT_NEAR(dx.data()[i], numeric, atol + rtol * std::abs(numeric)) << "input " << i << " of " << layer_->describe();
+      EXPECT_NEAR(dx.data()[i], numeric, atol + rtol * std::abs(numeric))
+          << "input " << i << " of " << layer_->describe();
     }
     for (std::size_t i : sample_indices(params_.size())) {
       const float saved = params_[i];
@@ -151,7 +152,8 @@ TEST(NnLayersTest, ReluBackwardMatchesFiniteDifferences) {
 }
 
 // Direct (naive) convolution as an independent reference for the im2col path.
-tensor naive_conv(const tensor& x, const std::vector<float>& p, shape3 in, int out_c, int k, int s, int pad, bool bias) {
+tensor naive_conv(const tensor& x, const std::vector<float>& p, shape3 in, int out_c, int k, int s, int pad,
+                  bool bias) {
   const int oh = (in.height + 2 * pad - k) / s + 1;
   const int ow = (in.width + 2 * pad - k) / s + 1;
   const auto batch = x.cols() / static_cast<Eigen::Index>(in.plane());
@@ -212,12 +214,12 @@ TEST_P(NnConvTest, BackwardMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Geometries, NnConvTest,
-                         ::testing::Values(conv_case{{2, 5, 5}, 3, 3, 1, 1, true},   // same padding
-                                           conv_case{{1, 6, 6}, 2, 5, 1, 2, true},   // the CNN's 5x5 pad 2
-                                           conv_case{{2, 6, 5}, 3, 3, 2, 1, false},  // stride 2, odd width
-                                           conv_case{{3, 5, 5}, 2, 1, 2, 0, false},  // 1x1 projection
-                                           conv_case{{1, 4, 4}, 2, 3, 1, 0, true},   // valid padding
-                                           conv_case{{1, 2, 2}, 1, 5, 1, 2, true})); // kernel wider than input
+                         ::testing::Values(conv_case{{2, 5, 5}, 3, 3, 1, 1, true},    // same padding
+                                           conv_case{{1, 6, 6}, 2, 5, 1, 2, true},    // the CNN's 5x5 pad 2
+                                           conv_case{{2, 6, 5}, 3, 3, 2, 1, false},   // stride 2, odd width
+                                           conv_case{{3, 5, 5}, 2, 1, 2, 0, false},   // 1x1 projection
+                                           conv_case{{1, 4, 4}, 2, 3, 1, 0, true},    // valid padding
+                                           conv_case{{1, 2, 2}, 1, 5, 1, 2, true}));  // kernel wider than input
 
 // The CNN's second convolution with a batch that takes several im2col chunks (one sample each).
 TEST(NnLayersTest, ConvOverSeveralChunksMatchesNaiveAndFiniteDifferences) {
@@ -362,23 +364,18 @@ TEST_P(NnDirectConvTest, FastestMatchesGemmPath) { expect_matches_gemm_path(GetP
 INSTANTIATE_TEST_SUITE_P(Geometries, NnDirectConvTest,
                          ::testing::Values(same_conv_case{16, 32, 5, 14, 14, 3},  // fmnist-cnn's conv2
                                            same_conv_case{1, 16, 5, 28, 28, 3},   // conv1 (dx through GEMM)
-                                           same_conv_case{16, 32, 5, 28, 28, 1},
-                                           same_conv_case{32, 16, 3, 7, 7, 3},
-                                           same_conv_case{16, 16, 5, 9, 5, 3},
-                                           same_conv_case{64, 32, 3, 5, 9, 1},
-                                           same_conv_case{32, 64, 5, 7, 14, 3},
-                                           same_conv_case{64, 64, 3, 14, 14, 1},
+                                           same_conv_case{16, 32, 5, 28, 28, 1}, same_conv_case{32, 16, 3, 7, 7, 3},
+                                           same_conv_case{16, 16, 5, 9, 5, 3}, same_conv_case{64, 32, 3, 5, 9, 1},
+                                           same_conv_case{32, 64, 5, 7, 14, 3}, same_conv_case{64, 64, 3, 14, 14, 1},
                                            same_conv_case{16, 32, 7, 9, 9, 3},
-                                           same_conv_case{3, 48, 3, 9, 9, 1},    // V = 1 with 3 groups
+                                           same_conv_case{3, 48, 3, 9, 9, 1},     // V = 1 with 3 groups
                                            same_conv_case{16, 32, 3, 29, 31, 1},  // 3 blocks of 11 per row
-                                           same_conv_case{16, 8, 3, 7, 7, 3},    // cout % 16 != 0: GEMM
+                                           same_conv_case{16, 8, 3, 7, 7, 3},     // cout % 16 != 0: GEMM
                                            // Winograd forward and dx (the fastest path) with odd sizes and
                                            // one- and two-row GEMMs; cin or cout outside {16, 32} on the
                                            // direct kernels for that convolution
-                                           same_conv_case{32, 16, 5, 7, 7, 3},
-                                           same_conv_case{32, 32, 5, 13, 11, 2},
-                                           same_conv_case{16, 16, 5, 1, 3, 2},
-                                           same_conv_case{48, 16, 5, 6, 6, 2},
+                                           same_conv_case{32, 16, 5, 7, 7, 3}, same_conv_case{32, 32, 5, 13, 11, 2},
+                                           same_conv_case{16, 16, 5, 1, 3, 2}, same_conv_case{48, 16, 5, 6, 6, 2},
                                            same_conv_case{16, 48, 5, 5, 8, 2},
                                            same_conv_case{32, 64, 5, 6, 10, 2}));  // Winograd dw, cin 32
 
@@ -475,7 +472,7 @@ INSTANTIATE_TEST_SUITE_P(Geometries, NnConvPoolTest,
                                            same_conv_case{32, 16, 5, 6, 6, 2},    // Winograd both ways
                                            same_conv_case{48, 16, 3, 8, 8, 2},    // dx: direct
                                            same_conv_case{16, 32, 3, 4, 10, 3},
-                                           same_conv_case{3, 16, 3, 4, 6, 2}));   // dx: GEMM
+                                           same_conv_case{3, 16, 3, 4, 6, 2}));  // dx: GEMM
 
 TEST(NnLayersTest, FusedConvPoolMatchesFiniteDifferences) {
   for (const same_conv_case c : {same_conv_case{16, 16, 5, 4, 6, 2}, same_conv_case{1, 16, 3, 4, 4, 1}}) {
@@ -654,13 +651,13 @@ TEST(NnLayersTest, SoftmaxCrossEntropyMatchesFiniteDifferences) {
     tensor down = logits;
     up.data()[i] += eps;
     down.data()[i] -= eps;
-    const double numeric = (softmax_cross_entropy(up, labels, nullptr) - softmax_cross_entropy(down, labels, nullptr)) /
-                           (2.0 * eps);
+    const double numeric =
+        (softmax_cross_entropy(up, labels, nullptr) - softmax_cross_entropy(down, labels, nullptr)) / (2.0 * eps);
     EXPECT_NEAR(grad.data()[i], numeric, 1e-3);
   }
-  EXPECT_EQ(count_correct(logits, labels), static_cast<std::size_t>(
-      (logits.col(0).maxCoeff() == logits(0, 0)) + (logits.col(1).maxCoeff() == logits(3, 1)) +
-      (logits.col(2).maxCoeff() == logits(1, 2))));
+  EXPECT_EQ(count_correct(logits, labels), static_cast<std::size_t>((logits.col(0).maxCoeff() == logits(0, 0)) +
+                                                                    (logits.col(1).maxCoeff() == logits(3, 1)) +
+                                                                    (logits.col(2).maxCoeff() == logits(1, 2))));
 }
 
 TEST(NnLayersTest, CloneIsUnboundDeepCopyWithSameGeometry) {

@@ -86,7 +86,8 @@ TEST(ModelSpecTest, ChecksTheSpecAgainstTheData) {
   EXPECT_EQ(make_error("mlp:64-128-10", {1, 8, 8}, 10), "(built)");
   EXPECT_EQ(make_error("mlp:784-10", {1, 8, 8}, 10),
             "model 'mlp:784-10' takes 784 inputs, but the data set's samples have 64 (1x8x8)");
-  EXPECT_EQ(make_error("mlp:64-10-5", {1, 8, 8}, 10), "model 'mlp:64-10-5' has 5 outputs, but the data set has 10 classes");
+  EXPECT_EQ(make_error("mlp:64-10-5", {1, 8, 8}, 10),
+            "model 'mlp:64-10-5' has 5 outputs, but the data set has 10 classes");
   EXPECT_EQ(make_error("cnn:c8k3-r-m2-f10", {1, 8, 8}, 10), "(built)");
   EXPECT_NE(make_error("cnn:c8k9-f10", {1, 8, 8}, 10).find("at 1x8x8, a 9x9 convolution with padding 0 does not fit"),
             std::string::npos);

@@ -218,10 +218,12 @@ TEST(NnModelTest, BatchNormRunningStatsLiveInTheParamBuffer) {
   const evaluation e2 = m.evaluate(d);
   EXPECT_NE(e1.loss, e2.loss);
   // A training step in train mode moves them.
-  const std::vector<float> before(m.params().begin() + static_cast<std::ptrdiff_t>(m.num_trainable()), m.params().end());
+  const std::vector<float> before(m.params().begin() + static_cast<std::ptrdiff_t>(m.num_trainable()),
+                                  m.params().end());
   auto opt = sgd::make({});
   (void)m.train_step(d, first(8), *opt);
-  EXPECT_FALSE(std::equal(before.begin(), before.end(), m.params().begin() + static_cast<std::ptrdiff_t>(m.num_trainable())));
+  EXPECT_FALSE(
+      std::equal(before.begin(), before.end(), m.params().begin() + static_cast<std::ptrdiff_t>(m.num_trainable())));
 }
 
 TEST(NnModelTest, MakeRejectsLayersThatDoNotChain) {

@@ -9,7 +9,8 @@ int init_calls = 0;
 }
 
 extern "C" PRSGD_PLUGIN_EXPORT int prsgd_plugin_init(const prsgd_plugin_host* host) {
-  if (host == nullptr || host->abi_version != PRSGD_PLUGIN_ABI_VERSION || host->struct_size < sizeof(prsgd_plugin_host)) {
+  if (host == nullptr || host->abi_version != PRSGD_PLUGIN_ABI_VERSION ||
+      host->struct_size < sizeof(prsgd_plugin_host)) {
     return 1;
   }
   ++init_calls;

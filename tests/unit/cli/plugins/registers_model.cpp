@@ -12,8 +12,9 @@ extern "C" PRSGD_PLUGIN_EXPORT int prsgd_plugin_init(const prsgd_plugin_host* ho
     host->set_error(host->context, "this plugin needs the host's model registry");
     return 1;
   }
-  auto added = registry->add("plugin-mlp", "Fashion-MNIST MLP, registered by a test plugin",
-                             [](const prsgd::algorithms::model_config& c) { return prsgd::algorithms::make_fmnist_mlp(c); });
+  auto added =
+      registry->add("plugin-mlp", "Fashion-MNIST MLP, registered by a test plugin",
+                    [](const prsgd::algorithms::model_config& c) { return prsgd::algorithms::make_fmnist_mlp(c); });
   if (!added) {
     host->set_error(host->context, added.error().message().c_str());
     return 2;

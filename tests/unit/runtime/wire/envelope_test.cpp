@@ -256,16 +256,49 @@ TEST(EnvelopeTest, RejectsMissingVersionUnknownTypeAndWrongFieldTypes) {
   EXPECT_EQ(r.error().code, errc::protocol_error);
   // Version as a string, correlation id negative, method as an int, from as a map, args as a string.
   const std::vector<std::function<void(msgpack::packer<msgpack::sbuffer>&)>> wrong = {
-      [](auto& pk) { pk.pack(std::string("v")); pk.pack(std::string("1")); },
-      [](auto& pk) { pk.pack(std::string("c")); pk.pack(-1); },
-      [](auto& pk) { pk.pack(std::string("m")); pk.pack(5); },
-      [](auto& pk) { pk.pack(std::string("f")); pk.pack_map(0); },
-      [](auto& pk) { pk.pack(std::string("f")); pk.pack_array(2); pk.pack(1); pk.pack(1); },
-      [](auto& pk) { pk.pack(std::string("a")); pk.pack(std::string("x")); },
-      [](auto& pk) { pk.pack(std::string("p")); pk.pack(3); },
-      [](auto& pk) { pk.pack(std::string("p")); pk.pack_array(1); pk.pack(3); },
-      [](auto& pk) { pk.pack(std::string("ec")); pk.pack(250); },
-      [](auto& pk) { pk.pack(std::string("t")); pk.pack(1.5); },
+      [](auto& pk) {
+        pk.pack(std::string("v"));
+        pk.pack(std::string("1"));
+      },
+      [](auto& pk) {
+        pk.pack(std::string("c"));
+        pk.pack(-1);
+      },
+      [](auto& pk) {
+        pk.pack(std::string("m"));
+        pk.pack(5);
+      },
+      [](auto& pk) {
+        pk.pack(std::string("f"));
+        pk.pack_map(0);
+      },
+      [](auto& pk) {
+        pk.pack(std::string("f"));
+        pk.pack_array(2);
+        pk.pack(1);
+        pk.pack(1);
+      },
+      [](auto& pk) {
+        pk.pack(std::string("a"));
+        pk.pack(std::string("x"));
+      },
+      [](auto& pk) {
+        pk.pack(std::string("p"));
+        pk.pack(3);
+      },
+      [](auto& pk) {
+        pk.pack(std::string("p"));
+        pk.pack_array(1);
+        pk.pack(3);
+      },
+      [](auto& pk) {
+        pk.pack(std::string("ec"));
+        pk.pack(250);
+      },
+      [](auto& pk) {
+        pk.pack(std::string("t"));
+        pk.pack(1.5);
+      },
   };
   for (std::size_t i = 0; i < wrong.size(); ++i) {
     r = decode(raw_header([&](auto& pk) {
@@ -287,13 +320,12 @@ TEST(EnvelopeTest, RejectsMissingVersionUnknownTypeAndWrongFieldTypes) {
 TEST(EnvelopeTest, RejectsHugeDeclaredCountsWithoutAllocating) {
   // array32 with 2^32-1 elements, map32 with 2^32-1 pairs, str32/bin32 of 4 GiB: only the prefix is present.
   for (const std::string& prefix : {std::string("\xdd\xff\xff\xff\xff", 5), std::string("\xdf\xff\xff\xff\xff", 5),
-                                   std::string("\xdb\xff\xff\xff\xff", 5), std::string("\xc6\xff\xff\xff\xff", 5),
-                                   std::string("\x81\xa1p\xdd\x7f\xff\xff\xff", 8)}) {
+                                    std::string("\xdb\xff\xff\xff\xff", 5), std::string("\xc6\xff\xff\xff\xff", 5),
+                                    std::string("\x81\xa1p\xdd\x7f\xff\xff\xff", 8)}) {
     const std::vector<buffer> frames{frame::copy(prefix)};
     auto r = decode(frames);
     ASSERT_FALSE(r);
-    EXPECT_TRUE(r.error().code == errc::decode_failed || r.error().code == errc::protocol_error)
-        << r.error().message();
+    EXPECT_TRUE(r.error().code == errc::decode_failed || r.error().code == errc::protocol_error) << r.error().message();
   }
   // A well-formed header that declares more payloads than allowed.
   auto r = decode(raw_header([](auto& pk) {

@@ -52,14 +52,14 @@ class NodeTest : public ::testing::Test {
     cfg.head_service = head_service;
     cfg.request_timeout = 2s;
     cfg.transport.heartbeat_timeout = 10s;
-    auto n = node::make(sys_, reg_, cfg, [this](transport_config c, transport_handlers h)
-                                             -> expected<std::unique_ptr<transport>> {
-      auto t = inproc_transport::make(net_, std::move(c), std::move(h));
-      if (!t) {
-        return std::move(t).error();
-      }
-      return std::unique_ptr<transport>(std::move(*t));
-    });
+    auto n = node::make(sys_, reg_, cfg,
+                        [this](transport_config c, transport_handlers h) -> expected<std::unique_ptr<transport>> {
+                          auto t = inproc_transport::make(net_, std::move(c), std::move(h));
+                          if (!t) {
+                            return std::move(t).error();
+                          }
+                          return std::unique_ptr<transport>(std::move(*t));
+                        });
     EXPECT_TRUE(n) << n.error().message();
     return n ? std::move(*n) : nullptr;
   }
@@ -146,20 +146,20 @@ TEST_F(NodeTest, EachRequestTimesOutAtItsOwnDeadline) {
   auto answered = ref->ask(&adder::get);  // answered at once: never a timeout
   ASSERT_TRUE(result(answered));
   net_.cut("a", "b");
-  auto first = ref->ask(&adder::get);     // deadline t0 + 2 s
+  auto first = ref->ask(&adder::get);  // deadline t0 + 2 s
   pump();
   sys_.advance(1s);
-  auto second = ref->ask(&adder::get);    // deadline t0 + 3 s
+  auto second = ref->ask(&adder::get);  // deadline t0 + 3 s
   pump();
-  sys_.advance(999ms);                    // t0 + 1.999 s: nothing due
+  sys_.advance(999ms);  // t0 + 1.999 s: nothing due
   pump();
   EXPECT_FALSE(first.ready());
-  sys_.advance(1ms);                      // t0 + 2 s: only the first
+  sys_.advance(1ms);  // t0 + 2 s: only the first
   pump();
   EXPECT_TRUE(first.ready());
   EXPECT_FALSE(second.ready());
   EXPECT_EQ(a_->stats().timeouts, 1U);
-  sys_.advance(1s);                       // t0 + 3 s: the second
+  sys_.advance(1s);  // t0 + 3 s: the second
   auto r2 = result(second);
   ASSERT_FALSE(r2);
   EXPECT_EQ(r2.error().code, errc::timeout);

@@ -43,7 +43,7 @@ class frame {
   [[nodiscard]] static frame share(std::shared_ptr<const void> owner, const void* data, std::size_t size);
   /// Returns a frame viewing the elements of `values` (e.g. a flat float model); no copy.
   template <class T>
-    requires std::is_trivially_copyable_v<T>
+  requires std::is_trivially_copyable_v<T>
   [[nodiscard]] static frame share(std::shared_ptr<const std::vector<T>> values) {
     const void* data = values->data();
     const std::size_t size = values->size() * sizeof(T);
@@ -59,9 +59,7 @@ class frame {
   /// Returns the bytes as a span.
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {data_, size_}; }
   /// Returns the bytes as a string view (for headers and tests).
-  [[nodiscard]] std::string_view view() const noexcept {
-    return {reinterpret_cast<const char*>(data_), size_};
-  }
+  [[nodiscard]] std::string_view view() const noexcept { return {reinterpret_cast<const char*>(data_), size_}; }
   /// Returns the owner that keeps the bytes alive (null for an empty frame).
   [[nodiscard]] const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
 

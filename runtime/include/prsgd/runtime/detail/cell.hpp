@@ -119,8 +119,8 @@ class cell : public std::enable_shared_from_this<cell> {
   bool started_ = false;  // on_start ran for the current instance
   bool stop_requested_ = false;
   error stop_reason_;
-  bool restart_pending_ = false;  // waiting for the backoff timer; scheduled_ stays true meanwhile
-  clock_source::duration restart_delay_{};  // armed at the very end of run(), after the last state access
+  bool restart_pending_ = false;                    // waiting for the backoff timer; scheduled_ stays true meanwhile
+  clock_source::duration restart_delay_{};          // armed at the very end of run(), after the last state access
   std::vector<clock_source::time_point> failures_;  // restart times within the window
   std::uint64_t next_timer_ = 1;
   std::unordered_map<std::uint64_t, timer_entry> timers_;

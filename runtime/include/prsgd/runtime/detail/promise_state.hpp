@@ -63,7 +63,7 @@ class promise_state {
       if (!cont_) {
         result_.emplace(std::move(v));
         stored_.store(true, std::memory_order_release);  // ends a polling take(); see wait_for
-        cv_.notify_all();                                 // wakes a sleeping take()
+        cv_.notify_all();                                // wakes a sleeping take()
         return true;
       }
       cont = std::move(cont_);
@@ -134,8 +134,7 @@ class promise_state {
       cont(std::move(v));
       return;
     }
-    dispatch_continuation(*engine_, target,
-                          [c = std::move(cont), val = std::move(v)]() mutable { c(std::move(val)); });
+    dispatch_continuation(*engine_, target, [c = std::move(cont), val = std::move(v)]() mutable { c(std::move(val)); });
   }
 
   std::shared_ptr<system_engine> engine_;

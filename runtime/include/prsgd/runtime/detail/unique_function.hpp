@@ -20,8 +20,8 @@ class unique_function<R(A...)> {
   unique_function() = default;
   /// Wraps `f`.
   template <class F>
-    requires(!std::same_as<std::decay_t<F>, unique_function> && std::invocable<std::decay_t<F>&, A...>)
-  unique_function(F&& f)  // NOLINT(google-explicit-constructor,bugprone-forwarding-reference-overload): constrained
+  requires(!std::same_as<std::decay_t<F>, unique_function> && std::invocable<std::decay_t<F>&, A...>)
+      unique_function(F&& f)  // NOLINT(google-explicit-constructor,bugprone-forwarding-reference-overload): constrained
       : impl_(std::make_unique<impl<std::decay_t<F>>>(std::forward<F>(f))) {}
 
   /// Calls the wrapped callable. @pre bool(*this)
