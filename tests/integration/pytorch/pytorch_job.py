@@ -150,9 +150,10 @@ def scenario_mixed(args):
     job, rounds, mixed = run_job(args, "mixed", 2, epochs)
     if len(rounds) != len(base_rounds):
         fail(f"the mixed job closed {len(rounds)} rounds, the all-C++ one {len(base_rounds)}")
-    if any(r["submissions"] != 4 or r["rejected"] != 0 for r in rounds):
-        fail("a round of the mixed job did not average all four workers: " +
-             json.dumps([r for r in rounds if r["submissions"] != 4 or r["rejected"] != 0][:3]))
+    # The last round shares out what is left of the last epoch's samples, so fewer members may train in it.
+    short = [r for r in rounds[:-1] if r["submissions"] != 4] + [r for r in rounds if r["rejected"] != 0]
+    if short:
+        fail("a round of the mixed job did not average all four workers: " + json.dumps(short[:3]))
     for w in ("worker-0", "worker-1"):
         if "stopped after" not in job.log(w):
             fail(f"the PyTorch {w} did not end with the job:\n" + job.log(w)[-2000:])
