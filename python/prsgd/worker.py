@@ -126,15 +126,16 @@ class Worker:
         self._wake_tx_lock = threading.Lock()
 
     def run_to_exit_status(self, prog):
-        """For a worker program's main(): run(), then one line on stderr; returns the exit status: 0 when
-        the job ended or the worker left, 1 (with the reason) when the averager refused it."""
+        """For a worker program's main(): run(), then one line on stderr; returns the exit status, as the C++
+        worker's: 0 when the job ended, 3 when the worker left before it (SIGTERM/SIGINT or leave()), 1 (with
+        the reason) when the averager refused it."""
         try:
             end = self.run()
         except Refused as e:
             print(f"{prog}: the averager refused this worker: {e}", file=sys.stderr)
             return 1
         print(f"{prog}: {end} after {self.models_sent} models", file=sys.stderr)
-        return 0
+        return 3 if end == LEFT else 0
 
     # --- to override --------------------------------------------------------------------------------------
 

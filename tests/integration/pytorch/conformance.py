@@ -17,7 +17,7 @@ scripted averager. The same checks run against `prsgd worker` and the Python pac
   incarnation  a HEARTBEAT from a newer averager incarnation makes the worker JOIN again
   silent     an averager silent for the heartbeat timeout makes the worker JOIN again
   stop       STOP ends the worker with status 0, saying it was stopped
-  sigterm    SIGTERM makes a member send LEAVE with its token, then end with status 0, saying it left
+  sigterm    SIGTERM makes a member send LEAVE with its token, then end with status 3, saying it left
 
 usage: conformance.py --worker cpp|python --prsgd PATH [--python PY] [--workdir DIR] [CHECK...]
 """
@@ -284,7 +284,7 @@ def c_sigterm(avg, w):
     expect(leave is not None, "no LEAVE after SIGTERM")
     expect(leave["m"] == member and leave["k"] == token, f"LEAVE {leave}")
     status = w.wait(60)
-    expect(status == 0, f"exit status {status} after SIGTERM, expected 0")
+    expect(status == 3, f"exit status {status} after SIGTERM, expected 3")
     expect("left" in w.output(), "the worker does not say that it left")
 
 

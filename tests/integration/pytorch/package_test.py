@@ -34,7 +34,7 @@ def raises(frames, fragment):
 
 
 def header(**fields):
-    h = {"v": 2, "m": 3, "i": 9, "a": 5, "r": 1}
+    h = {"v": P.VERSION, "m": 3, "i": 9, "a": 5, "r": 1}
     h.update(fields)
     return msgpack.packb(h)
 
@@ -69,7 +69,7 @@ check("a header above MAX_HEADER_BYTES is refused",
 check("three frames are refused", raises([b"a", b"b", b"c"], "3 frames"))
 check("garbage is refused", raises([b"\xc1"], "msgpack"))
 dup = b"\x87" + b"".join(msgpack.packb(k) + msgpack.packb(v) for k, v in
-                         [("v", 2), ("t", P.REMOVED), ("m", 3), ("i", 9), ("a", 5), ("r", 1), ("m", 4)])
+                         [("v", P.VERSION), ("t", P.REMOVED), ("m", 3), ("i", 9), ("a", 5), ("r", 1), ("m", 4)])
 check("a repeated key: the first counts", P.decode([dup])["m"] == 3)
 
 frames = P.encode_model(3, 9, 5, 1, 77, np.array([1, 2, 3], np.float32), 8, 64, 12.5, 64, cut=True)
