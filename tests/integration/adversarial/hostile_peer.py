@@ -44,6 +44,8 @@ from process_job import SCALE, ProcessJob, fail  # noqa: E402  (tests/integratio
 VERSION = 3
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 ROUNDS = 12
+# Scaled like every other bound (PRSGD_TEST_TIME_SCALE), so slow builds do not time out honest members.
+HEARTBEAT_TIMEOUT_MS = str(int(1500 * SCALE))
 
 
 class Job(ProcessJob):
@@ -59,14 +61,14 @@ class Job(ProcessJob):
         self.start("averager", ["averager", "--listen", "tcp://127.0.0.1:*", "--endpoint-file", endpoint_file,
                                 "--model", "fmnist-mlp", "--rounds", str(ROUNDS), "--interval", "4", "--batch", "32",
                                 "--min-workers", "2", "--max-workers", "3", "--heartbeat-ms", "100",
-                                "--heartbeat-timeout-ms", "1500", "--idle-rounds", "2", "--eval-every", "0",
+                                "--heartbeat-timeout-ms", HEARTBEAT_TIMEOUT_MS, "--idle-rounds", "2", "--eval-every", "0",
                                 "--metrics-jsonl", self.metrics, "--progress", "off", "--log-level", "info"]
                    + list(extra))
         self.endpoint = self.wait_for_endpoint(endpoint_file, "averager", 120)
 
     def start_worker(self, name, model="fmnist-mlp", extra=()):
         return self.start(name, ["worker", "--averager", self.endpoint, "--model", model, "--batch", "32",
-                                 "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--slowdown-ms", "5",
+                                 "--heartbeat-ms", "100", "--heartbeat-timeout-ms", HEARTBEAT_TIMEOUT_MS, "--slowdown-ms", "5",
                                  "--progress", "off"] + list(extra))
 
     def wait_rounds(self, n, timeout=120):
@@ -496,7 +498,7 @@ def start_head_job(job):
     """A head on loopback; the averager registers with it and the workers find the averager through it."""
     endpoint_file = os.path.join(job.dir, "head.endpoint")
     job.start("head", ["head", "--listen", "tcp://127.0.0.1:*", "--endpoint-file", endpoint_file,
-                       "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--log-level", "info"])
+                       "--heartbeat-ms", "100", "--heartbeat-timeout-ms", HEARTBEAT_TIMEOUT_MS, "--log-level", "info"])
     deadline = time.monotonic() + 60 * SCALE
     while not (os.path.exists(endpoint_file) and open(endpoint_file).read().endswith("\n")):
         if time.monotonic() > deadline or job.procs["head"].poll() is not None:
@@ -506,7 +508,7 @@ def start_head_job(job):
     job.start_averager(["--head", job.head_endpoint])
     for w in ("worker-0", "worker-1"):
         job.start(w, ["worker", "--head", job.head_endpoint, "--model", "fmnist-mlp", "--batch", "32",
-                      "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--slowdown-ms", "5",
+                      "--heartbeat-ms", "100", "--heartbeat-timeout-ms", HEARTBEAT_TIMEOUT_MS, "--slowdown-ms", "5",
                       "--progress", "off"])
 
 
