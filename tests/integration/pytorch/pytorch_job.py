@@ -27,7 +27,8 @@
            training sample is consumed once per epoch, and the evaluator carries on with the new averager
   external_refused   a worker whose model has another parameter count than --model-size: exit status 1 and
            one line naming both fingerprints; an evaluator of another size is refused the same way
-  external_no_evaluator  the job without an evaluator: every test_acc is null and the job is done
+  external_no_evaluator  the job without an evaluator, started from --init-model (a safetensors file of the
+           --model-spec tensors): every test_acc is null and the job is done
 
 usage: pytorch_job.py --prsgd PATH --python-src DIR --workdir DIR [--venv DIR] SCENARIO
 The scenarios after install run the venv's python (--venv, default WORKDIR/../venv).
@@ -442,16 +443,36 @@ def scenario_external_refused(args):
     print(f"external_refused: {out[0]}")
 
 
+def _write_safetensors(path, spec, rng):
+    """Writes small random F32 tensors named and shaped as `spec` (the safetensors layout, by hand)."""
+    header, blobs, offset = {}, [], 0
+    for t in spec:
+        data = (rng.standard_normal(_prod(t["shape"])) * 0.05).astype("<f4").tobytes()
+        header[t["name"]] = {"dtype": "F32", "shape": t["shape"], "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
 def scenario_external_no_evaluator(args):
+    import numpy as np
     job = ExternalJob(args, "external-no-evaluator")
-    job.start_external(["--min-workers", "1", "--rounds", "4", "--interval", "4", "--eval-every", "1"])
+    init = os.path.join(job.dir, "init.safetensors")
+    _write_safetensors(init, json.load(open(job.spec_file)), np.random.default_rng(3))
+    job.start_external(["--min-workers", "1", "--rounds", "4", "--interval", "4", "--eval-every", "1",
+                        "--init-model", init])
     job.start_worker("worker-0")
     lines, done = job.finish(["worker-0"], with_accuracy=False)
     rounds = [l for l in lines if "members" in l]
     if len(rounds) != 4 or any(l.get("test_acc") is not None for l in rounds) or done.get("test_acc") is not None:
         fail("without an evaluator every round's test_acc and the done line's must be null: " +
              json.dumps([l.get("test_acc") for l in rounds]))
-    print(f"external_no_evaluator: {len(rounds)} rounds, test_acc null throughout, job done")
+    if "x̄_0 is the model of the first member" in job.log("averager"):
+        fail("with --init-model the averager still took the first member's model")
+    print(f"external_no_evaluator: {len(rounds)} rounds from --init-model, test_acc null throughout, job done")
 
 
 def main():
