@@ -2,6 +2,7 @@
 #include "prsgd/actors/averager_actor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 
@@ -15,16 +16,34 @@ averager_actor::averager_actor(averager_actor_config config) : config_(std::move
 averager_actor::~averager_actor() = default;
 
 void averager_actor::on_start() {
-  auto initial = algorithms::model_registry::instance().make(config_.model_name, config_.model);
-  if (!initial) {
-    PRSGD_LOG(error, "averager") << "cannot build model '" << config_.model_name << "': " << initial.error().message();
-    quit(initial.error());
-    return;
-  }
-  std::vector<float> params((*initial)->params().begin(), (*initial)->params().end());
-  config_.core.trainable_params = (*initial)->num_trainable();
-  if (config_.test_set) {
-    idle_evaluators_.push_back(std::move(*initial));
+  std::vector<float> params;
+  if (config_.external_size > 0) {
+    // An external model: only its size is known here; x̄_0 is the --init-model file or the first member's.
+    if (!config_.initial_model.empty() && config_.initial_model.size() != config_.external_size) {
+      const error e{errc::invalid_argument, "the initial model has " + std::to_string(config_.initial_model.size()) +
+                                                " floats, the job's model " + std::to_string(config_.external_size)};
+      PRSGD_LOG(error, "averager") << "cannot start: " << e.message();
+      quit(e);
+      return;
+    }
+    config_.core.initial_from_join = config_.initial_model.empty();
+    params = config_.initial_model.empty() ? std::vector<float>(config_.external_size, 0.0F)
+                                           : std::move(config_.initial_model);
+    config_.initial_model = {};
+    config_.core.trainable_params = 0;
+  } else {
+    auto initial = algorithms::model_registry::instance().make(config_.model_name, config_.model);
+    if (!initial) {
+      PRSGD_LOG(error, "averager") << "cannot build model '" << config_.model_name
+                                   << "': " << initial.error().message();
+      quit(initial.error());
+      return;
+    }
+    params.assign((*initial)->params().begin(), (*initial)->params().end());
+    config_.core.trainable_params = (*initial)->num_trainable();
+    if (config_.test_set) {
+      idle_evaluators_.push_back(std::move(*initial));
+    }
   }
 
   averager_setup setup;
@@ -63,7 +82,7 @@ void averager_actor::on_start() {
     }
     return;
   }
-  setup.evaluations = config_.test_set != nullptr;
+  setup.evaluations = config_.test_set != nullptr || config_.external_size > 0;
   auto core = averager_core::make(config_.core, system().engine()->time(), std::move(params), std::move(setup));
   if (!core) {
     PRSGD_LOG(error, "averager") << "cannot start: " << core.error().message();
@@ -137,6 +156,10 @@ void averager_actor::on_wire(peer_id peer, multipart msg) {
   }
   if (std::holds_alternative<status_request_msg>(*decoded) || std::holds_alternative<control_msg>(*decoded)) {
     on_operator(peer, *decoded);
+    return;
+  }
+  if (std::holds_alternative<evaluator_hello_msg>(*decoded) || std::holds_alternative<evaluation_msg>(*decoded)) {
+    on_evaluator(peer, *decoded);
     return;
   }
   apply(core_->on_message(*decoded, peer));
@@ -240,6 +263,9 @@ void averager_actor::on_peer(const peer_event& event) {
       peer_info_[event.peer] = {event.address, event.client_key};
     } else {
       peer_info_.erase(event.peer);
+      if (evaluators_.erase(event.peer) != 0) {
+        fail_evaluations_of(event.peer, "its connection went down");
+      }
     }
   }
   PRSGD_LOG(debug, "averager") << "peer " << event.peer << (event.up ? " up" : " down") << " node '" << event.node
@@ -360,6 +386,10 @@ errc averager_actor::send(const outbound& o) {
 }
 
 void averager_actor::evaluate(evaluation_request request) {
+  if (config_.external_size > 0) {
+    evaluate_remotely(std::move(request));
+    return;
+  }
   std::shared_ptr<algorithms::model> model;
   if (!idle_evaluators_.empty()) {
     model = std::move(idle_evaluators_.back());
@@ -397,7 +427,10 @@ void averager_actor::on_evaluated(evaluation_request request, expected<double> a
   if (!core_) {
     return;
   }
-  if (!accuracy) {
+  if (!accuracy && accuracy.error().code == errc::not_found) {
+    PRSGD_LOG(info, "averager") << "x̄ after round " << request.rounds
+                                << " is not evaluated: " << accuracy.error().message();
+  } else if (!accuracy) {
     PRSGD_LOG(error, "averager") << "evaluation of x̄ after round " << request.rounds
                                  << " failed: " << accuracy.error().message();
   }
@@ -429,6 +462,18 @@ void averager_actor::report_done(const job_summary& s) {
   if (s.final_checkpoint) {
     write_checkpoint(*s.final_checkpoint);  // after the done line: a crash in between runs the end again
   }
+  if (s.job_over) {
+    // Evaluators end with the job; after a suspend they stay and offer themselves to the next incarnation.
+    for (const auto& [peer, e] : evaluators_) {
+      (void)link_->send(peer, encode(to_evaluator{stop_msg{0, e.nonce, core_->incarnation(), s.rounds}}));
+    }
+  }
+  evaluators_.clear();
+  remote_evaluations_.clear();
+  if (evaluator_timer_) {
+    cancel_timer(*evaluator_timer_);
+    evaluator_timer_.reset();
+  }
   PRSGD_LOG(info, "averager") << (s.job_over ? "done" : "incarnation over") << " after " << s.rounds << " rounds";
   if (s.job_over && config_.on_model) {
     config_.on_model({s.rounds, s.model, s.test_acc, true});
@@ -452,6 +497,147 @@ void averager_actor::rearm(std::optional<clock_source::time_point> wakeup) {
     if (core_ && !done_) {
       apply(core_->tick());
     }
+  });
+}
+
+// ---- evaluator processes (external models) -------------------------------------------------------------
+
+void averager_actor::on_evaluator(peer_id peer, const to_averager& msg) {
+  if (const auto* hello = std::get_if<evaluator_hello_msg>(&msg)) {
+    const std::string& job = config_.core.spec.model;
+    if (!job.empty() && hello->model_fingerprint != job) {
+      const std::string why =
+          "model mismatch: the job trains " + job + ", the evaluator has " +
+          (hello->model_fingerprint.empty() ? std::string{"no model fingerprint"} : hello->model_fingerprint);
+      if (evaluator_warnings_.allow(now())) {
+        PRSGD_LOG(warn, "averager") << "refused an evaluator on connection " << peer << ": " << why
+                                    << evaluator_warnings_.suffix();
+      }
+      (void)link_->send(
+          peer, encode(to_evaluator{refused_msg{0, hello->incarnation, core_->incarnation(), core_->round(), why}}));
+      return;
+    }
+    auto [it, fresh] = evaluators_.try_emplace(peer);
+    if (!fresh && it->second.nonce != hello->incarnation) {
+      fail_evaluations_of(peer, "it restarted");  // another evaluator process on the same connection id
+      it->second.in_flight = 0;
+    }
+    it->second.nonce = hello->incarnation;
+    it->second.last_seen = now();
+    if (fresh) {
+      PRSGD_LOG(info, "averager") << "evaluator on connection " << peer << " connected (" << evaluators_.size()
+                                  << " now)";
+      watch_evaluators();
+    }
+    return;
+  }
+  const auto& result = std::get<evaluation_msg>(msg);
+  auto it = remote_evaluations_.find(result.request);
+  // Only the connection the request went to may answer it, once, naming this incarnation and the request's
+  // round; anything else is dropped (a result meant for an earlier incarnation may carry a reused id).
+  if (it == remote_evaluations_.end() || it->second.peer != peer ||
+      result.averager_incarnation != core_->incarnation() || result.round != it->second.request.rounds) {
+    if (evaluator_warnings_.allow(now())) {
+      PRSGD_LOG(warn, "averager") << "dropped an evaluation result for request " << result.request
+                                  << " from connection " << peer << ": no such request is open for it"
+                                  << evaluator_warnings_.suffix();
+    }
+    return;
+  }
+  auto request = std::move(it->second.request);
+  remote_evaluations_.erase(it);
+  if (auto e = evaluators_.find(peer); e != evaluators_.end()) {
+    e->second.in_flight -= std::min<std::size_t>(e->second.in_flight, 1);
+    e->second.last_seen = now();
+  }
+  if (!(std::isfinite(result.accuracy) && result.accuracy >= 0 && result.accuracy <= 1)) {
+    on_evaluated(std::move(request), error{errc::protocol_error, "the evaluator reported an accuracy outside [0, 1]"});
+    return;
+  }
+  on_evaluated(std::move(request), result.accuracy);
+}
+
+void averager_actor::evaluate_remotely(evaluation_request request) {
+  // The least busy evaluator gets it (ties: the lowest connection id).
+  auto best = evaluators_.end();
+  for (auto it = evaluators_.begin(); it != evaluators_.end(); ++it) {
+    if (best == evaluators_.end() || it->second.in_flight < best->second.in_flight) {
+      best = it;
+    }
+  }
+  if (best == evaluators_.end()) {
+    // Nobody to score x̄: the round's test_acc stays null. Reported from a timer, never from inside apply().
+    schedule_once(clock_source::duration::zero(), [this, request = std::move(request)]() mutable {
+      on_evaluated(std::move(request), error{errc::not_found, "no evaluator is connected"});
+    });
+    return;
+  }
+  const peer_id peer = best->first;
+  evaluate_msg m{0, best->second.nonce, core_->incarnation(), request.rounds, request.id, request.model};
+  if (auto sent = link_->send(peer, encode(to_evaluator{m})); !sent) {
+    schedule_once(clock_source::duration::zero(), [this, request = std::move(request), e = sent.error()]() mutable {
+      on_evaluated(std::move(request), e);
+    });
+    return;
+  }
+  ++best->second.in_flight;
+  const std::uint64_t id = request.id;
+  remote_evaluations_[id] = remote_evaluation{std::move(request), peer, now() + config_.evaluation_timeout};
+  watch_evaluators();
+}
+
+void averager_actor::fail_evaluations_of(peer_id peer, const char* why) {
+  std::vector<evaluation_request> failed;
+  for (auto it = remote_evaluations_.begin(); it != remote_evaluations_.end();) {
+    if (it->second.peer == peer) {
+      failed.push_back(std::move(it->second.request));
+      it = remote_evaluations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& request : failed) {
+    on_evaluated(std::move(request), error{errc::peer_unreachable, std::string{"the evaluator left: "} + why});
+  }
+}
+
+void averager_actor::watch_evaluators() {
+  if (evaluator_timer_ || done_ || (evaluators_.empty() && remote_evaluations_.empty())) {
+    return;
+  }
+  evaluator_timer_ = schedule_once(config_.core.heartbeat_interval, [this] {
+    evaluator_timer_.reset();
+    if (done_) {
+      return;
+    }
+    const auto t = now();
+    std::vector<peer_id> silent;
+    for (const auto& [peer, e] : evaluators_) {
+      if (t - e.last_seen > config_.core.heartbeat_timeout) {
+        silent.push_back(peer);
+      }
+    }
+    for (const peer_id peer : silent) {
+      PRSGD_LOG(warn, "averager") << "evaluator on connection " << peer << " went silent; forgetting it";
+      evaluators_.erase(peer);
+      fail_evaluations_of(peer, "it went silent");
+    }
+    std::vector<evaluation_request> late;
+    for (auto it = remote_evaluations_.begin(); it != remote_evaluations_.end();) {
+      if (t >= it->second.deadline) {
+        if (auto e = evaluators_.find(it->second.peer); e != evaluators_.end()) {
+          e->second.in_flight -= std::min<std::size_t>(e->second.in_flight, 1);
+        }
+        late.push_back(std::move(it->second.request));
+        it = remote_evaluations_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& request : late) {
+      on_evaluated(std::move(request), error{errc::timeout, "the evaluator did not answer in time"});
+    }
+    watch_evaluators();
   });
 }
 

@@ -227,7 +227,9 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
                                    << ", waiting for " << core.restored_.size() << " members to rejoin";
   } else {
     core.model_ = std::make_shared<const std::vector<float>>(std::move(initial_model));
-    PRSGD_LOG(info, log_component) << "incarnation " << core.incarnation_ << " starts at round 0";
+    core.awaiting_initial_ = core.config_.initial_from_join;
+    PRSGD_LOG(info, log_component) << "incarnation " << core.incarnation_ << " starts at round 0"
+                                   << (core.awaiting_initial_ ? " from the first member's model" : "");
   }
   if (core.config_.outer && !core.outer_) {
     auto outer = algorithms::outer_optimizer::make(*core.config_.outer, core.model_size_);
@@ -287,6 +289,20 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
     }
     reply(out, 0, refused_msg{0, m.incarnation, incarnation_, round_, *why}, from);
     return with_wakeup(std::move(out));
+  }
+  if (awaiting_initial_) {
+    if (auto why = adopt_initial_model(m)) {
+      ++counters_.refused;
+      ++drops_["refused"];
+      PRSGD_LOG(warn, log_component) << "refused a JOIN from connection " << from << ": " << *why;
+      reply(out, 0, refused_msg{0, m.incarnation, incarnation_, round_, *why}, from);
+      return with_wakeup(std::move(out));
+    }
+  }
+  if (config_.labels_from_members && declared_labels_.empty()) {
+    if (const auto at = m.data_fingerprint.find(" labels="); at != std::string::npos) {
+      declared_labels_ = m.data_fingerprint.substr(at);
+    }
   }
   // The same JOIN again (same nonce, same connection): the worker has not seen our WELCOME yet. Answer with
   // the WELCOME once more, and with the round's RESTART only if none went to the member this round.
@@ -577,7 +593,7 @@ actions averager_core::suspend() {
   }
   eval_queue_.clear();
   evaluating_.clear();
-  if (checkpoints_) {
+  if (checkpoints_ && !awaiting_initial_) {
     held_checkpoints_.push_back(snapshot());  // the open round: a later incarnation resumes it
   }
   flush_lines(out);

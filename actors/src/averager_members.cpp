@@ -409,10 +409,38 @@ std::optional<std::string> averager_core::mismatch(const join_msg& m) const {
     return "model mismatch: the job trains " + config_.spec.model + ", the worker has " +
            (m.model_fingerprint.empty() ? std::string{"no model fingerprint"} : m.model_fingerprint);
   }
-  if (differs(config_.spec.data, m.data_fingerprint)) {
+  std::string data = m.data_fingerprint;
+  std::string labels;
+  if (const auto at = data.find(" labels="); config_.labels_from_members && at != std::string::npos) {
+    labels = data.substr(at);
+    data.resize(at);
+  }
+  if (differs(config_.spec.data, data)) {
     return "data mismatch: the job trains on " + config_.spec.data + ", the worker has " +
            (m.data_fingerprint.empty() ? std::string{"no data fingerprint"} : m.data_fingerprint);
   }
+  if (!labels.empty() && !declared_labels_.empty() && labels != declared_labels_) {
+    return "data mismatch: the job's members train on" + declared_labels_ + ", the worker has" + labels;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> averager_core::adopt_initial_model(const join_msg& m) {
+  if (!m.initial_model) {
+    return std::string{
+        "the job has no model yet: the first member must send its initial model with its JOIN "
+        "(or the averager needs --init-model)"};
+  }
+  if (m.initial_model->size() != model_size_) {
+    return "initial model mismatch: the job's model has " + std::to_string(model_size_) + " floats, the worker's " +
+           std::to_string(m.initial_model->size());
+  }
+  if (!core_detail::all_finite(*m.initial_model)) {
+    return std::string{"the worker's initial model holds NaN or Inf"};
+  }
+  model_ = m.initial_model;
+  awaiting_initial_ = false;
+  PRSGD_LOG(info, log_component) << "x̄_0 is the model of the first member's JOIN (" << model_size_ << " floats)";
   return std::nullopt;
 }
 

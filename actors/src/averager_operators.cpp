@@ -3,7 +3,6 @@
 
 #include "averager_core_detail.hpp"
 
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -49,7 +48,7 @@ void averager_core::maybe_done(actions& out) {
   if (done_ || state_ != averager_state::stopped) {
     return;
   }
-  if (evaluations_ && !suspended_ && !final_eval_requested_) {
+  if (evaluations_ && !suspended_ && !final_eval_requested_ && !awaiting_initial_) {
     // Stopped without closing a final round (stop() from the shell): score the current x̄ once more.
     request_evaluation(out, round_, true);
   }
@@ -200,6 +199,9 @@ averager_core::control_outcome averager_core::on_control(control_op op, std::str
     case control_op::checkpoint:
       if (!checkpoints_) {
         return done(false, "this averager keeps no checkpoints (start it with --checkpoint-dir)");
+      }
+      if (awaiting_initial_) {
+        return done(false, "no model to checkpoint yet: it comes with the first member's JOIN");
       }
       held_checkpoints_.push_back(snapshot());
       flush_lines(o.act);

@@ -28,6 +28,9 @@ enum class wire_type : std::uint8_t {
   status_reply = 11,
   control = 12,
   control_reply = 13,
+  evaluator_hello = 14,
+  evaluate = 15,
+  evaluation = 16,
 };
 
 // A STATUS_REPLY's payload (the msgpack job_status) is at most this long.
@@ -170,7 +173,7 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
                   "protocol version " + std::to_string(v) + ", this build speaks " + std::to_string(protocol_version));
     }
     const auto t = r.get<std::uint8_t>("t");
-    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::control_reply)) {
+    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::evaluation)) {
       return fail(errc::protocol_error, "unknown message type " + std::to_string(t));
     }
     out.type = static_cast<wire_type>(t);
@@ -265,11 +268,38 @@ multipart encode_one(const stop_msg& m) {
 }
 
 multipart encode_one(const join_msg& m) {
-  header_writer w{wire_type::join, common_fields + 3};
+  header_writer w{wire_type::join, common_fields + 3 + (m.initial_model ? 1 : 0)};
   put_common(w, m);
   w.put("s", m.speed_hint);
   w.put("mf", clipped(m.model_fingerprint));
   w.put("df", clipped(m.data_fingerprint));
+  if (!m.initial_model) {
+    return {w.finish()};
+  }
+  w.put("n", static_cast<std::uint64_t>(m.initial_model->size()));
+  return {w.finish(), payload_of(m.initial_model)};
+}
+
+multipart encode_one(const evaluator_hello_msg& m) {
+  header_writer w{wire_type::evaluator_hello, common_fields + 1};
+  put_common(w, m);
+  w.put("mf", clipped(m.model_fingerprint));
+  return {w.finish()};
+}
+
+multipart encode_one(const evaluate_msg& m) {
+  header_writer w{wire_type::evaluate, common_fields + 2};
+  put_common(w, m);
+  w.put("q", m.request);
+  w.put("n", static_cast<std::uint64_t>(m.model ? m.model->size() : 0));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const evaluation_msg& m) {
+  header_writer w{wire_type::evaluation, common_fields + 2};
+  put_common(w, m);
+  w.put("q", m.request);
+  w.put("acc", m.accuracy);
   return {w.finish()};
 }
 
@@ -410,6 +440,10 @@ multipart encode(const to_operator& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }
 
+multipart encode(const to_evaluator& msg) {
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
+}
+
 multipart encode(const any_msg& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }
@@ -506,12 +540,35 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
     header_reader r{parsed->handle.get()};
     switch (parsed->type) {
       case wire_type::join: {
-        PRSGD_TRY(expect_no_payload(msg));
         join_msg m;
         get_common(r, m);
         m.speed_hint = r.get_or<double>("s", 0.0);
         m.model_fingerprint = r.get_or<std::string>("mf", {});
         m.data_fingerprint = r.get_or<std::string>("df", {});
+        if (r.find("n") == nullptr) {
+          PRSGD_TRY(expect_no_payload(msg));
+          return to_averager{m};
+        }
+        auto initial = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        if (!initial) {
+          return std::move(initial).error();
+        }
+        m.initial_model = std::move(*initial);
+        return to_averager{std::move(m)};
+      }
+      case wire_type::evaluator_hello: {
+        PRSGD_TRY(expect_no_payload(msg));
+        evaluator_hello_msg m;
+        get_common(r, m);
+        m.model_fingerprint = r.get_or<std::string>("mf", {});
+        return to_averager{m};
+      }
+      case wire_type::evaluation: {
+        PRSGD_TRY(expect_no_payload(msg));
+        evaluation_msg m;
+        get_common(r, m);
+        m.request = r.get<std::uint64_t>("q");
+        m.accuracy = r.get<double>("acc");
         return to_averager{m};
       }
       case wire_type::leave: {
@@ -604,6 +661,46 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
       default:
         return fail(errc::protocol_error,
                     "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an operator");
+    }
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+expected<to_evaluator> decode_to_evaluator(const multipart& msg, const codec_limits& limits) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  try {
+    header_reader r{parsed->handle.get()};
+    switch (parsed->type) {
+      case wire_type::evaluate: {
+        evaluate_msg m;
+        get_common(r, m);
+        m.request = r.get<std::uint64_t>("q");
+        auto model = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        if (!model) {
+          return std::move(model).error();
+        }
+        m.model = std::move(*model);
+        return to_evaluator{std::move(m)};
+      }
+      case wire_type::stop:
+      case wire_type::refused: {
+        // The same STOP and REFUSED a worker gets.
+        auto as_worker = decode_to_worker(msg, limits);
+        if (!as_worker) {
+          return std::move(as_worker).error();
+        }
+        if (const auto* stop = std::get_if<stop_msg>(&*as_worker)) {
+          return to_evaluator{*stop};
+        }
+        return to_evaluator{std::get<refused_msg>(*as_worker)};
+      }
+      default:
+        return fail(errc::protocol_error,
+                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an evaluator");
     }
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, e.what());

@@ -287,12 +287,46 @@ expected<void> validate(const head_options& o) {
   return require_curve_off_loopback(o.listen, "--listen", o.security);
 }
 
+namespace {
+
+// --model external and its options: they go together, and the job must be one the averager can run
+// without the model (restarted SGD on IID sample ranges).
+expected<void> validate_external(const averager_options& o) {
+  const external_options& e = o.external;
+  const bool external = o.model.model == "external";
+  if (!external) {
+    if (e.model_size != 0 || !e.model_spec.empty() || !e.init_model.empty() || e.train_size != 0) {
+      return bad("--model-size, --model-spec, --init-model and --train-size apply to --model external only");
+    }
+    return {};
+  }
+  if (e.model_size == 0 && e.model_spec.empty()) {
+    return bad("--model external needs --model-size P (floats in the flat model) or --model-spec FILE");
+  }
+  if (e.train_size == 0) {
+    return bad("--model external needs --train-size N (training samples in the workers' data set)");
+  }
+  if (o.schedule.mode != "restarted") {
+    return bad(
+        "--model external trains with --mode restarted only (the averager cannot tell parameters "
+        "from buffers to step them itself)");
+  }
+  if (o.model.non_iid) {
+    return bad("--model external hands out IID sample ranges; --non-iid needs a model the averager knows");
+  }
+  PRSGD_TRY(at_least(e.eval_timeout_ms, 1, "--eval-timeout-ms"));
+  return {};
+}
+
+}  // namespace
+
 expected<void> validate(const averager_options& o) {
   PRSGD_TRY(validate(o.output));
   PRSGD_TRY(validate(o.liveness));
   PRSGD_TRY(validate(o.security));
   PRSGD_TRY(validate(o.model));
   PRSGD_TRY(validate(o.schedule));
+  PRSGD_TRY(validate_external(o));
   if (o.listen.empty()) {
     return bad("needs --listen ENDPOINT, e.g. --listen tcp://0.0.0.0:7500");
   }
@@ -331,6 +365,9 @@ expected<void> validate(const worker_options& o) {
   PRSGD_TRY(validate(o.liveness));
   PRSGD_TRY(validate(o.security));
   PRSGD_TRY(validate(o.model));
+  if (o.model.model == "external") {
+    return bad("--model external is for the averager; its workers are Python processes (prsgd.torch)");
+  }
   PRSGD_TRY(validate_averager_or_head(o.averager, o.head, o.security));
   PRSGD_TRY(at_least(o.head_timeout_ms, 1, "--head-timeout-ms"));
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
@@ -344,6 +381,9 @@ expected<void> validate(const local_options& o) {
   PRSGD_TRY(validate(o.liveness));
   PRSGD_TRY(validate(o.model));
   PRSGD_TRY(validate(o.schedule));
+  if (o.model.model == "external") {
+    return bad("--model external has no C++ workers: run `prsgd averager --model external` with Python workers");
+  }
   PRSGD_TRY(at_least(o.workers, 1, "--workers"));
   if (o.slowdown_ms.size() > 1 && o.slowdown_ms.size() != static_cast<std::size_t>(o.workers)) {
     return bad("--slowdown-ms needs one value or one per worker (got " + str(o.slowdown_ms.size()) + " for " +

@@ -119,6 +119,29 @@ struct parser {
     averager_cmd->footer("Example: prsgd averager --listen tcp://0.0.0.0:7500 --model fmnist-mlp --interval 8");
     add_save(*averager_cmd, averager.save);
     averager_cmd
+        ->add_option("--model-size", averager.external.model_size,
+                     "--model external: floats in the workers' flat model (or take them from --model-spec)")
+        ->group("External model");
+    averager_cmd
+        ->add_option("--model-spec", averager.external.model_spec,
+                     "--model external: JSON/YAML list of {name, shape} in flat order (names for --save-model)")
+        ->type_name("FILE")
+        ->group("External model");
+    averager_cmd
+        ->add_option("--init-model", averager.external.init_model,
+                     "--model external: start from this safetensors file (default: the first member's model)")
+        ->type_name("FILE")
+        ->group("External model");
+    averager_cmd
+        ->add_option("--train-size", averager.external.train_size,
+                     "--model external: training samples in the workers' data set (for ranges and epochs)")
+        ->group("External model");
+    averager_cmd
+        ->add_option("--eval-timeout-ms", averager.external.eval_timeout_ms,
+                     "--model external: an evaluator's answer later than this leaves the round's test_acc null")
+        ->capture_default_str()
+        ->group("External model");
+    averager_cmd
         ->add_option("--operator-key", averager.operator_keys,
                      "Public key file of a client that may steer the job with `prsgd ctl` (repeatable; "
                      "with CURVE; without CURVE only loopback clients may steer)")

@@ -30,6 +30,7 @@
 
 #include "commands.hpp"
 #include "dashboard_server.hpp"
+#include "external_model.hpp"
 #include "head_role.hpp"
 #include "model_commands.hpp"
 #include "prometheus_metrics.hpp"
@@ -150,11 +151,26 @@ actors::incarnation_t now_ms() {
 
 }  // namespace
 
-int run_averager(const averager_options& o) {
+int run_averager(const averager_options& given) {
   const sigset_t signals = block_stop_signals();
-  if (auto p = prepare_process(o.output, o.model.model, resolve_dataset(o.model)); !p) {
+  const bool external = given.model.model == external_model_name;
+  if (auto p = external ? prepare_process(given.output)
+                        : prepare_process(given.output, given.model.model, resolve_dataset(given.model));
+      !p) {
     std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
     return exit_usage;
+  }
+  // --model external: the size (from --model-spec when --model-size is not given) and x̄_0 (--init-model).
+  averager_options o = given;
+  external_model ext;
+  if (external) {
+    auto loaded = load_external_model(o.external);
+    if (!loaded) {
+      std::fprintf(stderr, "prsgd averager: %s\n", loaded.error().message().c_str());
+      return data_error_status(loaded.error());
+    }
+    ext = std::move(*loaded);
+    o.external.model_size = ext.size;
   }
   if (auto made = make_parent_directory(o.output.metrics_jsonl, "--metrics-jsonl"); !made) {
     std::fprintf(stderr, "prsgd averager: %s\n", made.error().message().c_str());
@@ -174,12 +190,16 @@ int run_averager(const averager_options& o) {
     }
     prom = std::move(*bound);
   }
-  auto data = load_job_data(o.model, data_need::train_size_and_test);
+  auto data = external ? expected<job_data>{job_data{}} : load_job_data(o.model, data_need::train_size_and_test);
   if (!data) {
     std::fprintf(stderr, "prsgd averager: %s\n", data.error().message().c_str());
     return data_error_status(data.error());
   }
-  auto fits = check_model_fits(o.model, *data);
+  if (external) {
+    data->name = external_model_name;
+    data->train_size = static_cast<std::size_t>(o.external.train_size);
+  }
+  auto fits = external ? expected<std::size_t>{ext.size} : check_model_fits(o.model, *data);
   if (!fits) {
     std::fprintf(stderr, "prsgd averager: %s\n", fits.error().message().c_str());
     return exit_usage;
@@ -201,7 +221,14 @@ int run_averager(const averager_options& o) {
   }
   actors::averager_actor_config cfg = std::move(*mapped);
   // The model identity for checkpoints, and --save-model / --save-best (model_commands.cpp).
-  auto saver = prepare_model_output(cfg, o.save, o.model, *data);
+  auto saver = external ? expected<std::unique_ptr<model_saver>>{prepare_external_output(
+                              cfg, o.save, ext, o.external.train_size, o.model.seed)}
+                        : prepare_model_output(cfg, o.save, o.model, *data);
+  if (external) {
+    cfg.external_size = ext.size;
+    cfg.initial_model = std::move(ext.initial);
+    cfg.evaluation_timeout = std::chrono::milliseconds{o.external.eval_timeout_ms};
+  }
   if (!saver) {
     std::fprintf(stderr, "prsgd averager: %s\n", saver.error().message().c_str());
     return exit_usage;

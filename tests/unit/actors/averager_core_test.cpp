@@ -1754,5 +1754,57 @@ TEST_F(AveragerPoolTest, ASnapshotKeepsTheOpenRoundsSamplesForTheNextIncarnation
   EXPECT_EQ(core->pool()->save(), *s.pool) << "a resumed incarnation continues the epoch";
 }
 
+TEST_F(AveragerCoreTest, ExternalJobStartsFromTheFirstJoinersModel) {
+  cfg.initial_from_join = true;
+  make(filled(0));
+  EXPECT_TRUE(core->awaiting_initial_model());
+  // Without a model the job cannot start: the JOIN is refused with one line.
+  auto out = on_join(join_msg{1, 1, 0, 0, 0, {}, {}});
+  ASSERT_EQ(of<refused_msg>(out).size(), 1U);
+  EXPECT_NE(of<refused_msg>(out)[0].reason.find("initial model"), std::string::npos);
+  EXPECT_TRUE(of<restart_msg>(out).empty());
+  // Another size is refused too.
+  out = on_join(join_msg{2, 1, 0, 0, 0, {}, {}, std::make_shared<const std::vector<float>>(dim + 1, 1.0F)});
+  ASSERT_EQ(of<refused_msg>(out).size(), 1U);
+  EXPECT_NE(of<refused_msg>(out)[0].reason.find("initial model mismatch"), std::string::npos);
+  // The first JOIN with a model of the right size gives x̄_0 and starts round 0 from it.
+  out = on_join(join_msg{3, 1, 0, 0, 0, {}, {}, std::make_shared<const std::vector<float>>(filled(2.5F))});
+  EXPECT_FALSE(core->awaiting_initial_model());
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+  EXPECT_EQ(*restart_for(out, 3).model, filled(2.5F));
+  // A later member's model is not used: it restarts from the job's x̄.
+  out = on_join(join_msg{4, 1, 0, 0, 0, {}, {}, std::make_shared<const std::vector<float>>(filled(9.0F))});
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+  submit(3, 0, 4.0F);
+  EXPECT_EQ(*core->model(), filled(4.0F));
+  EXPECT_EQ(core->counters().refused, 2U);
+}
+
+TEST_F(AveragerCoreTest, ExternalJobWithoutAModelTakesNoCheckpointWhenSuspended) {
+  cfg.initial_from_join = true;
+  setup.checkpoints = true;
+  make(filled(0));
+  auto out = run(core->suspend());
+  EXPECT_TRUE(out.checkpoints.empty());
+  ASSERT_TRUE(done.has_value());
+  EXPECT_FALSE(done->job_over);
+}
+
+TEST_F(AveragerCoreTest, TheFirstMemberDeclaresTheLabelHash) {
+  cfg.labels_from_members = true;
+  cfg.spec.data = "external n=100";
+  make();
+  auto out = on_join(join_msg{1, 1, 0, 0, 0, {}, "external n=100 labels=00000000000000aa"});
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+  out = on_join(join_msg{2, 1, 0, 0, 0, {}, "external n=100 labels=00000000000000bb"});
+  ASSERT_EQ(of<refused_msg>(out).size(), 1U);
+  EXPECT_NE(of<refused_msg>(out)[0].reason.find("labels=00000000000000aa"), std::string::npos);
+  out = on_join(join_msg{3, 1, 0, 0, 0, {}, "external n=100"});  // declares no hash: nothing to compare
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+  out = on_join(join_msg{4, 1, 0, 0, 0, {}, "external n=99 labels=00000000000000aa"});
+  ASSERT_EQ(of<refused_msg>(out).size(), 1U);
+  EXPECT_NE(of<refused_msg>(out)[0].reason.find("data mismatch"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace prsgd::actors

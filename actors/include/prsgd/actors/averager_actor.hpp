@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -60,6 +61,14 @@ struct averager_actor_config {
   algorithms::model_config model;
   /// Test set for evaluation (null: no evaluation).
   std::shared_ptr<const algorithms::dataset> test_set;
+  /// A model the averager does not build (`--model external`): x̄ has this many floats (> 0), and
+  /// `model_name`/`model` are not used. Its initial value is `initial_model` when that is not empty, else
+  /// the first member's (averager_config::initial_from_join, set by the actor). x̄ is scored by connected
+  /// evaluator processes (EVALUATOR_HELLO), never in this process.
+  std::size_t external_size = 0;
+  std::vector<float> initial_model;
+  /// How long an evaluator may take to answer before that evaluation counts as failed (test_acc null).
+  std::chrono::nanoseconds evaluation_timeout{std::chrono::seconds(60)};
   /// Directory for checkpoints (empty: none, unless `checkpoints` is set). With a store, the store
   /// numbers the incarnations and a new averager resumes from its newest valid checkpoint.
   std::string checkpoint_dir;
@@ -144,6 +153,8 @@ class averager_actor : public actor {
   [[nodiscard]] int times_counted(round_t r, member_id m) const;
   /// Returns the current members (for tests and status).
   [[nodiscard]] std::vector<member_id> members() const;
+  /// Returns the evaluators connected now (for tests and status).
+  [[nodiscard]] std::size_t evaluators() const noexcept { return evaluators_.size(); }
   /// Returns the job's status (what STATUS answers), with each member's host; empty before the start.
   [[nodiscard]] job_status status() const;
   /// Carries out an operator request from this process (the HTTP dashboard's steering, already
@@ -169,6 +180,15 @@ class averager_actor : public actor {
   /// Answers STATUS and CONTROL from operator clients (not members; the core never sees them).
   void on_operator(peer_id peer, const to_averager& msg);
   [[nodiscard]] control_reply_msg carry_out(const control_msg& m, const std::string& by);
+  /// Handles EVALUATOR_HELLO and EVALUATION from evaluator processes (external models; the core never sees
+  /// them: it only asks for evaluations and takes their results).
+  void on_evaluator(peer_id peer, const to_averager& msg);
+  /// Sends `request` to a connected evaluator, or reports it failed at once when none is connected.
+  void evaluate_remotely(evaluation_request request);
+  /// Fails evaluations past their deadline and forgets evaluators silent for the heartbeat timeout (or whose
+  /// connection went down); rearms itself while there is anything to watch.
+  void watch_evaluators();
+  void fail_evaluations_of(peer_id peer, const char* why);
 
   /// What the transport said about an incoming connection when it came up.
   struct peer_info {
@@ -191,6 +211,21 @@ class averager_actor : public actor {
   std::array<std::uint64_t, forwarded_drops.size()> reported_drops_{};  // core drops already handed to on_drop
   std::optional<timer_id> timer_;
   std::vector<std::shared_ptr<algorithms::model>> idle_evaluators_;
+  /// Evaluator processes by connection: their nonce, when they last said hello, and requests in flight.
+  struct evaluator_entry {
+    incarnation_t nonce = 0;
+    clock_source::time_point last_seen{};
+    std::size_t in_flight = 0;
+  };
+  std::map<peer_id, evaluator_entry> evaluators_;
+  struct remote_evaluation {
+    evaluation_request request;
+    peer_id peer = 0;
+    clock_source::time_point deadline{};
+  };
+  std::map<std::uint64_t, remote_evaluation> remote_evaluations_;  // by request id
+  std::optional<timer_id> evaluator_timer_;
+  rate_limiter evaluator_warnings_;
   bool done_ = false;
 };
 

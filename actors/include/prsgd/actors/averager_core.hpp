@@ -153,6 +153,16 @@ struct averager_config {
   /// Accounting records kept per past round (older rounds are forgotten; they can only be late anyway).
   std::uint64_t accounting_rounds_kept = 1'000;
 
+  /// x̄_0 comes from the first JOIN that carries a model (join_msg::initial_model) instead of make()'s
+  /// `initial_model`, of which only the size counts (`--model external` without `--init-model`). Until one
+  /// arrives no round starts, and a JOIN without a model (or of another size) is refused. A job resumed from
+  /// a checkpoint takes x̄ from the checkpoint and ignores JOINs' models.
+  bool initial_from_join = false;
+  /// The members declare the labels: spec.data is the data fingerprint without a label hash, and a JOIN's
+  /// may add " labels=H". The first member of this incarnation that declares a hash fixes it; a later JOIN
+  /// declaring another one is refused, one declaring none is admitted (external jobs, where the averager
+  /// never sees the data).
+  bool labels_from_members = false;
   /// The job every member must match: a JOIN whose declared model or data fingerprint differs from a
   /// non-empty one here is answered with REFUSED. Sent in every WELCOME; `batch_size` (when > 0) bounds
   /// the samples a MODEL may claim (samples <= steps x batch).
@@ -380,6 +390,8 @@ class averager_core {
   [[nodiscard]] std::uint64_t refused_rounds() const noexcept { return refused_rounds_; }
   /// Returns the averaging rule the last closed round used (empty before the first close).
   [[nodiscard]] std::optional<algorithms::averaging_rule> last_rule() const noexcept { return last_rule_; }
+  /// Returns true while x̄_0 is still to come from a member's JOIN (averager_config::initial_from_join).
+  [[nodiscard]] bool awaiting_initial_model() const noexcept { return awaiting_initial_; }
   /// Returns the state a checkpoint of this moment would hold (round r with x̄_r, members, schedule).
   [[nodiscard]] checkpoint_state snapshot() const;
 
@@ -488,6 +500,8 @@ class averager_core {
   [[nodiscard]] bool authorised(member_id member, session_token token, origin_t from, std::string_view what);
   [[nodiscard]] const member_entry* find_entry(member_id member) const;
   [[nodiscard]] std::optional<std::string> mismatch(const join_msg& m) const;
+  /// Takes x̄_0 from a JOIN (initial_from_join); returns why the JOIN is refused instead.
+  [[nodiscard]] std::optional<std::string> adopt_initial_model(const join_msg& m);
   [[nodiscard]] std::optional<std::uint64_t> free_shard() const;
   void send_restart(actions& out, member_id id);
   void remove_idle(actions& out);
@@ -575,6 +589,8 @@ class averager_core {
   bool suspended_ = false;
   bool done_ = false;
   bool pause_ = false;                  // asked to pause: no round starts until resume
+  bool awaiting_initial_ = false;       // x̄_0 still to come from a JOIN (initial_from_join)
+  std::string declared_labels_;         // " labels=H" the first member declared (labels_from_members)
   std::deque<removal> removed_;         // the newest removals, oldest first
   std::optional<double> mean_round_s_;  // moving average of trained rounds' durations (ETA)
 };

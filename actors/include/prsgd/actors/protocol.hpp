@@ -34,7 +34,7 @@ using flat_buffer = std::shared_ptr<const std::vector<float>>;
 using origin_t = std::uint64_t;
 
 /// Names the version of these protocol messages; bump on any field change.
-inline constexpr std::uint32_t protocol_version = 3;
+inline constexpr std::uint32_t protocol_version = 4;
 
 /// Lists the two training modes that share the barrier machinery.
 enum class training_mode : std::uint8_t {
@@ -86,6 +86,9 @@ struct join_msg {
   /// The worker's model and data fingerprints (job_spec::model, job_spec::data); empty = not declared.
   std::string model_fingerprint{};
   std::string data_fingerprint{};
+  /// The worker's own initial model (optional payload; null = none). A job whose averager has no model of
+  /// its own (`--model external`) starts from the first one it receives (averager_config::initial_from_join).
+  flat_buffer initial_model{};
 };
 
 /// Refuses a JOIN for good (averager -> worker): the worker does not fit the job (another model or data
@@ -247,15 +250,56 @@ struct control_reply_msg {
   std::string text{};
 };
 
+/// Offers an evaluator (evaluator -> averager): a process that scores x̄ on a test set for the averager,
+/// which has none of its own (`--model external`). Repeated every heartbeat interval; it is also the
+/// evaluator's heartbeat. `incarnation` is the evaluator's random nonce; `member` is 0.
+struct evaluator_hello_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// The evaluator's model fingerprint (compared with the job's like a JOIN's; empty = not declared).
+  std::string model_fingerprint{};
+};
+
+/// Asks an evaluator to score x̄ (averager -> evaluator). `incarnation` is the evaluator's nonce, `round`
+/// the rounds closed when x̄ was taken.
+struct evaluate_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// Names the request; the result carries it back.
+  std::uint64_t request = 0;
+  /// x̄, shared with the other sends of the round.
+  flat_buffer model;
+};
+
+/// Reports an evaluator's score of x̄ (evaluator -> averager): accepted only for a request sent to the
+/// connection it comes from.
+struct evaluation_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// The request this answers (evaluate_msg::request).
+  std::uint64_t request = 0;
+  /// The test accuracy of x̄, in [0, 1].
+  double accuracy = 0;
+};
+
 /// Holds any message the averager sends.
 using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg, refused_msg>;
 /// Holds any message a worker sends.
-using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg, status_request_msg, control_msg>;
+using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg, status_request_msg, control_msg,
+                                 evaluator_hello_msg, evaluation_msg>;
+/// Holds any message the averager sends to an evaluator.
+using to_evaluator = std::variant<evaluate_msg, stop_msg, refused_msg>;
 /// Holds any message the averager sends to an operator client.
 using to_operator = std::variant<status_reply_msg, control_reply_msg>;
 /// Holds any protocol message, in either direction (what the cores hand their shells to send).
-using any_msg =
-    std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg, stop_msg,
-                 refused_msg, status_request_msg, status_reply_msg, control_msg, control_reply_msg>;
+using any_msg = std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg,
+                             stop_msg, refused_msg, status_request_msg, status_reply_msg, control_msg,
+                             control_reply_msg, evaluator_hello_msg, evaluate_msg, evaluation_msg>;
 
 }  // namespace prsgd::actors

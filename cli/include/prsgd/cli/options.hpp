@@ -189,6 +189,23 @@ struct head_options {
   std::string endpoint_file;
 };
 
+/// Holds the averager's options for a model it does not build itself (`--model external`): the workers
+/// (e.g. PyTorch) own the network, the averager only averages a flat vector of known size, and evaluator
+/// processes score x̄.
+struct external_options {
+  /// Floats in the flat model (0 = from --model-spec).
+  std::uint64_t model_size = 0;
+  /// JSON or YAML file naming the tensors of the flat vector, in order, with their shapes ("" = none).
+  std::string model_spec;
+  /// safetensors file holding x̄_0 ("" = the first member's model, sent with its JOIN).
+  std::string init_model;
+  /// Training samples of the workers' data set (needed: the averager hands out sample ranges and counts
+  /// epochs without seeing the data).
+  std::uint64_t train_size = 0;
+  /// How long an evaluator may take to score x̄ before that round's test_acc stays null, in ms.
+  int eval_timeout_ms = 60000;
+};
+
 /// Holds `prsgd averager`: the restart barrier, averaging and checkpoints.
 struct averager_options {
   output_options output;
@@ -212,6 +229,8 @@ struct averager_options {
   std::string http_token_file;
   /// Once the dashboard listens, write its URL (one line) to this file ("" = none).
   std::string http_url_file;
+  /// --model external: the model's size and layout, its initial value, the training set's size.
+  external_options external;
 };
 
 /// Holds `prsgd status` and `prsgd ctl`: an operator client of a running averager (never a member).
