@@ -94,6 +94,7 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
   core.min_workers = static_cast<std::size_t>(std::max(s.min_workers, 1));
   core.idle_rounds = static_cast<std::uint64_t>(s.idle_rounds);
   core.shards = static_cast<std::size_t>(std::max(s.max_workers, 0));
+  core.shard_owners = s.topology == "sharded" ? static_cast<std::size_t>(std::max(s.shards, 1)) : 0;
   auto fingerprint = model_fingerprint(o.model, data);
   PRSGD_TRY(fingerprint);
   core.spec.model = std::move(*fingerprint);

@@ -9,7 +9,7 @@ a `Message`, or raises `ProtocolError` with one line saying what is wrong.
 import msgpack
 import numpy as np
 
-VERSION = 3
+VERSION = 4
 
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 NAMES = {JOIN: "JOIN", WELCOME: "WELCOME", LEAVE: "LEAVE", HEARTBEAT: "HEARTBEAT", MODEL: "MODEL",
