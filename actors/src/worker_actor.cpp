@@ -197,7 +197,7 @@ void worker_actor::on_wire(peer_id peer, multipart msg) {
   }
   if (const auto* r = std::get_if<restart_msg>(&*decoded)) {
     PRSGD_LOG(debug, "worker") << "RESTART round " << r->round << " I=" << r->interval;
-    if (!r->model && !owners_.empty()) {
+    if ((!r->model || r->model->empty()) && !owners_.empty()) {
       // Sharded: x̄ comes from the owners, slice by slice.
       if (!held_restart_ || held_restart_->round <= r->round) {
         held_restart_ = *r;
