@@ -259,7 +259,8 @@ void averager_actor::on_shard(peer_id peer, const shard_msg& msg) {
       return;
     }
     if (slice_checksum(*report->model) != report->checksum) {
-      fail_job(who + " reported a slice of round " + std::to_string(report->round) + " that does not match its checksum");
+      fail_job(who + " reported a slice of round " + std::to_string(report->round) +
+               " that does not match its checksum");
       return;
     }
     auto& parts = assembling_[report->round];
@@ -379,8 +380,8 @@ void averager_actor::check_owners() {
       if (o.ready && now() - o.last_seen > config_.core.heartbeat_timeout) {
         fail_job("shard owner " + std::to_string(k) + "/" + std::to_string(owners_.size()) + " at " + o.endpoint +
                  " went silent for more than " +
-                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.core.heartbeat_timeout)
-                                    .count()) +
+                 std::to_string(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(config_.core.heartbeat_timeout).count()) +
                  " ms; its slice of x̄ is lost");
         return;
       }

@@ -295,8 +295,9 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
   }
   auto why = mismatch(m);
   if (!why && sharded() && !m.sharding) {
-    why = "this job averages in shards (--topology sharded) and this worker cannot take part: it sends whole "
-          "models (the Python worker does); run `prsgd worker`, or a star job";
+    why =
+        "this job averages in shards (--topology sharded) and this worker cannot take part: it sends whole "
+        "models (the Python worker does); run `prsgd worker`, or a star job";
   }
   if (why) {
     ++counters_.refused;

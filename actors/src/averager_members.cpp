@@ -220,8 +220,8 @@ welcome_msg averager_core::make_welcome(member_id id, const member_entry& e, rou
 restart_msg averager_core::make_restart(member_id id) const {
   const auto& e = members_.at(id);
   // Sharded: the header only; the member assembles x̄_r from the owners' slices.
-  restart_msg m{id,      e.incarnation, incarnation_, round_, sharded() ? flat_buffer{} : model_, e.interval,
-                round_step_size_, config_.mode, {}};
+  restart_msg m{id,         e.incarnation,    incarnation_, round_, sharded() ? flat_buffer{} : model_,
+                e.interval, round_step_size_, config_.mode, {}};
   if (auto g = grants_.find(id); g != grants_.end()) {
     m.ranges.reserve(g->second.size());
     for (const auto& r : g->second) {

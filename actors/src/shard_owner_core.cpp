@@ -117,8 +117,8 @@ owner_actions shard_owner_core::on_coordinator(const shard_msg& msg) {
     }
   } else if (order->round != round_) {
     if (order->round > round_) {
-      broken_ = "recipients for round " + std::to_string(order->round) + " while holding round " +
-                std::to_string(round_);
+      broken_ =
+          "recipients for round " + std::to_string(order->round) + " while holding round " + std::to_string(round_);
     }
     return finish(std::move(out));
   }
@@ -137,12 +137,12 @@ void shard_owner_core::combine(const shard_round_msg& order) {
     for (const auto& in : order.inputs) {
       auto it = slices_.find({in.member, in.token});
       if (it == slices_.end()) {
-        broken_ = "the slice of member " + std::to_string(in.member) + " for round " + std::to_string(round_) +
-                  " is missing";
+        broken_ =
+            "the slice of member " + std::to_string(in.member) + " for round " + std::to_string(round_) + " is missing";
         break;
       }
-      inputs.push_back({std::span<const float>(*it->second.model), static_cast<double>(in.samples),
-                        static_cast<double>(in.steps)});
+      inputs.push_back(
+          {std::span<const float>(*it->second.model), static_cast<double>(in.samples), static_cast<double>(in.steps)});
     }
     if (!broken_) {
       // The same functions as a star averager, applied to this slice: the rules are coordinate-wise.
@@ -184,7 +184,8 @@ void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
     return;  // the member has not attached yet; its SHARD_SLICE without a model triggers the send
   }
   served_.insert(key);
-  out.sends.push_back({false, route->second.second, shard_average_msg{to.member, to.token, round_, config_.shard, slice_}});
+  out.sends.push_back(
+      {false, route->second.second, shard_average_msg{to.member, to.token, round_, config_.shard, slice_}});
 }
 
 void shard_owner_core::report(owner_actions& out, bool fetch, bool ok, std::string why) {

@@ -251,7 +251,8 @@ void worker_actor::on_owner(std::size_t k, multipart msg) {
   if (avg == nullptr || avg->member != member_ || avg->token != token_ || avg->shard != k || !avg->model) {
     return;
   }
-  const std::uint64_t size = slice_begin(model_size_, owners_.size(), k + 1) - slice_begin(model_size_, owners_.size(), k);
+  const std::uint64_t size =
+      slice_begin(model_size_, owners_.size(), k + 1) - slice_begin(model_size_, owners_.size(), k);
   if (avg->model->size() != size || avg->round < slices_round_) {
     return;
   }

@@ -196,8 +196,8 @@ int run_shard_owner(const averager_options& o, const sigset_t& signals) {
   sc.compute_threads = 1;
   actor_system system{sc};
   std::shared_ptr<transport> link;
-  auto started =
-      actors::start_shard_owner(system, std::move(cfg), zmq_factory(*tcfg), o.listen, o.coordinator, &link, to_coordinator);
+  auto started = actors::start_shard_owner(system, std::move(cfg), zmq_factory(*tcfg), o.listen, o.coordinator, &link,
+                                           to_coordinator);
   if (!started) {
     std::fprintf(stderr, "prsgd averager: shard owner cannot start on %s: %s\n", o.listen.c_str(),
                  started.error().message().c_str());

@@ -73,10 +73,11 @@ metrics_summary read_metrics(const std::string& path) {
 class ShardedTest : public ::testing::Test {
  protected:
   std::vector<std::string> job_args(const std::string& topology, const std::string& metrics, int rounds) {
-    std::vector<std::string> a{"--model", "fmnist-mlp", "--rounds", std::to_string(rounds), "--interval", "4",
-                               "--batch", "32",         "--lr",     "0.05",                 "--seed",     "7",
-                               "--eval-every", "0",     "--metrics-jsonl", metrics,         "--progress", "off",
-                               "--topology", topology};
+    std::vector<std::string> a{"--model",      "fmnist-mlp", "--rounds",        std::to_string(rounds),
+                               "--interval",   "4",          "--batch",         "32",
+                               "--lr",         "0.05",       "--seed",          "7",
+                               "--eval-every", "0",          "--metrics-jsonl", metrics,
+                               "--progress",   "off",        "--topology",      topology};
     return a;
   }
 
@@ -88,8 +89,13 @@ TEST_F(ShardedTest, ShardedJobTrainsTheSameModelAsStar) {
   std::vector<std::vector<float>> finals;
   for (const std::string topology : {"star", "sharded"}) {
     auto args = job_args(topology, job_.path(topology + ".jsonl"), 6);
-    std::vector<std::string> local{"local", "--workers", "4", "--log-dir", job_.path("logs-" + topology),
-                                   "--save-model", job_.path(topology + ".safetensors")};
+    std::vector<std::string> local{"local",
+                                   "--workers",
+                                   "4",
+                                   "--log-dir",
+                                   job_.path("logs-" + topology),
+                                   "--save-model",
+                                   job_.path(topology + ".safetensors")};
     if (topology == "sharded") {
       local.insert(local.end(), {"--shards", "2"});
     }

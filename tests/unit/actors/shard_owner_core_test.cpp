@@ -61,7 +61,9 @@ TEST_F(ShardOwnerCoreTest, AcksSlicesAndCombinesOnlyTheNamedMembers) {
   (void)owner_.on_slice({3, 33, 5, 1, values({100.0F, 100.0F})}, 300);
   // Wrong size and NaN are acknowledged as not ok and never held.
   EXPECT_FALSE(sent<shard_ack_msg>(owner_.on_slice({4, 44, 5, 1, values({1.0F})}, 400))[0].ok);
-  EXPECT_FALSE(sent<shard_ack_msg>(owner_.on_slice({5, 55, 5, 1, values({std::numeric_limits<float>::quiet_NaN(), 1.0F})}, 500))[0].ok);
+  EXPECT_FALSE(sent<shard_ack_msg>(
+                   owner_.on_slice({5, 55, 5, 1, values({std::numeric_limits<float>::quiet_NaN(), 1.0F})}, 500))[0]
+                   .ok);
   EXPECT_EQ(owner_.pending_slices(), 3U);
 
   shard_round_msg order;
