@@ -104,6 +104,21 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
     return fail(errc::invalid_argument,
                 "averager: intervals must satisfy 1 <= min_interval <= max_interval, interval >= 1");
   }
+  if (config.shard_owners > 0) {
+    if (config.mode != training_mode::restarted_sgd) {
+      return fail(errc::invalid_argument, "averager: sharded averaging needs restarted SGD (not minibatch mode)");
+    }
+    if (config.outer) {
+      return fail(errc::invalid_argument, "averager: sharded averaging has no outer optimiser (--outer)");
+    }
+    if (config.aggregate.rule == algorithms::aggregate_rule::norm_clip) {
+      return fail(errc::invalid_argument,
+                  "averager: sharded averaging runs mean, trimmed-mean and median at the owners, not norm-clip");
+    }
+    if (config.shard_owners > initial_model.size()) {
+      return fail(errc::invalid_argument, "averager: more shard owners than model values");
+    }
+  }
   if (config.heartbeat_timeout <= clock_source::duration::zero() ||
       config.heartbeat_interval <= clock_source::duration::zero()) {
     return fail(errc::invalid_argument, "averager: heartbeat interval and timeout must be positive");
@@ -280,7 +295,13 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
     reply(out, m.member, stop_msg{m.member, m.incarnation, incarnation_, round_}, from);
     return with_wakeup(std::move(out));
   }
-  if (auto why = mismatch(m)) {
+  auto why = mismatch(m);
+  if (!why && sharded() && !m.sharding) {
+    why =
+        "this job averages in shards (--topology sharded) and this worker cannot take part: it sends whole "
+        "models (the Python worker does); run `prsgd worker`, or a star job";
+  }
+  if (why) {
     ++counters_.refused;
     ++drops_["refused"];
     if (warnings_->refused_join.allow(clock_->now())) {
@@ -469,10 +490,16 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   if (m.is_gradient != want_gradient) {
     reason = want_gradient ? "a model in minibatch_sgd mode" : "a gradient in restarted_sgd mode";
     code = "kind";
-  } else if (!m.params) {
+  } else if (m.sliced != sharded()) {
+    reason = sharded() ? "a whole model, but this job averages in shards" : "a sliced model, but this job is a star";
+    code = "kind";
+  } else if (sharded() && !m.slices_ok) {
+    reason = "a slice the owners found not finite or of the wrong size";
+    code = "non_finite";
+  } else if (!sharded() && !m.params) {
     reason = "no parameters";
     code = "size";
-  } else if (m.params->size() != model_size_) {
+  } else if (!sharded() && m.params->size() != model_size_) {
     reason = "size " + std::to_string(m.params->size()) + " != model size " + std::to_string(model_size_);
     code = "size";
   } else if (m.steps == 0 || m.samples == 0) {
@@ -493,7 +520,7 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   } else if (!std::isfinite(m.loss_sum) || m.loss_count > m.samples) {
     reason = std::isfinite(m.loss_sum) ? "loss covers more samples than claimed" : "non-finite loss";
     code = "loss";
-  } else if (!all_finite(*m.params)) {
+  } else if (!sharded() && !all_finite(*m.params)) {
     reason = "NaN/Inf in parameters";
     code = "non_finite";
   }

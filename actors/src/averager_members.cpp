@@ -219,7 +219,9 @@ welcome_msg averager_core::make_welcome(member_id id, const member_entry& e, rou
 
 restart_msg averager_core::make_restart(member_id id) const {
   const auto& e = members_.at(id);
-  restart_msg m{id, e.incarnation, incarnation_, round_, model_, e.interval, round_step_size_, config_.mode, {}};
+  // Sharded: the header only; the member assembles x̄_r from the owners' slices.
+  restart_msg m{id,         e.incarnation,    incarnation_, round_, sharded() ? flat_buffer{} : model_,
+                e.interval, round_step_size_, config_.mode, {}};
   if (auto g = grants_.find(id); g != grants_.end()) {
     m.ranges.reserve(g->second.size());
     for (const auto& r : g->second) {
@@ -300,8 +302,36 @@ void averager_core::send_restart(actions& out, member_id id) {
   e.restarted = round_;
   e.resend_at.reset();
   send_to(out, id, make_restart(id));
+  if (sharded()) {
+    order_recipient(out, id);
+    return;
+  }
   round_bytes_out_ += model_size_ * sizeof(float);
   e.bytes_out += model_size_ * sizeof(float);
+}
+
+void averager_core::order_recipient(actions& out, member_id id) const {
+  const shard_recipient to{id, members_.at(id).token};
+  if (out.shard_orders.empty() || out.shard_orders.back().combine || out.shard_orders.back().round != round_) {
+    shard_round_msg order;
+    order.averager_incarnation = incarnation_;
+    order.round = round_;
+    out.shard_orders.push_back(std::move(order));
+  }
+  out.shard_orders.back().recipients.push_back(to);
+}
+
+shard_round_msg averager_core::make_combine(algorithms::averaging_rule rule) const {
+  shard_round_msg order;
+  order.averager_incarnation = incarnation_;
+  order.combine = true;
+  for (const auto& [id, sub] : submissions_) {
+    order.inputs.push_back({id, sub.msg.token, sub.msg.samples, sub.msg.steps});
+  }
+  order.rule = static_cast<std::uint8_t>(rule);
+  order.aggregate = static_cast<std::uint8_t>(config_.aggregate.rule);
+  order.trim = config_.aggregate.trim;
+  return order;
 }
 
 actions averager_core::on_send_failed(member_id member, const any_msg& msg, errc code) {

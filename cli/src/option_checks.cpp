@@ -210,6 +210,21 @@ expected<void> validate(const schedule_options& o) {
   if (o.epochs == 0 && o.rounds == 0) {
     return bad("one of --epochs or --rounds must be > 0");
   }
+  PRSGD_TRY(one_of(o.topology, {"star", "sharded"}, "--topology"));
+  PRSGD_TRY(at_least(o.shards, 0, "--shards"));
+  if (o.topology == "sharded") {
+    if (o.mode != "restarted") {
+      return bad("--topology sharded needs --mode restarted (the owners average models, not gradients)");
+    }
+    if (o.outer != "none") {
+      return bad("--topology sharded has no outer optimiser: drop --outer");
+    }
+    if (o.aggregate == "norm-clip") {
+      return bad("--topology sharded runs mean, trimmed-mean and median at the owners, not norm-clip");
+    }
+  } else if (o.shards != 0) {
+    return bad("--shards needs --topology sharded");
+  }
   PRSGD_TRY(at_least(o.interval, 1, "--interval"));
   for (int i : o.intervals) {
     PRSGD_TRY(at_least(i, 1, "every --intervals value"));
@@ -320,6 +335,24 @@ expected<void> validate_external(const averager_options& o) {
 
 }  // namespace
 
+expected<std::pair<std::uint64_t, std::uint64_t>> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  std::uint64_t k = 0;
+  std::uint64_t n = 0;
+  const auto digits = [](std::string_view v) {
+    return !v.empty() && v.size() < 10 && v.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (slash != std::string::npos && digits(std::string_view{text}.substr(0, slash)) &&
+      digits(std::string_view{text}.substr(slash + 1))) {
+    k = std::stoull(text.substr(0, slash));
+    n = std::stoull(text.substr(slash + 1));
+  }
+  if (n == 0 || k >= n) {
+    return bad("--shard must be k/K with 0 <= k < K, e.g. --shard 0/4 (got '" + text + "')");
+  }
+  return std::make_pair(k, n);
+}
+
 expected<void> validate(const averager_options& o) {
   PRSGD_TRY(validate(o.output));
   PRSGD_TRY(validate(o.liveness));
@@ -327,6 +360,18 @@ expected<void> validate(const averager_options& o) {
   PRSGD_TRY(validate(o.model));
   PRSGD_TRY(validate(o.schedule));
   PRSGD_TRY(validate_external(o));
+  if (o.model.model == "external" && (o.schedule.topology == "sharded" || !o.shard.empty())) {
+    return bad("--model external runs with --topology star only");
+  }
+  if (!o.shard.empty() || !o.coordinator.empty()) {
+    PRSGD_TRY(parse_shard(o.shard));
+    if (o.coordinator.empty()) {
+      return bad("--shard needs --coordinator ENDPOINT: the `prsgd averager --topology sharded` process");
+    }
+    PRSGD_TRY(validate_endpoint(o.coordinator, "--coordinator"));
+  } else if (o.schedule.topology == "sharded" && o.schedule.shards < 1) {
+    return bad("--topology sharded needs --shards K (the number of `prsgd averager --shard k/K` processes)");
+  }
   if (o.listen.empty()) {
     return bad("needs --listen ENDPOINT, e.g. --listen tcp://0.0.0.0:7500");
   }

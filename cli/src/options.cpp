@@ -108,6 +108,16 @@ struct parser {
     averager_cmd->add_option("--listen", averager.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7500 (required)")
         ->group("Network");
     averager_cmd->add_option("--head", averager.head, "Head endpoint to register with (optional)")->group("Network");
+    averager_cmd
+        ->add_option("--shard", averager.shard,
+                     "Run as shard owner k of K of a sharded job (with --coordinator; --listen is for the workers)")
+        ->type_name("k/K")
+        ->group("Network");
+    averager_cmd
+        ->add_option("--coordinator", averager.coordinator,
+                     "A shard owner's coordinator: the endpoint of `prsgd averager --topology sharded`")
+        ->type_name("ENDPOINT")
+        ->group("Network");
     averager_cmd->add_option("--endpoint-file", averager.endpoint_file, endpoint_file_help)
         ->type_name("FILE")
         ->group("Network");

@@ -1806,5 +1806,69 @@ TEST_F(AveragerCoreTest, TheFirstMemberDeclaresTheLabelHash) {
   EXPECT_NE(of<refused_msg>(out)[0].reason.find("data mismatch"), std::string::npos);
 }
 
+// Sharded averaging: a worker that cannot send slices is refused with one line.
+TEST_F(AveragerCoreTest, ShardedJobRefusesAWorkerThatCannotSendSlices) {
+  cfg.shard_owners = 2;
+  make();
+  const auto a = join(1);
+  ASSERT_EQ(a.sends.size(), 1U);
+  const auto* refused = std::get_if<refused_msg>(&a.sends[0].msg);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_NE(refused->reason.find("shards"), std::string::npos) << refused->reason;
+}
+
+// Sharded averaging: RESTART carries no model, the owners get the recipients, a whole model is rejected,
+// and the closed barrier orders the owners to combine exactly the counted members (before the next
+// round's recipients).
+TEST_F(AveragerCoreTest, ShardedBarrierOrdersTheOwnersToCombineTheCountedMembers) {
+  cfg.shard_owners = 2;
+  cfg.min_workers = 2;
+  cfg.screen_k = 0;
+  make();
+  for (member_id w : {1U, 2U}) {
+    join_msg m{w, 1, 0, 0, 0, {}, {}};
+    m.sharding = true;
+    const auto a = on_join(m);
+    if (w == 2) {
+      ASSERT_EQ(a.shard_orders.size(), 1U);
+      EXPECT_FALSE(a.shard_orders[0].combine);
+      EXPECT_EQ(a.shard_orders[0].round, 0U);
+      EXPECT_EQ(a.shard_orders[0].recipients.size(), 2U);
+      for (const auto& o : a.sends) {
+        if (const auto* r = std::get_if<restart_msg>(&o.msg)) {
+          EXPECT_FALSE(r->model) << "the members get x̄ from the owners";
+        }
+      }
+    }
+  }
+  const auto sliced = [&](member_id id, bool ok) {
+    auto m = model(id, 0, {}, interval_of(id).value_or(4), 10);
+    m.params.reset();
+    m.sliced = true;
+    m.slices_ok = ok;
+    m.update_norm2 = 1.0;
+    return m;
+  };
+  (void)on_model(model(2, 0, filled(1)));  // a whole model in a sharded job
+  EXPECT_EQ(core->counters().rejected, 1U);
+  (void)on_model(sliced(2, false));  // an owner found its slice not finite
+  EXPECT_EQ(core->counters().rejected, 2U);
+  (void)on_model(sliced(1, true));
+  const auto a = on_model(sliced(2, true));
+  EXPECT_EQ(core->counters().accepted, 2U);
+  ASSERT_EQ(a.shard_orders.size(), 2U);
+  const auto& combine = a.shard_orders[0];
+  EXPECT_TRUE(combine.combine);
+  EXPECT_EQ(combine.round, 1U);
+  ASSERT_EQ(combine.inputs.size(), 2U);
+  EXPECT_EQ(combine.inputs[0].member, real(1));
+  EXPECT_EQ(combine.inputs[0].token, token_of(1));
+  EXPECT_EQ(combine.inputs[1].samples, 10U);
+  EXPECT_FALSE(a.shard_orders[1].combine);
+  EXPECT_EQ(a.shard_orders[1].round, 1U);
+  EXPECT_EQ(times_counted(0, 1), 1);
+  EXPECT_EQ(times_counted(0, 2), 1);
+}
+
 }  // namespace
 }  // namespace prsgd::actors

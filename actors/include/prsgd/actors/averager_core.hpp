@@ -180,6 +180,14 @@ struct averager_config {
   /// least heartbeat_timeout), and the member still has not submitted. The first round of an incarnation
   /// has no previous round: there the wait starts with its first accepted submission.
   std::uint64_t idle_rounds = 2;
+  /// Sharded averaging: the number K of shard owner processes (0 = a star: this averager averages whole
+  /// models). With K owners, MODELs are headers (model_msg::sliced) whose slices the owners hold, the
+  /// core hands out shard_round_msg orders (actions::shard_orders) instead of averaging, and RESTART
+  /// carries no model: the members get x̄ from the owners. `model()` is then x̄ only as of the start; the
+  /// shell fills x̄ into checkpoints, evaluations and the summary from the owners' reports (rounds whose
+  /// order has `fetch` set). Needs restarted_sgd, no outer optimiser, and aggregate mean, trimmed mean
+  /// or median.
+  std::size_t shard_owners = 0;
 };
 
 /// Says what happened to one received MODEL / gradient.
@@ -348,6 +356,8 @@ class averager_core {
 
   /// Returns the current round r.
   [[nodiscard]] round_t round() const noexcept { return round_; }
+  /// Returns true when the job averages in shards (averager_config::shard_owners > 0).
+  [[nodiscard]] bool sharded() const noexcept { return config_.shard_owners > 0; }
   /// Returns x̄_r, shared.
   [[nodiscard]] const flat_buffer& model() const noexcept { return model_; }
   /// Returns the state.
@@ -462,6 +472,11 @@ class averager_core {
   void account();
   void advance_round(std::vector<float> next);
   void request_checkpoint();
+  /// Sharded averaging: returns the order to combine the closing round's accepted submissions with
+  /// `rule` (close_barrier sets its round and `fetch` once the round has advanced).
+  [[nodiscard]] shard_round_msg make_combine(algorithms::averaging_rule rule) const;
+  /// Sharded averaging: adds `id` to the owners' recipients of x̄_{round_}.
+  void order_recipient(actions& out, member_id id) const;
   void record_line(actions& out, round_metrics rm, bool last, bool trained);
   /// Returns true once max_rounds rounds have trained, or max_epochs passes are consumed (never for an
   /// open-ended job).

@@ -156,6 +156,10 @@ struct schedule_options {
   int min_workers = 0;
   /// Data shards, and so the most members training at once (0 = min_workers); a worker beyond it waits.
   int max_workers = 0;
+  /// star (the averager averages whole models) | sharded (K shard owner processes average one slice each).
+  std::string topology = "star";
+  /// Shard owners of a sharded job: K (local: 0 = one per worker).
+  int shards = 0;
   /// Remove a member that heartbeats but has not submitted for this many rounds (0 = never).
   int idle_rounds = 2;
 
@@ -215,6 +219,10 @@ struct averager_options {
   schedule_options schedule;
   /// Endpoint to bind for workers, e.g. tcp://0.0.0.0:7500.
   std::string listen;
+  /// Run as shard owner "k/K" of a sharded job instead of as its coordinator ("" = the coordinator).
+  std::string shard;
+  /// A shard owner's coordinator endpoint (the `prsgd averager --topology sharded` process).
+  std::string coordinator;
   /// Once bound, write the bound endpoint (one line) to this file, atomically ("" = none).
   std::string endpoint_file;
   /// Head endpoint to register with ("" = standalone).
@@ -433,6 +441,8 @@ struct host_port {
 [[nodiscard]] expected<void> validate(const schedule_options& o);
 [[nodiscard]] expected<void> validate(const head_options& o);
 [[nodiscard]] expected<void> validate(const averager_options& o);
+/// Parses --shard "k/K" (0 <= k < K); invalid_argument otherwise.
+[[nodiscard]] expected<std::pair<std::uint64_t, std::uint64_t>> parse_shard(const std::string& text);
 [[nodiscard]] expected<void> validate(const worker_options& o);
 [[nodiscard]] expected<void> validate(const local_options& o);
 [[nodiscard]] expected<void> validate(const keygen_options& o);
