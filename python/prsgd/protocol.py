@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The training protocol's messages on the wire (actors/PROTOCOL.md, version 2), for the worker side.
+"""The training protocol's messages on the wire (actors/PROTOCOL.md, version VERSION), for the worker side.
 
 One protocol message is one ZeroMQ message of the prsgd transport: a kind frame (b"D" for data), a header
 frame (a msgpack map with short string keys) and, for RESTART and MODEL, a payload frame of raw little-endian
@@ -9,7 +9,7 @@ a `Message`, or raises `ProtocolError` with one line saying what is wrong.
 import msgpack
 import numpy as np
 
-VERSION = 3
+VERSION = 4
 
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 NAMES = {JOIN: "JOIN", WELCOME: "WELCOME", LEAVE: "LEAVE", HEARTBEAT: "HEARTBEAT", MODEL: "MODEL",

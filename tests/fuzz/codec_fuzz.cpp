@@ -83,6 +83,21 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
            3, 1700000000123, 42, 10, model, 8, 0.05, act::training_mode::restarted_sgd, {{0, 256}, {1024, 1100}}}},
       {"removed", act::removed_msg{3, 1700000000123, 42, 11}},
       {"stop", act::stop_msg{3, 1700000000123, 42, 12}},
+      {"spec", act::spec_request_msg{0, 1700000000123, 0, 0}},
+      {"spec-reply", act::spec_reply_msg{0, 1700000000123, 42, 12,
+                                         act::job_spec{"fmnist-mlp in=1x28x28 out=10 params=3",
+                                                       "fashion-mnist n=60000",
+                                                       64,
+                                                       1,
+                                                       "fmnist-mlp",
+                                                       "csv",
+                                                       {"label-column=last"},
+                                                       true,
+                                                       0.5,
+                                                       0.05,
+                                                       0.9,
+                                                       false},
+                                         act::training_mode::restarted_sgd, 3}},
   };
   for (const auto& [name, msg] : messages) {
     seed(name, join_frames(act::encode(msg)));

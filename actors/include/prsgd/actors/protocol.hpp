@@ -34,7 +34,7 @@ using flat_buffer = std::shared_ptr<const std::vector<float>>;
 using origin_t = std::uint64_t;
 
 /// Names the version of these protocol messages; bump on any field change.
-inline constexpr std::uint32_t protocol_version = 3;
+inline constexpr std::uint32_t protocol_version = 4;
 
 /// Lists the two training modes that share the barrier machinery.
 enum class training_mode : std::uint8_t {
@@ -58,8 +58,10 @@ enum class training_mode : std::uint8_t {
 // incarnation), `averager_incarnation` (the averager incarnation the sender knows; 0 = none yet) and
 // `round` (actors/PROTOCOL.md). Handlers on both sides are idempotent and tolerate duplicates and reordering.
 
-/// Describes the job a worker must match: what the averager announces in WELCOME, and what a JOIN's
-/// fingerprints are compared with. Empty strings and zeros mean "not checked" / "not set".
+/// Describes the job a worker must match: what the averager announces in WELCOME (the fingerprints, batch
+/// and seed) and in SPEC_REPLY (everything), and what a JOIN's fingerprints are compared with. Empty strings
+/// and zeros mean "not checked" / "not set". The fields after `seed` are what a worker started with nothing
+/// but the averager's address needs to build the model, load the data and train as the job does.
 struct job_spec {
   /// Model fingerprint: the model's name, size and layer shapes (the CLI's model_fingerprint).
   std::string model{};
@@ -67,8 +69,24 @@ struct job_spec {
   std::string data{};
   /// Mini-batch size every worker uses; samples of a MODEL are checked against steps x batch.
   std::uint64_t batch_size = 0;
-  /// Seed for shuffling and sharding.
+  /// Seed for initialisation, shuffling and sharding.
   std::uint64_t seed = 0;
+  /// The model's name in the model registry, or a model spec such as mlp:784-64-10.
+  std::string model_name{};
+  /// The data set's name in the data set registry (never "auto").
+  std::string dataset{};
+  /// The data set's KEY=VALUE settings, in order.
+  std::vector<std::string> data_options{};
+  /// Non-IID shards (Dirichlet label skew) and their concentration.
+  bool non_iid = false;
+  double dirichlet_alpha = 0.5;
+  /// The job's base step size γ (RESTART carries each round's) and the local optimiser's momentum.
+  double lr = 0;
+  double momentum = 0;
+  /// Whether a worker keeps its momentum buffer across restarts (false: resets it).
+  bool keep_momentum = true;
+
+  friend bool operator==(const job_spec&, const job_spec&) = default;
 };
 
 /// Asks to join the job (worker -> averager). Sent at start, after being removed, and whenever the worker
@@ -247,15 +265,40 @@ struct control_reply_msg {
   std::string text{};
 };
 
+/// Asks the averager for the job's spec (worker -> averager) before a worker loads anything: a worker started
+/// with only the averager's address learns its model, data set and optimiser from the reply. It makes no
+/// member and may be repeated; `incarnation` is a request nonce the reply echoes.
+struct spec_request_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+};
+
+/// Answers SPEC (averager -> worker): the job's spec, training mode and model size; `incarnation` echoes
+/// the request's nonce.
+struct spec_reply_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  job_spec spec{};
+  training_mode mode = training_mode::restarted_sgd;
+  /// Number of floats in the model.
+  std::uint64_t model_size = 0;
+};
+
 /// Holds any message the averager sends.
 using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg, refused_msg>;
 /// Holds any message a worker sends.
-using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg, status_request_msg, control_msg>;
-/// Holds any message the averager sends to an operator client.
-using to_operator = std::variant<status_reply_msg, control_reply_msg>;
+using to_averager =
+    std::variant<join_msg, leave_msg, heartbeat_msg, model_msg, status_request_msg, control_msg, spec_request_msg>;
+/// Holds any message the averager sends to a client that is not a member (an operator, or a worker asking
+/// for the spec).
+using to_operator = std::variant<status_reply_msg, control_reply_msg, spec_reply_msg>;
 /// Holds any protocol message, in either direction (what the cores hand their shells to send).
-using any_msg =
-    std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg, stop_msg,
-                 refused_msg, status_request_msg, status_reply_msg, control_msg, control_reply_msg>;
+using any_msg = std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg,
+                             stop_msg, refused_msg, status_request_msg, status_reply_msg, control_msg,
+                             control_reply_msg, spec_request_msg, spec_reply_msg>;
 
 }  // namespace prsgd::actors
