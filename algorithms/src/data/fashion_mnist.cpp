@@ -198,6 +198,38 @@ expected<std::vector<std::int32_t>> fashion_mnist_labels(std::string_view dir, s
   return std::vector<std::int32_t>(labels->data.begin(), labels->data.end());
 }
 
+namespace {
+
+// The split's labels as a data set holds them, or decode_failed naming the first one out of [0, 10).
+expected<std::vector<std::int32_t>> checked_labels(const idx_bytes& labels, const std::string& path) {
+  std::vector<std::int32_t> out(labels.data.size());
+  for (std::size_t i = 0; i < labels.data.size(); ++i) {
+    const std::uint8_t l = labels.data[i];
+    if (l >= 10) {
+      return fail(errc::decode_failed,
+                  path + ": label " + std::to_string(l) + " at index " + std::to_string(i) + " out of [0,10)");
+    }
+    out[i] = l;
+  }
+  return out;
+}
+
+// Checks an image file's dimensions against 28x28 and its label file's count.
+expected<void> check_images(const std::vector<std::uint32_t>& dims, const std::string& images_path,
+                            const idx_bytes& labels, const std::string& labels_path) {
+  if (dims[1] != 28 || dims[2] != 28) {
+    return fail(errc::decode_failed, images_path + ": images are " + std::to_string(dims[1]) + "x" +
+                                         std::to_string(dims[2]) + ", expected 28x28");
+  }
+  if (dims[0] != labels.dims[0]) {
+    return fail(errc::decode_failed, images_path + " has " + std::to_string(dims[0]) + " images but " + labels_path +
+                                         " has " + std::to_string(labels.dims[0]) + " labels");
+  }
+  return {};
+}
+
+}  // namespace
+
 std::array<float, 256> fashion_mnist_values(bool normalise) {
   std::array<float, 256> table{};
   for (int b = 0; b < 256; ++b) {
@@ -217,15 +249,9 @@ expected<dataset> load_fashion_mnist(std::string_view dir, split which, fashion_
   out.shape = {1, 28, 28};
   out.num_classes = 10;
   out.name = std::string{"fashion-mnist/"} + (which == split::train ? "train" : "test");
-  out.labels.resize(labels->data.size());
-  for (std::size_t i = 0; i < labels->data.size(); ++i) {
-    const std::uint8_t l = labels->data[i];
-    if (l >= 10) {
-      return fail(errc::decode_failed,
-                  labels_path + ": label " + std::to_string(l) + " at index " + std::to_string(i) + " out of [0,10)");
-    }
-    out.labels[i] = l;
-  }
+  auto checked = checked_labels(*labels, labels_path);
+  PRSGD_TRY(checked);
+  out.labels = std::move(*checked);
   // A 256-entry table keeps the conversion exact and identical for every pixel with the same byte.
   const std::array<float, 256> table = fashion_mnist_values(options.normalise);
   // The image bytes are converted as they are decompressed, a chunk at a time, into features sized once
@@ -234,14 +260,7 @@ expected<dataset> load_fashion_mnist(std::string_view dir, split which, fashion_
   // memory (what prsgd's processes do, transport/zmq), such a copy stayed resident: a one-thread
   // fmnist-cnn training process (prsgd_nn_bench train) peaked at data + 85 MiB instead of data + 27.
   auto check = [&](const std::vector<std::uint32_t>& dims) -> expected<void> {
-    if (dims[1] != 28 || dims[2] != 28) {
-      return fail(errc::decode_failed, images_path + ": images are " + std::to_string(dims[1]) + "x" +
-                                           std::to_string(dims[2]) + ", expected 28x28");
-    }
-    if (dims[0] != labels->dims[0]) {
-      return fail(errc::decode_failed, images_path + " has " + std::to_string(dims[0]) + " images but " + labels_path +
-                                           " has " + std::to_string(labels->dims[0]) + " labels");
-    }
+    PRSGD_TRY(check_images(dims, images_path, *labels, labels_path));
     out.features.reserve(std::size_t{dims[0]} * 28 * 28);
     return {};
   };
@@ -379,12 +398,7 @@ expected<void> build_cache(const fs::path& file, const std::string& images_path,
                            std::uint64_t source) {
   auto labels = read_idx_gz(labels_path, 1);
   PRSGD_TRY(labels);
-  for (std::size_t i = 0; i < labels->data.size(); ++i) {
-    if (labels->data[i] >= 10) {
-      return fail(errc::decode_failed, labels_path + ": label " + std::to_string(labels->data[i]) + " at index " +
-                                           std::to_string(i) + " out of [0,10)");
-    }
-  }
+  PRSGD_TRY(checked_labels(*labels, labels_path));
   fs::path tmp = file;
   tmp += ".tmp." + std::to_string(::getpid());
   std::unique_ptr<std::FILE, file_closer> out{std::fopen(tmp.c_str(), "wb")};
@@ -400,14 +414,7 @@ expected<void> build_cache(const fs::path& file, const std::string& images_path,
   h.version = cache_version;
   h.source = source;
   auto check = [&](const std::vector<std::uint32_t>& dims) -> expected<void> {
-    if (dims[1] != 28 || dims[2] != 28) {
-      return fail(errc::decode_failed, images_path + ": images are " + std::to_string(dims[1]) + "x" +
-                                           std::to_string(dims[2]) + ", expected 28x28");
-    }
-    if (dims[0] != labels->dims[0]) {
-      return fail(errc::decode_failed, images_path + " has " + std::to_string(dims[0]) + " images but " + labels_path +
-                                           " has " + std::to_string(labels->dims[0]) + " labels");
-    }
+    PRSGD_TRY(check_images(dims, images_path, *labels, labels_path));
     h.count = dims[0];
     h.rows = dims[1];
     h.cols = dims[2];
@@ -455,21 +462,14 @@ expected<dataset> load_private_bytes(const std::string& images_path, const std::
   auto read = read_idx_gz(images_path, 3);
   PRSGD_TRY(read);
   *images = std::move(*read);
-  if (images->dims[1] != 28 || images->dims[2] != 28 || images->dims[0] != labels->dims[0]) {
-    return fail(errc::decode_failed, images_path + " does not match " + labels_path + " or is not 28x28");
-  }
+  PRSGD_TRY(check_images(images->dims, images_path, *labels, labels_path));
+  auto checked = checked_labels(*labels, labels_path);
+  PRSGD_TRY(checked);
   dataset d;
   d.shape = {1, 28, 28};
   d.num_classes = 10;
   d.name = std::string{"fashion-mnist/"} + split_name(which);
-  d.labels.resize(labels->data.size());
-  for (std::size_t i = 0; i < labels->data.size(); ++i) {
-    if (labels->data[i] >= 10) {
-      return fail(errc::decode_failed, labels_path + ": label " + std::to_string(labels->data[i]) + " at index " +
-                                           std::to_string(i) + " out of [0,10)");
-    }
-    d.labels[i] = labels->data[i];
-  }
+  d.labels = std::move(*checked);
   auto bytes = std::make_shared<byte_samples>();
   bytes->data = images->data.data();
   bytes->owner = std::move(images);
