@@ -372,8 +372,8 @@ TEST(RoleConfigTest, WorkerGivenNothingTakesTheWholeSpec) {
   EXPECT_FALSE(m->non_iid);
   // And maps to the worker actor as the same options given by hand do.
   const auto by_hand =
-      parse_worker({"--data-dir", "/tmp", "--model", "mlp:784-24-10", "--batch", "24", "--lr", "0.07",
-                    "--momentum", "0.5", "--momentum-on-restart", "reset", "--seed", "11", "--data-option", "a=b"});
+      parse_worker({"--data-dir", "/tmp", "--model", "mlp:784-24-10", "--batch", "24", "--lr", "0.07", "--momentum",
+                    "0.5", "--momentum-on-restart", "reset", "--seed", "11", "--data-option", "a=b"});
   auto resolved = by_hand.model;
   resolved.dataset = resolve_dataset(resolved);  // "auto" by hand is the data set the job names
   EXPECT_TRUE(*m == resolved);
