@@ -173,6 +173,10 @@ void averager_actor::on_wire(peer_id peer, multipart msg) {
     }
     return;
   }
+  if (const auto* spec = std::get_if<spec_request_msg>(&*decoded)) {
+    send({0, core_->spec_reply(*spec), peer});  // anyone who may connect may learn the job's spec
+    return;
+  }
   if (std::holds_alternative<status_request_msg>(*decoded) || std::holds_alternative<control_msg>(*decoded)) {
     on_operator(peer, *decoded);
     return;

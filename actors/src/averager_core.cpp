@@ -271,7 +271,8 @@ actions averager_core::on_message(const to_averager& m, origin_t from) {
         } else if constexpr (std::is_same_v<M, model_msg>) {
           return on_model(msg, from);
         } else {
-          // STATUS and CONTROL come from operator clients; the shell answers them (status, on_control).
+          // STATUS, CONTROL and SPEC come from clients that are not members; the shell answers them (status,
+          // on_control, spec_reply).
           return with_wakeup(actions{});
         }
       },

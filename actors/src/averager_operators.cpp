@@ -213,6 +213,17 @@ averager_core::control_outcome averager_core::on_control(control_op op, std::str
   return done(false, "unknown action");
 }
 
+spec_reply_msg averager_core::spec_reply(const spec_request_msg& m) const {
+  spec_reply_msg r;
+  r.incarnation = m.incarnation;
+  r.averager_incarnation = incarnation_;
+  r.round = round_;
+  r.spec = config_.spec;
+  r.mode = config_.mode;
+  r.model_size = model_size_;
+  return r;
+}
+
 job_status averager_core::status(const std::function<std::string(origin_t)>& host_of) const {
   const auto now = clock_->now();
   job_status s;

@@ -39,6 +39,8 @@ enum class wire_type : std::uint8_t {
   shard_ack = 21,
   shard_average = 22,
   shard_report = 23,
+  spec = 24,
+  spec_reply = 25,
 };
 
 // A STATUS_REPLY's payload (the msgpack job_status) is at most this long.
@@ -181,7 +183,7 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
                   "protocol version " + std::to_string(v) + ", this build speaks " + std::to_string(protocol_version));
     }
     const auto t = r.get<std::uint8_t>("t");
-    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::shard_report)) {
+    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::spec_reply)) {
       return fail(errc::protocol_error, "unknown message type " + std::to_string(t));
     }
     out.type = static_cast<wire_type>(t);
@@ -554,7 +556,56 @@ multipart encode_one(const shard_report_msg& m) {
   return {w.finish(), payload_of(m.model)};
 }
 
+multipart encode_one(const spec_request_msg& m) {
+  header_writer w{wire_type::spec, common_fields};
+  put_common(w, m);
+  return {w.finish()};
+}
+
+multipart encode_one(const spec_reply_msg& m) {
+  header_writer w{wire_type::spec_reply, common_fields + 14};
+  put_common(w, m);
+  w.put("mf", clipped(m.spec.model));
+  w.put("df", clipped(m.spec.data));
+  w.put("bs", m.spec.batch_size);
+  w.put("sd", m.spec.seed);
+  // Names are never clipped: a clipped one would name another model. The averager checks their length.
+  w.put("mn", m.spec.model_name);
+  w.put("dn", m.spec.dataset);
+  w.put("do", m.spec.data_options);
+  w.put("ni", m.spec.non_iid);
+  w.put("da", m.spec.dirichlet_alpha);
+  w.put("lr", m.spec.lr);
+  w.put("mo", m.spec.momentum);
+  w.put("km", m.spec.keep_momentum);
+  w.put("md", static_cast<std::uint8_t>(m.mode));
+  w.put("ms", m.model_size);
+  return {w.finish()};
+}
+
 }  // namespace
+
+expected<void> check_spec_fits(const job_spec& spec) {
+  const auto too_long = [](const std::string& text) { return text.size() > max_header_string; };
+  if (too_long(spec.model_name)) {
+    return fail(errc::invalid_argument, "the model name is longer than " + std::to_string(max_header_string) +
+                                            " bytes: a worker could not be told it");
+  }
+  if (too_long(spec.dataset)) {
+    return fail(errc::invalid_argument, "the data set name is longer than " + std::to_string(max_header_string) +
+                                            " bytes: a worker could not be told it");
+  }
+  if (spec.data_options.size() > max_header_array) {
+    return fail(errc::invalid_argument, "more than " + std::to_string(max_header_array) + " data options");
+  }
+  for (const auto& o : spec.data_options) {
+    if (too_long(o)) {
+      return fail(errc::invalid_argument, "the data option '" + o.substr(0, 40) + "...' is longer than " +
+                                              std::to_string(max_header_string) + " bytes");
+    }
+  }
+  return {};
+}
 
 multipart encode(const to_worker& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
@@ -743,6 +794,12 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         get_common(r, m);
         return to_averager{m};
       }
+      case wire_type::spec: {
+        PRSGD_TRY(expect_no_payload(msg));
+        spec_request_msg m;
+        get_common(r, m);
+        return to_averager{m};
+      }
       case wire_type::control: {
         PRSGD_TRY(expect_no_payload(msg));
         control_msg m;
@@ -791,6 +848,26 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
         m.ok = r.get<bool>("ok");
         m.text = r.get<std::string>("why");
         return to_operator{m};
+      }
+      case wire_type::spec_reply: {
+        PRSGD_TRY(expect_no_payload(msg));
+        spec_reply_msg m;
+        get_common(r, m);
+        m.spec.model = r.get<std::string>("mf");
+        m.spec.data = r.get<std::string>("df");
+        m.spec.batch_size = r.get<std::uint64_t>("bs");
+        m.spec.seed = r.get<std::uint64_t>("sd");
+        m.spec.model_name = r.get<std::string>("mn");
+        m.spec.dataset = r.get<std::string>("dn");
+        m.spec.data_options = r.get<std::vector<std::string>>("do");
+        m.spec.non_iid = r.get<bool>("ni");
+        m.spec.dirichlet_alpha = r.get<double>("da");
+        m.spec.lr = r.get<double>("lr");
+        m.spec.momentum = r.get<double>("mo");
+        m.spec.keep_momentum = r.get<bool>("km");
+        m.mode = get_mode(r);
+        m.model_size = r.get<std::uint64_t>("ms");
+        return to_operator{std::move(m)};
       }
       default:
         return fail(errc::protocol_error,

@@ -107,12 +107,8 @@ expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, co
     }
   }
   if (!model.empty() && !registry.contains(model)) {
-    std::string known;
-    for (const auto& n : registry.names()) {
-      known += (known.empty() ? "" : ", ") + n;
-    }
-    return fail(errc::invalid_argument,
-                "unknown model '" + model + "' (registered: " + known + "; a --plugin can add more)");
+    return fail(errc::invalid_argument, "unknown model '" + model + "' (registered: " + comma_list(registry.names()) +
+                                            "; a --plugin can add more)");
   }
   return plugins;
 }

@@ -137,7 +137,6 @@ void add_table(CLI::App& app, const std::vector<option_def>& table, const std::s
   }
 }
 
-// Shortest text that reads back as the same double (0.05 -> "0.05").
 std::string number_text(double v) {
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);

@@ -28,6 +28,9 @@ std::string str(const T& v) {
   return out.str();
 }
 
+// Shortest text that reads back as the same double (0.05 -> "0.05").
+std::string number_text(double v);
+
 inline prsgd::unexpected bad(const std::string& what) { return fail(errc::invalid_argument, what); }
 
 // Vector options collect every occurrence (flags and file are not merged: see apply_config).

@@ -188,7 +188,9 @@ struct parser {
     add_model(*worker_cmd, worker.model);
     add_liveness(*worker_cmd, worker.liveness);
     add_security(*worker_cmd, worker.security, false, true);
-    worker_cmd->footer("Example: prsgd worker --averager tcp://127.0.0.1:7500 --model fmnist-mlp");
+    worker_cmd->footer(
+        "Example: prsgd worker --averager tcp://127.0.0.1:7500 (the averager tells the model, data set and "
+        "optimiser)");
 
     head_cmd = app.add_subcommand("head", "Run the head node: membership and names for a multi-host cluster");
     head_cmd->add_option("--listen", head.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7400 (required)")
@@ -422,7 +424,16 @@ expected<command> parse_command_line(const std::vector<std::string>& args) {
     return finish(*p.averager_cmd, p.averager, p.averager.output.config_file);
   }
   if (p.worker_cmd->parsed()) {
-    return finish(*p.worker_cmd, p.worker, p.worker.output.config_file);
+    auto done = finish(*p.worker_cmd, p.worker, p.worker.output.config_file);
+    if (done) {
+      model_options unused;
+      for (const auto& def : model_table(unused)) {
+        if (p.worker_cmd->get_option(def.name)->count() > 0) {
+          std::get<worker_options>(*done).given.push_back(def.name);
+        }
+      }
+    }
+    return done;
   }
   if (p.head_cmd->parsed()) {
     return finish(*p.head_cmd, p.head, p.head.output.config_file);

@@ -94,6 +94,21 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
       {"evaluator-hello", act::evaluator_hello_msg{0, 99, 42, 0, "external params=3"}},
       {"evaluate", act::evaluate_msg{0, 99, 42, 12, 5, model}},
       {"evaluation", act::evaluation_msg{0, 99, 42, 12, 5, 0.875}},
+      {"spec", act::spec_request_msg{0, 1700000000123, 0, 0}},
+      {"spec-reply", act::spec_reply_msg{0, 1700000000123, 42, 12,
+                                         act::job_spec{"fmnist-mlp in=1x28x28 out=10 params=3",
+                                                       "fashion-mnist n=60000",
+                                                       64,
+                                                       1,
+                                                       "fmnist-mlp",
+                                                       "csv",
+                                                       {"label-column=last"},
+                                                       true,
+                                                       0.5,
+                                                       0.05,
+                                                       0.9,
+                                                       false},
+                                         act::training_mode::restarted_sgd, 3}},
   };
   for (const auto& [name, msg] : messages) {
     seed(name, join_frames(act::encode(msg)));

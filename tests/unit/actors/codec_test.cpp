@@ -118,6 +118,55 @@ TEST(CodecTest, RestartCarriesItsSampleRangesAsPairs) {
   EXPECT_EQ(back.error().code, errc::decode_failed);
 }
 
+TEST(CodecTest, SpecRequestAndReplyRoundTrip) {
+  auto req = decode_to_averager(encode(to_averager{spec_request_msg{0, 77, 0, 0}}));
+  ASSERT_TRUE(req) << req.error().message();
+  EXPECT_EQ(std::get<spec_request_msg>(*req).incarnation, 77u);
+
+  spec_reply_msg r;
+  r.incarnation = 77;
+  r.averager_incarnation = 5;
+  r.round = 3;
+  r.spec.model = "mlp:784-24-10 in=1x28x28 out=10 params=19090";
+  r.spec.data = "fashion-mnist n=60000 shape=1x28x28 classes=10";
+  r.spec.batch_size = 24;
+  r.spec.seed = 11;
+  r.spec.model_name = "mlp:784-24-10";
+  r.spec.dataset = "csv";
+  r.spec.data_options = {"label-column=last", "classes=10"};
+  r.spec.non_iid = true;
+  r.spec.dirichlet_alpha = 0.25;
+  r.spec.lr = 0.07;
+  r.spec.momentum = 0.5;
+  r.spec.keep_momentum = false;
+  r.mode = training_mode::minibatch_sgd;
+  r.model_size = 19090;
+  auto back = decode_to_operator(encode(to_operator{r}));
+  ASSERT_TRUE(back) << back.error().message();
+  const auto& d = std::get<spec_reply_msg>(*back);
+  EXPECT_EQ(d.incarnation, 77u);
+  EXPECT_EQ(d.averager_incarnation, 5u);
+  EXPECT_EQ(d.spec, r.spec);
+  EXPECT_EQ(d.mode, training_mode::minibatch_sgd);
+  EXPECT_EQ(d.model_size, 19090u);
+  // Neither side takes the other's message.
+  EXPECT_EQ(decode_to_worker(encode(to_operator{r})).error().code, errc::protocol_error);
+  EXPECT_EQ(decode_to_operator(encode(to_averager{spec_request_msg{}})).error().code, errc::protocol_error);
+}
+
+TEST(CodecTest, SpecThatCannotTravelWholeIsRefused) {
+  job_spec spec;
+  spec.model_name = std::string(256, 'm');
+  EXPECT_TRUE(check_spec_fits(spec));
+  spec.model_name += "m";
+  EXPECT_EQ(check_spec_fits(spec).error().code, errc::invalid_argument);
+  spec.model_name = "fmnist-mlp";
+  spec.data_options.assign(513, "k=v");
+  EXPECT_FALSE(check_spec_fits(spec));
+  spec.data_options = {"k=" + std::string(300, 'v')};
+  EXPECT_FALSE(check_spec_fits(spec));
+}
+
 TEST(CodecTest, RejectsMessagesForTheOtherSide) {
   auto r = decode_to_averager(encode(to_worker{stop_msg{1, 1, 1, 1}}));
   ASSERT_FALSE(r);

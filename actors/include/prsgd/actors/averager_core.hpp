@@ -339,6 +339,9 @@ class averager_core {
   /// Returns a snapshot of the job and every member for `prsgd status` and the dashboard. `host_of` names
   /// the host behind a connection (empty: unknown).
   [[nodiscard]] job_status status(const std::function<std::string(origin_t)>& host_of = {}) const;
+  /// Answers a SPEC request: the job's spec, mode and model size, echoing the request's nonce. Changes
+  /// nothing (the asker is no member).
+  [[nodiscard]] spec_reply_msg spec_reply(const spec_request_msg& m) const;
   /// Handles time: heartbeat timeouts, deadlines, rejoin grace, averager heartbeats, RESTART retries.
   [[nodiscard]] actions tick();
   /// Ends the job: STOP to every known worker; later worker messages are ignored (a JOIN gets STOP).

@@ -59,8 +59,10 @@ enum class training_mode : std::uint8_t {
 // incarnation), `averager_incarnation` (the averager incarnation the sender knows; 0 = none yet) and
 // `round` (actors/PROTOCOL.md). Handlers on both sides are idempotent and tolerate duplicates and reordering.
 
-/// Describes the job a worker must match: what the averager announces in WELCOME, and what a JOIN's
-/// fingerprints are compared with. Empty strings and zeros mean "not checked" / "not set".
+/// Describes the job a worker must match: what the averager announces in WELCOME (the fingerprints, batch
+/// and seed) and in SPEC_REPLY (everything), and what a JOIN's fingerprints are compared with. Empty strings
+/// and zeros mean "not checked" / "not set". The fields after `seed` are what a worker started with nothing
+/// but the averager's address needs to build the model, load the data and train as the job does.
 struct job_spec {
   /// Model fingerprint: the model's name, size and layer shapes (the CLI's model_fingerprint).
   std::string model{};
@@ -264,6 +266,29 @@ struct control_reply_msg {
   std::string text{};
 };
 
+/// Asks the averager for the job's spec (worker -> averager) before a worker loads anything: a worker started
+/// with only the averager's address learns its model, data set and optimiser from the reply. It makes no
+/// member and may be repeated; `incarnation` is a request nonce the reply echoes.
+struct spec_request_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+};
+
+/// Answers SPEC (averager -> worker): the job's spec, training mode and model size; `incarnation` echoes
+/// the request's nonce.
+struct spec_reply_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  job_spec spec{};
+  training_mode mode = training_mode::restarted_sgd;
+  /// Number of floats in the model.
+  std::uint64_t model_size = 0;
+};
+
 /// Offers an evaluator (evaluator -> averager): a process that scores x̄ on a test set for the averager,
 /// which has none of its own (`--model external`). Repeated every heartbeat interval; it is also the
 /// evaluator's heartbeat. `incarnation` is the evaluator's random nonce; `member` is 0.
@@ -423,14 +448,16 @@ using shard_msg = std::variant<shard_hello_msg, shard_setup_msg, shard_round_msg
 using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg, refused_msg>;
 /// Holds any message a worker sends.
 using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg, status_request_msg, control_msg,
-                                 evaluator_hello_msg, evaluation_msg>;
+                                 evaluator_hello_msg, evaluation_msg, spec_request_msg>;
 /// Holds any message the averager sends to an evaluator.
 using to_evaluator = std::variant<evaluate_msg, stop_msg, refused_msg>;
-/// Holds any message the averager sends to an operator client.
-using to_operator = std::variant<status_reply_msg, control_reply_msg>;
+/// Holds any message the averager sends to a client that is not a member (an operator, or a worker asking
+/// for the spec).
+using to_operator = std::variant<status_reply_msg, control_reply_msg, spec_reply_msg>;
 /// Holds any protocol message, in either direction (what the cores hand their shells to send).
 using any_msg = std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg,
                              stop_msg, refused_msg, status_request_msg, status_reply_msg, control_msg,
-                             control_reply_msg, evaluator_hello_msg, evaluate_msg, evaluation_msg>;
+                             control_reply_msg, evaluator_hello_msg, evaluate_msg, evaluation_msg, spec_request_msg,
+                             spec_reply_msg>;
 
 }  // namespace prsgd::actors

@@ -277,6 +277,9 @@ struct worker_options {
   int head_timeout_ms = 60000;
   /// Artificial delay per local step, in milliseconds (heterogeneity experiments).
   int slowdown_ms = 0;
+  /// The options of `model` given on the command line or in the --config file (long names with dashes,
+  /// e.g. "--batch"); the worker takes the others from the averager's job spec, and these must agree with it.
+  std::vector<std::string> given;
 };
 
 /// Holds `prsgd local`: a whole cluster of separate processes on this machine.
