@@ -32,6 +32,13 @@ enum class wire_type : std::uint8_t {
 
 // A STATUS_REPLY's payload (the msgpack job_status) is at most this long.
 constexpr std::size_t max_status_bytes = std::size_t{4} << 20;
+// Its lists (members, joiners, removed members) hold at most this many entries, its maps this many keys
+// (job_status has 28 fields; newer senders may add some), nested this deep (status, list, entry, and one
+// spare level). msgpack allocates an array's elements when it reads the array's length, before their
+// bytes: without these limits a few bytes claiming 2^32 elements would ask for 128 GiB.
+constexpr std::size_t max_status_list = 65536;
+constexpr std::size_t max_status_keys = 256;
+constexpr std::size_t max_status_depth = 4;
 
 // msgpack strings in a header are at most 256 bytes (parse_header's unpack limit).
 constexpr std::size_t max_header_string = 256;
@@ -587,7 +594,17 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
         if (msg.size() != 2 || msg[1].size() > max_status_bytes) {
           return fail(errc::protocol_error, "STATUS_REPLY needs one payload frame of at most 4 MiB");
         }
-        const auto handle = msgpack::unpack(reinterpret_cast<const char*>(msg[1].data()), msg[1].size());
+        msgpack::object_handle handle;
+        try {
+          handle = msgpack::unpack(reinterpret_cast<const char*>(msg[1].data()), msg[1].size(), nullptr, nullptr,
+                                   msgpack::unpack_limit(max_status_list, max_status_keys, max_status_bytes,
+                                                         max_status_bytes, max_status_bytes, max_status_depth));
+        } catch (const msgpack::size_overflow& e) {
+          return fail(errc::too_large, std::string{"STATUS_REPLY's status is over a decoding limit ("} + e.what() +
+                                           "; at most " + std::to_string(max_status_list) + " list entries, " +
+                                           std::to_string(max_status_keys) + " keys, nesting " +
+                                           std::to_string(max_status_depth) + ")");
+        }
         auto status = std::make_shared<job_status>();
         status_unpacker::object(handle.get(), *status);
         m.status = std::move(status);
