@@ -48,6 +48,10 @@ if ! command -v clang++ >/dev/null; then
 fi
 build=build/fuzz
 cmake --preset fuzz >/dev/null
+# The commit the targets are built from, marked when the sources differ from it.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- CMakeLists.txt ops/cmake actors algorithms common runtime transport tests/fuzz \
+  2>/dev/null || commit="$commit+changes"
 cmake --build --preset fuzz -j "$jobs" --target "${targets[@]/#/fuzz_}"
 if ((make_seeds)); then
   # Each target writes its own seeds (LLVMFuzzerInitialize, from the real encoder) and exits.
@@ -67,9 +71,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # speed, corpus, result, and where the figures come from (commit, date, CPUs and load average).
 write_report_row() {
   local t="$1" runs="$2" speed="$3" size="$4" seeds="$5" result="$6"
-  local commit date machine row
-  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-  git diff --quiet HEAD -- 2>/dev/null || commit="$commit+changes"
+  local date machine row
   date=$(date -u +%Y-%m-%d)
   machine="$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), nice $(nice)"
   row="| $t | $runs | $seconds | ${speed:-?} | $size found + $seeds seeds | $result | $commit | $date | $machine |"
