@@ -172,9 +172,9 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
     // starts at 1 KiB (a header's objects fit; it grows when not) instead of msgpack's 8 KiB default.
     auto zone = std::make_unique<msgpack::zone>(header_zone_bytes);
     std::size_t offset = 0;
-    const msgpack::object obj = msgpack::unpack(*zone, reinterpret_cast<const char*>(h.data()), h.size(), offset,
-                                                nullptr, nullptr,
-                                                msgpack::unpack_limit(max_header_array, 64, 256, 256, 16, 4));
+    const msgpack::object obj =
+        msgpack::unpack(*zone, reinterpret_cast<const char*>(h.data()), h.size(), offset, nullptr, nullptr,
+                        msgpack::unpack_limit(max_header_array, 64, 256, 256, 16, 4));
     out.handle = msgpack::object_handle(obj, std::move(zone));
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, std::string{"header is not msgpack: "} + e.what());

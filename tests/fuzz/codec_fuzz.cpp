@@ -3,8 +3,8 @@
 // the message's frames, split at the part separator (frame 0 the msgpack header, frame 1 the model floats). Property:
 // whatever decodes re-encodes to a message that decodes again, and encoding that gives the same bytes
 // (encode(decode(encode(m))) == encode(m): the encoding is canonical and loses no field).
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -86,8 +86,15 @@ std::shared_ptr<const act::job_status> sample_status() {
   s.test_acc = 0.8525;
   s.accepted = 22;
   s.bytes_in = 1 << 20;
-  s.members.push_back({.id = 3, .host = "127.0.0.1", .incarnation = 99, .state = "training", .interval = 8,
-                       .steps_per_s = 120.5, .idle_last_s = 0.25, .idle_mean_s = 0.5, .last_seen_s = 1});
+  s.members.push_back({.id = 3,
+                       .host = "127.0.0.1",
+                       .incarnation = 99,
+                       .state = "training",
+                       .interval = 8,
+                       .steps_per_s = 120.5,
+                       .idle_last_s = 0.25,
+                       .idle_mean_s = 0.5,
+                       .last_seen_s = 1});
   s.pending.push_back({.id = 4, .incarnation = 100, .state = "joining"});
   s.removed.push_back({.id = 2, .incarnation = 98, .round = 9, .ago_s = 3.5, .reason = "heartbeat timeout"});
   return std::make_shared<const act::job_status>(std::move(s));
@@ -97,21 +104,32 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
   const auto model = floats({0.5F, -1.25F, 3.0F});
   const std::vector<std::pair<std::string, act::any_msg>> messages{
       {"join", act::join_msg{3, 1700000000123, 0, 0, 1.5}},
-      {"join-fingerprints",
-       act::join_msg{.incarnation = 77, .averager_incarnation = 5, .speed_hint = 0.5,
-                     .model_fingerprint = "fmnist-mlp:535818", .data_fingerprint = "60000x784:c0ffee"}},
-      {"refused", act::refused_msg{.incarnation = 77, .averager_incarnation = 5, .reason = "model fingerprint differs"}},
+      {"join-fingerprints", act::join_msg{.incarnation = 77,
+                                          .averager_incarnation = 5,
+                                          .speed_hint = 0.5,
+                                          .model_fingerprint = "fmnist-mlp:535818",
+                                          .data_fingerprint = "60000x784:c0ffee"}},
+      {"refused",
+       act::refused_msg{.incarnation = 77, .averager_incarnation = 5, .reason = "model fingerprint differs"}},
       {"welcome-token",
-       act::welcome_msg{.member = 3, .incarnation = 77, .averager_incarnation = 5, .round = 7, .admitted_round = 8,
-                        .model_size = 535818, .heartbeat_interval = std::chrono::milliseconds{250},
-                        .token = 0x0123456789abcdef, .shard_index = 1, .num_shards = 4,
-                        .spec = {.model = "fmnist-mlp:535818", .data = "60000x784:c0ffee", .batch_size = 64, .seed = 1}}},
+       act::welcome_msg{
+           .member = 3,
+           .incarnation = 77,
+           .averager_incarnation = 5,
+           .round = 7,
+           .admitted_round = 8,
+           .model_size = 535818,
+           .heartbeat_interval = std::chrono::milliseconds{250},
+           .token = 0x0123456789abcdef,
+           .shard_index = 1,
+           .num_shards = 4,
+           .spec = {.model = "fmnist-mlp:535818", .data = "60000x784:c0ffee", .batch_size = 64, .seed = 1}}},
       {"leave-token", act::leave_msg{3, 77, 5, 9, 0x0123456789abcdef}},
       {"heartbeat-token", act::heartbeat_msg{3, 77, 5, 9, false, 0x0123456789abcdef}},
       {"model-token-cut", act::model_msg{3, 77, 5, 9, 6, 384, 4.5, 6, false, model, 0x0123456789abcdef, true}},
       {"status", act::status_request_msg{}},
-      {"status-reply", act::status_reply_msg{.averager_incarnation = 1700000000123, .round = 12,
-                                             .status = sample_status()}},
+      {"status-reply",
+       act::status_reply_msg{.averager_incarnation = 1700000000123, .round = 12, .status = sample_status()}},
       {"status-reply-empty", act::status_reply_msg{}},
       {"control-pause", act::control_msg{.op = act::control_op::pause}},
       {"control-set-interval", act::control_msg{.round = 12, .op = act::control_op::set_interval, .arg = "16"}},

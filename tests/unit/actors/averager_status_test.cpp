@@ -321,7 +321,8 @@ TEST(StatusCodecTest, StatusReplyClaimingAHugeListIsRejectedWithoutAllocating) {
   EXPECT_EQ(back.error().code, errc::too_large) << back.error().message();
 
   // Nested deeper than a status ever is: the same error.
-  const std::vector<unsigned char> deep{0x81, 0xa7, 'm', 'e', 'm', 'b', 'e', 'r', 's', 0x91, 0x81, 0xa1, 'x', 0x91, 0x91};
+  const std::vector<unsigned char> deep{0x81, 0xa7, 'm',  'e',  'm', 'b',  'e', 'r',
+                                        's',  0x91, 0x81, 0xa1, 'x', 0x91, 0x91};
   wire[1] = frame::copy(deep.data(), deep.size());
   back = decode_to_operator(wire);
   ASSERT_FALSE(back.has_value());
