@@ -599,7 +599,10 @@ screen_result screen_updates(std::span<const double> norms, double k) {
   screen_result r;
   if (!norms.empty()) {
     std::vector<double> sorted(norms.begin(), norms.end());
-    std::sort(sorted.begin(), sorted.end());
+    // NaN sorts above every number: with plain < it compared false with everything, stayed wherever it
+    // stood (so could become the median and switch the screen off) and broke std::sort's ordering contract.
+    std::sort(sorted.begin(), sorted.end(),
+              [](double a, double b) { return a < b || (!std::isnan(a) && std::isnan(b)); });
     r.median_norm = sorted[sorted.size() / 2];  // the upper median: see the header
   }
   const bool active = norms.size() >= 3 && r.median_norm > 0;

@@ -405,6 +405,31 @@ TEST(AggregationTest, ScreenRejectsNormsAboveKTimesTheMedian) {
   EXPECT_EQ(screen_updates(std::vector<double>{1, 1, std::nan("")}, 4).rejected, (std::vector<std::size_t>{2}));
 }
 
+// A NaN norm compares false with everything, so sorting the norms with < left it wherever it stood: in the
+// middle of five it became the median, the limit k x NaN, and the screen let everything through.
+TEST(AggregationTest, ScreenRejectsANanNormWhereverItStands) {
+  for (std::size_t at = 0; at < 5; ++at) {
+    std::vector<double> norms(5, 1.0);
+    norms[at] = std::nan("");
+    const auto r = screen_updates(norms, 4);
+    EXPECT_EQ(r.rejected, (std::vector<std::size_t>{at})) << "NaN at " << at;
+    EXPECT_DOUBLE_EQ(r.median_norm, 1.0) << "NaN at " << at;
+  }
+  // More NaNs than the limit allows: the finite median still judges them (and more than half never go).
+  const auto many = screen_updates(std::vector<double>{std::nan(""), 1, std::nan(""), 1, 1}, 4);
+  EXPECT_EQ(many.rejected, (std::vector<std::size_t>{0, 2}));
+  // 40 norms (std::sort's introsort, not its insertion sort) with NaNs spread through them.
+  std::vector<double> big(40);
+  for (std::size_t i = 0; i < big.size(); ++i) {
+    big[i] = i % 7 == 3 ? std::nan("") : 1.0 + static_cast<double>(i % 5) * 0.1;
+  }
+  const auto r = screen_updates(big, 4);
+  for (std::size_t i : r.rejected) {
+    EXPECT_TRUE(std::isnan(big[i])) << i;
+  }
+  EXPECT_EQ(r.rejected.size(), 6U);
+}
+
 TEST(AggregationTest, ScreenRejectsNothingWithTwoUpdatesOrAZeroMedian) {
   // With two updates neither can be told to be the outlier.
   EXPECT_TRUE(screen_updates(std::vector<double>{1, 1000}, 2).rejected.empty());
