@@ -79,7 +79,7 @@ def main():
     text = f"""# Robust aggregation: round cost
 
 Written by `{shown}`, which runs
-`{os.path.relpath(cmd[0], ROOT)} {' '.join(cmd[1:])}`: the combine step of one barrier
+`{os.path.basename(cmd[0])} {' '.join(cmd[1:])}`: the combine step of one barrier
 as the averager runs it (mean: `average()`; the robust rules: `averaging_weights()` + `aggregate()` over
 x_i − x̄), for N inputs of {m['floats']:,} floats (fmnist-mlp's parameters). Medians of {args.reps}
 repetitions, CPU time; in brackets each rule's cost over the mean of the same inputs (equal weights: 512
