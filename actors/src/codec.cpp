@@ -4,10 +4,11 @@
 #include <msgpack.hpp>
 
 #include <cstring>
-#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -45,11 +46,20 @@ enum class wire_type : std::uint8_t {
 
 // A STATUS_REPLY's payload (the msgpack job_status) is at most this long.
 constexpr std::size_t max_status_bytes = std::size_t{4} << 20;
+// Its lists (members, joiners, removed members) hold at most this many entries, its maps this many keys
+// (job_status has 28 fields; newer senders may add some), nested this deep (status, list, entry, and one
+// spare level). msgpack allocates an array's elements when it reads the array's length, before their
+// bytes: without these limits a few bytes claiming 2^32 elements would ask for 128 GiB.
+constexpr std::size_t max_status_list = 65536;
+constexpr std::size_t max_status_keys = 256;
+constexpr std::size_t max_status_depth = 4;
 
 // msgpack strings in a header are at most 256 bytes (parse_header's unpack limit).
 constexpr std::size_t max_header_string = 256;
 // Arrays in a header hold at most this many elements (RESTART's `ranges`, and each [begin, end) pair).
 constexpr std::size_t max_header_array = max_restart_ranges;
+// The first chunk of the zone a header is decoded into.
+constexpr std::size_t header_zone_bytes = 1024;
 
 std::string clipped(const std::string& text) {
   return text.size() <= max_header_string ? text : text.substr(0, max_header_string);
@@ -99,38 +109,44 @@ frame payload_of(const flat_buffer& buf) {
   return frame::share(buf);
 }
 
-// Reads fields from a decoded header map; every getter validates type and presence.
+// Reads fields from a decoded header map; every getter validates type and presence. Looks keys up by a
+// linear scan of the map (headers have a dozen keys, a status entry a few dozen): no copies, no allocation.
+// When a key repeats, the first occurrence counts.
 class header_reader {
  public:
-  explicit header_reader(const msgpack::object& map) {
-    for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
-      const auto& kv = map.via.map.ptr[i];
-      if (kv.key.type != msgpack::type::STR) {
+  explicit header_reader(const msgpack::object& map) : map_(map.via.map) {
+    for (std::uint32_t i = 0; i < map_.size; ++i) {
+      if (map_.ptr[i].key.type != msgpack::type::STR) {
         throw std::runtime_error("header key is not a string");
       }
-      fields_.emplace(std::string{kv.key.via.str.ptr, kv.key.via.str.size}, &kv.val);
     }
   }
   template <class T>
   T get(const char* key) const {
-    auto it = fields_.find(key);
-    if (it == fields_.end()) {
+    const msgpack::object* v = find(key);
+    if (v == nullptr) {
       throw std::runtime_error(std::string{"missing header field '"} + key + "'");
     }
-    return it->second->as<T>();
+    return v->as<T>();
   }
   [[nodiscard]] const msgpack::object* find(const char* key) const {
-    auto it = fields_.find(key);
-    return it == fields_.end() ? nullptr : it->second;
+    const std::string_view k{key};
+    for (std::uint32_t i = 0; i < map_.size; ++i) {
+      const auto& kv = map_.ptr[i];
+      if (std::string_view{kv.key.via.str.ptr, kv.key.via.str.size} == k) {
+        return &kv.val;
+      }
+    }
+    return nullptr;
   }
   template <class T>
   T get_or(const char* key, T fallback) const {
-    auto it = fields_.find(key);
-    return it == fields_.end() ? fallback : it->second->as<T>();
+    const msgpack::object* v = find(key);
+    return v == nullptr ? fallback : v->as<T>();
   }
 
  private:
-  std::map<std::string, const msgpack::object*, std::less<>> fields_;
+  msgpack::object_map map_;
 };
 
 template <class M>
@@ -165,9 +181,14 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
   }
   parsed_header out;
   try {
-    // Bounded unpacking: no array, map or string in a header can make msgpack allocate much.
-    out.handle = msgpack::unpack(reinterpret_cast<const char*>(h.data()), h.size(), nullptr, nullptr,
-                                 msgpack::unpack_limit(max_header_array, 64, 256, 256, 16, 4));
+    // Bounded unpacking: no array, map or string in a header can make msgpack allocate much. The zone
+    // starts at 1 KiB (a header's objects fit; it grows when not) instead of msgpack's 8 KiB default.
+    auto zone = std::make_unique<msgpack::zone>(header_zone_bytes);
+    std::size_t offset = 0;
+    const msgpack::object obj =
+        msgpack::unpack(*zone, reinterpret_cast<const char*>(h.data()), h.size(), offset, nullptr, nullptr,
+                        msgpack::unpack_limit(max_header_array, 64, 256, 256, 16, 4));
+    out.handle = msgpack::object_handle(obj, std::move(zone));
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, std::string{"header is not msgpack: "} + e.what());
   }
@@ -835,7 +856,17 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
         if (msg.size() != 2 || msg[1].size() > max_status_bytes) {
           return fail(errc::protocol_error, "STATUS_REPLY needs one payload frame of at most 4 MiB");
         }
-        const auto handle = msgpack::unpack(reinterpret_cast<const char*>(msg[1].data()), msg[1].size());
+        msgpack::object_handle handle;
+        try {
+          handle = msgpack::unpack(reinterpret_cast<const char*>(msg[1].data()), msg[1].size(), nullptr, nullptr,
+                                   msgpack::unpack_limit(max_status_list, max_status_keys, max_status_bytes,
+                                                         max_status_bytes, max_status_bytes, max_status_depth));
+        } catch (const msgpack::size_overflow& e) {
+          return fail(errc::too_large, std::string{"STATUS_REPLY's status is over a decoding limit ("} + e.what() +
+                                           "; at most " + std::to_string(max_status_list) + " list entries, " +
+                                           std::to_string(max_status_keys) + " keys, nesting " +
+                                           std::to_string(max_status_depth) + ")");
+        }
         auto status = std::make_shared<job_status>();
         status_unpacker::object(handle.get(), *status);
         m.status = std::move(status);

@@ -596,8 +596,10 @@ expected<void> validate(const completion_options& o) { return one_of(o.shell, {"
 expected<host_port> parse_host_port(const std::string& text, const std::string& what) {
   const auto colon = text.rfind(':');
   const auto usage = [&] {
-    return bad(what + " must be ADDR:PORT with an IPv4 address and a port 1..65535, e.g. 0.0.0.0:9400 (got '" + text +
-               "')");
+    return bad(
+        what +
+        " must be ADDR:PORT with an IPv4 address and a port 0..65535 (0: any free one), e.g. 0.0.0.0:9400 (got '" +
+        text + "')");
   };
   if (colon == std::string::npos || colon == 0) {
     return usage();
@@ -606,7 +608,7 @@ expected<host_port> parse_host_port(const std::string& text, const std::string& 
   out.host = text.substr(0, colon);
   const std::string port = text.substr(colon + 1);
   const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), out.port);
-  if (ec != std::errc{} || end != port.data() + port.size() || out.port < 1 || out.port > 65535) {
+  if (ec != std::errc{} || end != port.data() + port.size() || out.port < 0 || out.port > 65535) {
     return usage();
   }
   in_addr addr{};

@@ -341,6 +341,7 @@ int run_averager(const averager_options& given) {
       return exit_failure;
     }
     prom = std::move(*bound);
+    PRSGD_LOG(info, "averager") << "metrics on http://" << where.host << ":" << prom->port() << "/metrics";
   }
   auto data = external ? expected<job_data>{job_data{}} : load_job_data(o.model, data_need::train_size_and_test);
   if (!data) {
