@@ -36,7 +36,7 @@ import msgpack
 import zmq
 
 SCALE = float(os.environ.get("PRSGD_TEST_TIME_SCALE", "1"))
-VERSION = 3
+VERSION = 4
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 MODEL_FLOATS = 535818
 # What `prsgd worker --model fmnist-mlp` declares (with protocol 3, DF ends with " labels=" and the hash of
