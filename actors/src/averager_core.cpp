@@ -313,11 +313,11 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
     return with_wakeup(std::move(out));
   }
   if (awaiting_initial_) {
-    if (auto why = adopt_initial_model(m)) {
+    if (auto refusal = adopt_initial_model(m)) {
       ++counters_.refused;
       ++drops_["refused"];
-      PRSGD_LOG(warn, log_component) << "refused a JOIN from connection " << from << ": " << *why;
-      reply(out, 0, refused_msg{0, m.incarnation, incarnation_, round_, *why}, from);
+      PRSGD_LOG(warn, log_component) << "refused a JOIN from connection " << from << ": " << *refusal;
+      reply(out, 0, refused_msg{0, m.incarnation, incarnation_, round_, *refusal}, from);
       return with_wakeup(std::move(out));
     }
   }
