@@ -70,8 +70,24 @@ struct job_spec {
   std::string data{};
   /// Mini-batch size every worker uses; samples of a MODEL are checked against steps x batch.
   std::uint64_t batch_size = 0;
-  /// Seed for shuffling and sharding.
+  /// Seed for initialisation, shuffling and sharding.
   std::uint64_t seed = 0;
+  /// The model's name in the model registry, or a model spec such as mlp:784-64-10.
+  std::string model_name{};
+  /// The data set's name in the data set registry (never "auto").
+  std::string dataset{};
+  /// The data set's KEY=VALUE settings, in order.
+  std::vector<std::string> data_options{};
+  /// Non-IID shards (Dirichlet label skew) and their concentration.
+  bool non_iid = false;
+  double dirichlet_alpha = 0.5;
+  /// The job's base step size γ (RESTART carries each round's) and the local optimiser's momentum.
+  double lr = 0;
+  double momentum = 0;
+  /// Whether a worker keeps its momentum buffer across restarts (false: resets it).
+  bool keep_momentum = true;
+
+  friend bool operator==(const job_spec&, const job_spec&) = default;
 };
 
 /// Asks to join the job (worker -> averager). Sent at start, after being removed, and whenever the worker
