@@ -468,10 +468,14 @@ int run_eval(const eval_options& o) {
   std::vector<std::int32_t> predicted(test.size());
   double loss_sum = 0;
   constexpr std::size_t batch = 256;
+  std::vector<float> inputs;  // the batch as floats, from either storage (a shared byte cache or floats)
   for (std::size_t start = 0; start < test.size(); start += batch) {
     const std::size_t n = std::min(batch, test.size() - start);
-    const algorithms::tensor& logits =
-        (*net)->predict(std::span<const float>(test.sample(start), n * test.sample_size()), n);
+    inputs.resize(n * test.sample_size());
+    for (std::size_t i = 0; i < n; ++i) {
+      test.copy_sample(start + i, inputs.data() + i * test.sample_size());
+    }
+    const algorithms::tensor& logits = (*net)->predict(std::span<const float>(inputs), n);
     const std::span<const std::int32_t> labels(test.labels.data() + start, n);
     loss_sum +=
         static_cast<double>(algorithms::softmax_cross_entropy(logits, labels, nullptr)) * static_cast<double>(n);
