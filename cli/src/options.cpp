@@ -103,6 +103,7 @@ struct parser {
         "Example: prsgd local --workers 4 --model fmnist-mlp --interval 8 --epochs 2 "
         "--metrics-jsonl run.jsonl");
     add_save(*local_cmd, local.save);
+    add_operations(*local_cmd, local.operations);
 
     averager_cmd = app.add_subcommand("averager", "Run the averager: restart barrier, averaging, checkpoints");
     averager_cmd->add_option("--listen", averager.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7500 (required)")
@@ -118,26 +119,7 @@ struct parser {
     add_security(*averager_cmd, averager.security, true, true);
     averager_cmd->footer("Example: prsgd averager --listen tcp://0.0.0.0:7500 --model fmnist-mlp --interval 8");
     add_save(*averager_cmd, averager.save);
-    averager_cmd
-        ->add_option("--operator-key", averager.operator_keys,
-                     "Public key file of a client that may steer the job with `prsgd ctl` (repeatable; "
-                     "with CURVE; without CURVE only loopback clients may steer)")
-        ->type_name("FILE")
-        ->group("Operations");
-    averager_cmd
-        ->add_option("--http-bind", averager.http_bind,
-                     "Serve the dashboard and /api on ADDR:PORT (PORT alone: 127.0.0.1; 0: any free port)")
-        ->type_name("ADDR:PORT")
-        ->group("Operations");
-    averager_cmd
-        ->add_option("--http-token-file", averager.http_token_file,
-                     "File with a bearer token that allows steering over HTTP (default: read-only)")
-        ->type_name("FILE")
-        ->group("Operations");
-    averager_cmd
-        ->add_option("--http-url-file", averager.http_url_file, "Once the dashboard listens, write its URL to FILE")
-        ->type_name("FILE")
-        ->group("Operations");
+    add_operations(*averager_cmd, averager.operations);
 
     worker_cmd = app.add_subcommand("worker", "Run a worker: local SGD on one shard, joins an averager");
     worker_cmd->add_option("--averager", worker.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
