@@ -491,7 +491,7 @@ expected<void> validate(const plot_options& o) {
     return bad("needs -o FILE");
   }
   PRSGD_TRY(one_of(o.y, {"accuracy", "loss", "idle", "bytes"}, "--y"));
-  PRSGD_TRY(one_of(o.x, {"round", "epoch", "wall"}, "--x"));
+  PRSGD_TRY(one_of(o.x, {"round", "rounds", "epoch", "wall"}, "--x"));
   PRSGD_TRY(one_of(o.format, {"auto", "png", "svg"}, "--format"));
   if (o.labels.size() > o.runs.size()) {
     return bad("--label given " + str(o.labels.size()) + " times for " + str(o.runs.size()) + " runs");

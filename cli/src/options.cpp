@@ -210,7 +210,12 @@ struct parser {
     plot_cmd->add_option("-o,--out", plot.out, "Picture to write (required)")->type_name("FILE");
     plot_cmd->add_option("--y", plot.y, "accuracy | loss | idle | bytes (idle: per worker, cumulative)")
         ->capture_default_str();
-    plot_cmd->add_option("--x", plot.x, "round | epoch | wall")->capture_default_str();
+    plot_cmd->add_option("--x", plot.x, "round | rounds (trained so far, from 1) | epoch | wall")
+        ->capture_default_str();
+    plot_cmd->add_flag("--log-x", plot.log_x, "Logarithmic x axis (points at x <= 0 are left out)");
+    plot_cmd->add_option("--dashed", plot.dashed, "Draw the run with this label dashed (repeatable)")
+        ->type_name("LABEL")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     plot_cmd->add_option("--format", plot.format, "auto (svg for a .svg --out, else png) | png | svg")
         ->capture_default_str();
     plot_cmd->add_option("--label", plot.labels, "Legend title of each run, in order (repeatable)")

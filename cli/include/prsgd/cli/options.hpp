@@ -340,8 +340,12 @@ struct plot_options {
   std::string format = "auto";
   /// What is plotted: accuracy | loss | idle | bytes (see plot.hpp).
   std::string y = "accuracy";
-  /// Against what: round | epoch | wall.
+  /// Against what: round | rounds | epoch | wall.
   std::string x = "round";
+  /// A logarithmic x axis.
+  bool log_x = false;
+  /// Labels of the runs drawn dashed.
+  std::vector<std::string> dashed;
   /// Legend titles by run (default: the file names).
   std::vector<std::string> labels;
   /// Figure title ("" = none).
