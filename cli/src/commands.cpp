@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "dashboard_server.hpp"
 #include "prsgd/algorithms/dataset_registry.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/algorithms/model_spec.hpp"
@@ -20,7 +21,6 @@
 #include "prsgd/cli/metrics_follow.hpp"
 #include "prsgd/cli/progress.hpp"
 #include "prsgd/common/log.hpp"
-#include "dashboard_server.hpp"
 
 #ifdef PRSGD_CLI_HAVE_CURVE_KEYGEN
 #include "prsgd/transport/zmq_transport.hpp"

@@ -46,7 +46,7 @@ struct option_def {
   std::string name;  // with the leading dashes
   std::string help;
   field_ref field;
-  bool path = false;  // a file or directory: passed on as an absolute path
+  bool path = false;           // a file or directory: passed on as an absolute path
   std::string type_name = {};  // the value's name in --help ("" = CLI11's, from the type)
 };
 

@@ -430,8 +430,8 @@ TEST(LocalOperationsTest, LocalJobServesTheDashboardAndStopsOnItsOperatorsCtl) {
   const int port = std::atoi(url.c_str() + url.rfind(':') + 1);
   ASSERT_GT(port, 0) << url;
   // Rounds run, and the dashboard's API shows the job.
-  ASSERT_TRUE(test::wait_until([&] { return round_lines(test::read_file(logs + "/metrics.jsonl")).size() >= 2; },
-                               240s, 100ms))
+  ASSERT_TRUE(
+      test::wait_until([&] { return round_lines(test::read_file(logs + "/metrics.jsonl")).size() >= 2; }, 240s, 100ms))
       << job.log("local");
   const auto api = http_get(port, "/api/status");
   EXPECT_EQ(api.status, 200);
@@ -442,11 +442,11 @@ TEST(LocalOperationsTest, LocalJobServesTheDashboardAndStopsOnItsOperatorsCtl) {
   const std::string endpoint = test::read_file(logs + "/averager.endpoint");
   ASSERT_FALSE(endpoint.empty());
   const auto ctl = [&](const std::string& key, std::chrono::milliseconds timeout_ms) {
-    return job.run({"ctl", "--averager", endpoint.substr(0, endpoint.find('\n')), "--curve-server-key",
-                    logs + "/keys/job.public", "--curve-public-key", job.path("keys/" + key + ".public"),
-                    "--curve-secret-key", job.path("keys/" + key + ".secret"), "--timeout-ms",
-                    std::to_string(timeout_ms.count()), "stop"},
-                   60s);
+    return job.run(
+        {"ctl", "--averager", endpoint.substr(0, endpoint.find('\n')), "--curve-server-key", logs + "/keys/job.public",
+         "--curve-public-key", job.path("keys/" + key + ".public"), "--curve-secret-key",
+         job.path("keys/" + key + ".secret"), "--timeout-ms", std::to_string(timeout_ms.count()), "stop"},
+        60s);
   };
   // A key the averager does not admit gets no answer: the job goes on.
   const auto stranger = ctl("stranger", 2000ms);

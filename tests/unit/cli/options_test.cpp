@@ -72,8 +72,9 @@ TEST_F(OptionsTest, LocalContractOptionsParse) {
 // The averager and `prsgd local` take the same operations options (the launcher passes them on); the token and
 // URL files mean nothing without a dashboard.
 TEST_F(OptionsTest, LocalAndAveragerTakeTheDashboardAndOperatorOptions) {
-  const std::vector<std::string> ops{"--http-bind",    "127.0.0.1:0", "--http-token-file", "t",      "--operator-key",
-                                     "a.public",       "--operator-key", "b.public",       "--http-url-file", "u"};
+  const std::vector<std::string> ops{
+      "--http-bind",    "127.0.0.1:0", "--http-token-file", "t", "--operator-key", "a.public",
+      "--operator-key", "b.public",    "--http-url-file",   "u"};
   std::vector<std::string> local{"local"};
   local.insert(local.end(), ops.begin(), ops.end());
   const auto l = get<local_options>(parse(local));
