@@ -6,6 +6,7 @@
 # fuzz_<target> <file>).
 #   ops/fuzz.sh [--seconds N] [target...]   fuzz each target N seconds (default 600); default: every target
 #   ops/fuzz.sh --make-seeds [target...]     regenerate the committed seed corpora (tests/fuzz/corpus/)
+#   ops/fuzz.sh --build-only [target...]     build the targets and stop (ops/test.sh builds them early)
 #   ops/fuzz.sh --list                       print the target names
 # New inputs the fuzzer finds go to build/fuzz/corpus/<target>/ (kept between runs, never committed by this
 # script); crash reproducers to build/fuzz/artifacts/<target>/; each run's output to build/fuzz/logs/.
@@ -15,14 +16,16 @@ targets_all=(codec envelope checkpoint safetensors npy csv)
 jobs="${PRSGD_JOBS:-$(nproc)}"
 seconds=600
 make_seeds=0
+build_only=0
 targets=()
-usage() { sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --seconds)
       [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "ops/fuzz.sh: --seconds needs a whole number >= 1" >&2; exit 2; }
       seconds="$2"; shift 2 ;;
     --make-seeds) make_seeds=1; shift ;;
+    --build-only) build_only=1; shift ;;
     --list) printf '%s\n' "${targets_all[@]}"; exit 0 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "ops/fuzz.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -43,6 +46,9 @@ fi
 build=build/fuzz
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$jobs" --target "${targets[@]/#/fuzz_}"
+if ((build_only)); then
+  exit 0
+fi
 if ((make_seeds)); then
   # Each target writes its own seeds (LLVMFuzzerInitialize, from the real encoder) and exits.
   for t in "${targets[@]}"; do

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -28,6 +29,16 @@ enum class wire_type : std::uint8_t {
   status_reply = 11,
   control = 12,
   control_reply = 13,
+  evaluator_hello = 14,
+  evaluate = 15,
+  evaluation = 16,
+  shard_hello = 17,
+  shard_setup = 18,
+  shard_round = 19,
+  shard_slice = 20,
+  shard_ack = 21,
+  shard_average = 22,
+  shard_report = 23,
 };
 
 // A STATUS_REPLY's payload (the msgpack job_status) is at most this long.
@@ -170,7 +181,7 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
                   "protocol version " + std::to_string(v) + ", this build speaks " + std::to_string(protocol_version));
     }
     const auto t = r.get<std::uint8_t>("t");
-    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::control_reply)) {
+    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::shard_report)) {
       return fail(errc::protocol_error, "unknown message type " + std::to_string(t));
     }
     out.type = static_cast<wire_type>(t);
@@ -210,7 +221,7 @@ expected<void> expect_no_payload(const multipart& msg) {
 
 // One encoder per message type; the variant overloads below dispatch to them.
 multipart encode_one(const welcome_msg& m) {
-  header_writer w{wire_type::welcome, common_fields + 11};
+  header_writer w{wire_type::welcome, common_fields + 11 + (m.owners.empty() ? 0 : 1)};
   put_common(w, m);
   w.put("ad", m.admitted_round);
   w.put("md", static_cast<std::uint8_t>(m.mode));
@@ -223,6 +234,13 @@ multipart encode_one(const welcome_msg& m) {
   w.put("df", clipped(m.spec.data));
   w.put("bs", m.spec.batch_size);
   w.put("sd", m.spec.seed);
+  if (!m.owners.empty()) {
+    std::vector<std::string> owners;
+    for (const auto& o : m.owners) {
+      owners.push_back(clipped(o));
+    }
+    w.put("ow", owners);
+  }
   return {w.finish()};
 }
 
@@ -265,11 +283,39 @@ multipart encode_one(const stop_msg& m) {
 }
 
 multipart encode_one(const join_msg& m) {
-  header_writer w{wire_type::join, common_fields + 3};
+  header_writer w{wire_type::join, common_fields + 4 + (m.initial_model ? 1 : 0)};
   put_common(w, m);
+  w.put("sc", m.sharding);
   w.put("s", m.speed_hint);
   w.put("mf", clipped(m.model_fingerprint));
   w.put("df", clipped(m.data_fingerprint));
+  if (!m.initial_model) {
+    return {w.finish()};
+  }
+  w.put("n", static_cast<std::uint64_t>(m.initial_model->size()));
+  return {w.finish(), payload_of(m.initial_model)};
+}
+
+multipart encode_one(const evaluator_hello_msg& m) {
+  header_writer w{wire_type::evaluator_hello, common_fields + 1};
+  put_common(w, m);
+  w.put("mf", clipped(m.model_fingerprint));
+  return {w.finish()};
+}
+
+multipart encode_one(const evaluate_msg& m) {
+  header_writer w{wire_type::evaluate, common_fields + 2};
+  put_common(w, m);
+  w.put("q", m.request);
+  w.put("n", static_cast<std::uint64_t>(m.model ? m.model->size() : 0));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const evaluation_msg& m) {
+  header_writer w{wire_type::evaluation, common_fields + 2};
+  put_common(w, m);
+  w.put("q", m.request);
+  w.put("acc", m.accuracy);
   return {w.finish()};
 }
 
@@ -281,8 +327,11 @@ multipart encode_one(const leave_msg& m) {
 }
 
 multipart encode_one(const model_msg& m) {
-  header_writer w{wire_type::model, common_fields + 8};
+  header_writer w{wire_type::model, common_fields + 8 + (m.sliced ? 1 : 0)};
   put_common(w, m);
+  if (m.sliced) {
+    w.put("sl", true);
+  }
   w.put("k", m.token);
   w.put("ct", m.cut);
   w.put("st", m.steps);
@@ -396,6 +445,115 @@ multipart encode_one(const control_reply_msg& m) {
   return {w.finish()};
 }
 
+// Sharded averaging (shard owners). Payload frames follow the same rule as RESTART and MODEL.
+using shard_pairs = std::vector<std::tuple<std::uint64_t, std::uint64_t>>;
+using shard_quads = std::vector<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>>;
+
+std::uint64_t floats_in(const flat_buffer& b) { return b ? b->size() : 0; }
+
+multipart encode_one(const shard_hello_msg& m) {
+  header_writer w{wire_type::shard_hello, common_fields + 4};
+  w.put("m", std::uint64_t{0});
+  w.put("i", m.incarnation);
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
+  w.put("sk", m.shard);
+  w.put("sn", m.shards);
+  w.put("ep", clipped(m.endpoint));
+  w.put("rd", m.ready);
+  return {w.finish()};
+}
+
+multipart encode_one(const shard_setup_msg& m) {
+  header_writer w{wire_type::shard_setup, common_fields + 6};
+  w.put("m", std::uint64_t{0});
+  w.put("i", m.incarnation);
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
+  w.put("sk", m.shard);
+  w.put("sn", m.shards);
+  w.put("of", m.offset);
+  w.put("ms", m.model_size);
+  w.put("hb", static_cast<std::int64_t>(m.heartbeat_interval.count()));
+  w.put("n", floats_in(m.model));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const shard_round_msg& m) {
+  header_writer w{wire_type::shard_round, common_fields + 7};
+  w.put("m", std::uint64_t{0});
+  w.put("i", std::uint64_t{0});
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
+  w.put("cb", m.combine);
+  shard_quads inputs;
+  for (const auto& in : m.inputs) {
+    inputs.emplace_back(in.member, in.token, in.samples, in.steps);
+  }
+  w.put("in", inputs);
+  w.put("ru", m.rule);
+  w.put("ag", m.aggregate);
+  w.put("tr", m.trim);
+  shard_pairs to;
+  for (const auto& t : m.recipients) {
+    to.emplace_back(t.member, t.token);
+  }
+  w.put("to", to);
+  w.put("f", m.fetch);
+  return {w.finish()};
+}
+
+multipart encode_one(const shard_slice_msg& m) {
+  header_writer w{wire_type::shard_slice, common_fields + 3};
+  w.put("m", m.member);
+  w.put("i", std::uint64_t{0});
+  w.put("a", std::uint64_t{0});
+  w.put("r", m.round);
+  w.put("k", m.token);
+  w.put("sk", m.shard);
+  w.put("n", floats_in(m.model));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const shard_ack_msg& m) {
+  header_writer w{wire_type::shard_ack, common_fields + 4};
+  w.put("m", m.member);
+  w.put("i", std::uint64_t{0});
+  w.put("a", std::uint64_t{0});
+  w.put("r", m.round);
+  w.put("k", m.token);
+  w.put("sk", m.shard);
+  w.put("ok", m.ok);
+  w.put("sq", m.norm2);
+  return {w.finish()};
+}
+
+multipart encode_one(const shard_average_msg& m) {
+  header_writer w{wire_type::shard_average, common_fields + 3};
+  w.put("m", m.member);
+  w.put("i", std::uint64_t{0});
+  w.put("a", std::uint64_t{0});
+  w.put("r", m.round);
+  w.put("k", m.token);
+  w.put("sk", m.shard);
+  w.put("n", floats_in(m.model));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const shard_report_msg& m) {
+  header_writer w{wire_type::shard_report, common_fields + 5};
+  w.put("m", std::uint64_t{0});
+  w.put("i", m.incarnation);
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
+  w.put("sk", m.shard);
+  w.put("cs", m.checksum);
+  w.put("ok", m.ok);
+  w.put("why", clipped(m.why));
+  w.put("n", floats_in(m.model));
+  return {w.finish(), payload_of(m.model)};
+}
+
 }  // namespace
 
 multipart encode(const to_worker& msg) {
@@ -407,6 +565,10 @@ multipart encode(const to_averager& msg) {
 }
 
 multipart encode(const to_operator& msg) {
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
+}
+
+multipart encode(const to_evaluator& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }
 
@@ -440,6 +602,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.spec.data = r.get<std::string>("df");
         m.spec.batch_size = r.get<std::uint64_t>("bs");
         m.spec.seed = r.get<std::uint64_t>("sd");
+        m.owners = r.get_or<std::vector<std::string>>("ow", {});
         return to_worker{m};
       }
       case wire_type::refused: {
@@ -506,12 +669,36 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
     header_reader r{parsed->handle.get()};
     switch (parsed->type) {
       case wire_type::join: {
-        PRSGD_TRY(expect_no_payload(msg));
         join_msg m;
         get_common(r, m);
         m.speed_hint = r.get_or<double>("s", 0.0);
         m.model_fingerprint = r.get_or<std::string>("mf", {});
         m.data_fingerprint = r.get_or<std::string>("df", {});
+        m.sharding = r.get_or<bool>("sc", false);
+        if (r.find("n") == nullptr) {
+          PRSGD_TRY(expect_no_payload(msg));
+          return to_averager{m};
+        }
+        auto initial = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        if (!initial) {
+          return std::move(initial).error();
+        }
+        m.initial_model = std::move(*initial);
+        return to_averager{std::move(m)};
+      }
+      case wire_type::evaluator_hello: {
+        PRSGD_TRY(expect_no_payload(msg));
+        evaluator_hello_msg m;
+        get_common(r, m);
+        m.model_fingerprint = r.get_or<std::string>("mf", {});
+        return to_averager{m};
+      }
+      case wire_type::evaluation: {
+        PRSGD_TRY(expect_no_payload(msg));
+        evaluation_msg m;
+        get_common(r, m);
+        m.request = r.get<std::uint64_t>("q");
+        m.accuracy = r.get<double>("acc");
         return to_averager{m};
       }
       case wire_type::leave: {
@@ -539,6 +726,10 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.is_gradient = r.get<bool>("g");
         m.token = r.get<session_token>("k");
         m.cut = r.get_or<bool>("ct", false);
+        m.sliced = r.get_or<bool>("sl", false);
+        if (m.sliced && r.get<std::uint64_t>("n") != 0) {
+          return fail(errc::protocol_error, "a sliced MODEL carries no payload");
+        }
         auto params = read_payload(msg, r.get<std::uint64_t>("n"), limits);
         if (!params) {
           return std::move(params).error();
@@ -604,6 +795,176 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
       default:
         return fail(errc::protocol_error,
                     "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an operator");
+    }
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+expected<to_evaluator> decode_to_evaluator(const multipart& msg, const codec_limits& limits) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  try {
+    header_reader r{parsed->handle.get()};
+    switch (parsed->type) {
+      case wire_type::evaluate: {
+        evaluate_msg m;
+        get_common(r, m);
+        m.request = r.get<std::uint64_t>("q");
+        auto model = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        if (!model) {
+          return std::move(model).error();
+        }
+        m.model = std::move(*model);
+        return to_evaluator{std::move(m)};
+      }
+      case wire_type::stop:
+      case wire_type::refused: {
+        // The same STOP and REFUSED a worker gets.
+        auto as_worker = decode_to_worker(msg, limits);
+        if (!as_worker) {
+          return std::move(as_worker).error();
+        }
+        if (const auto* stop = std::get_if<stop_msg>(&*as_worker)) {
+          return to_evaluator{*stop};
+        }
+        return to_evaluator{std::get<refused_msg>(*as_worker)};
+      }
+      default:
+        return fail(errc::protocol_error,
+                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an evaluator");
+    }
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+multipart encode(const shard_msg& msg) {
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
+}
+
+expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limits) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  // Reads frame 1; an empty payload means "no model".
+  const auto payload = [&](const header_reader& r) -> expected<flat_buffer> {
+    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+    if (!p) {
+      return std::move(p).error();
+    }
+    return (*p)->empty() ? flat_buffer{} : std::move(*p);
+  };
+  try {
+    header_reader r{parsed->handle.get()};
+    switch (parsed->type) {
+      case wire_type::shard_hello: {
+        PRSGD_TRY(expect_no_payload(msg));
+        shard_hello_msg m;
+        m.incarnation = r.get<incarnation_t>("i");
+        m.averager_incarnation = r.get<incarnation_t>("a");
+        m.round = r.get<round_t>("r");
+        m.shard = r.get<std::uint64_t>("sk");
+        m.shards = r.get<std::uint64_t>("sn");
+        m.endpoint = r.get<std::string>("ep");
+        m.ready = r.get<bool>("rd");
+        if (m.shards == 0 || m.shard >= m.shards) {
+          throw std::range_error("shard " + std::to_string(m.shard) + " of " + std::to_string(m.shards));
+        }
+        return shard_msg{m};
+      }
+      case wire_type::shard_setup: {
+        shard_setup_msg m;
+        m.incarnation = r.get<incarnation_t>("i");
+        m.averager_incarnation = r.get<incarnation_t>("a");
+        m.round = r.get<round_t>("r");
+        m.shard = r.get<std::uint64_t>("sk");
+        m.shards = r.get<std::uint64_t>("sn");
+        m.offset = r.get<std::uint64_t>("of");
+        m.model_size = r.get<std::uint64_t>("ms");
+        m.heartbeat_interval = std::chrono::nanoseconds{r.get<std::int64_t>("hb")};
+        if (m.shards == 0 || m.shard >= m.shards) {
+          throw std::range_error("shard " + std::to_string(m.shard) + " of " + std::to_string(m.shards));
+        }
+        auto p = payload(r);
+        if (!p) {
+          return std::move(p).error();
+        }
+        m.model = std::move(*p);
+        return shard_msg{std::move(m)};
+      }
+      case wire_type::shard_round: {
+        PRSGD_TRY(expect_no_payload(msg));
+        shard_round_msg m;
+        m.averager_incarnation = r.get<incarnation_t>("a");
+        m.round = r.get<round_t>("r");
+        m.combine = r.get<bool>("cb");
+        for (const auto& [id, token, samples, steps] : r.get<shard_quads>("in")) {
+          m.inputs.push_back({id, token, samples, steps});
+        }
+        m.rule = r.get<std::uint8_t>("ru");
+        m.aggregate = r.get<std::uint8_t>("ag");
+        m.trim = r.get<double>("tr");
+        for (const auto& [id, token] : r.get<shard_pairs>("to")) {
+          m.recipients.push_back({id, token});
+        }
+        m.fetch = r.get<bool>("f");
+        return shard_msg{std::move(m)};
+      }
+      case wire_type::shard_slice:
+      case wire_type::shard_average: {
+        const member_id member = r.get<member_id>("m");
+        const session_token token = r.get<session_token>("k");
+        const round_t round = r.get<round_t>("r");
+        const auto shard = r.get<std::uint64_t>("sk");
+        auto p = payload(r);
+        if (!p) {
+          return std::move(p).error();
+        }
+        if (parsed->type == wire_type::shard_slice) {
+          return shard_msg{shard_slice_msg{member, token, round, shard, std::move(*p)}};
+        }
+        return shard_msg{shard_average_msg{member, token, round, shard, std::move(*p)}};
+      }
+      case wire_type::shard_ack: {
+        PRSGD_TRY(expect_no_payload(msg));
+        shard_ack_msg m;
+        m.member = r.get<member_id>("m");
+        m.token = r.get<session_token>("k");
+        m.round = r.get<round_t>("r");
+        m.shard = r.get<std::uint64_t>("sk");
+        m.ok = r.get<bool>("ok");
+        m.norm2 = r.get<double>("sq");
+        return shard_msg{m};
+      }
+      case wire_type::shard_report: {
+        shard_report_msg m;
+        m.incarnation = r.get<incarnation_t>("i");
+        m.averager_incarnation = r.get<incarnation_t>("a");
+        m.round = r.get<round_t>("r");
+        m.shard = r.get<std::uint64_t>("sk");
+        m.checksum = r.get<std::uint64_t>("cs");
+        m.ok = r.get<bool>("ok");
+        m.why = r.get<std::string>("why");
+        auto p = payload(r);
+        if (!p) {
+          return std::move(p).error();
+        }
+        m.model = std::move(*p);
+        return shard_msg{std::move(m)};
+      }
+      case wire_type::stop: {
+        PRSGD_TRY(expect_no_payload(msg));
+        stop_msg m;
+        get_common(r, m);
+        return shard_msg{m};
+      }
+      default:
+        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
+                                              " is not part of sharded averaging");
     }
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, e.what());

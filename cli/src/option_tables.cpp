@@ -111,6 +111,9 @@ std::vector<option_def> schedule_table(schedule_options& o) {
       {"--max-workers", "Data shards: at most this many members train at once, more wait (0 = --min-workers)",
        &o.max_workers},
       {"--idle-rounds", "Remove a member that has not submitted for this many rounds (0 = never)", &o.idle_rounds},
+      {"--topology", "star (the averager averages whole models) | sharded (--shards owner processes average slices)",
+       &o.topology},
+      {"--shards", "Shard owner processes of a sharded job (local: 0 = one per worker)", &o.shards},
   };
 }
 

@@ -109,6 +109,16 @@ struct parser {
     averager_cmd->add_option("--listen", averager.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7500 (required)")
         ->group("Network");
     averager_cmd->add_option("--head", averager.head, "Head endpoint to register with (optional)")->group("Network");
+    averager_cmd
+        ->add_option("--shard", averager.shard,
+                     "Run as shard owner k of K of a sharded job (with --coordinator; --listen is for the workers)")
+        ->type_name("k/K")
+        ->group("Network");
+    averager_cmd
+        ->add_option("--coordinator", averager.coordinator,
+                     "A shard owner's coordinator: the endpoint of `prsgd averager --topology sharded`")
+        ->type_name("ENDPOINT")
+        ->group("Network");
     averager_cmd->add_option("--endpoint-file", averager.endpoint_file, endpoint_file_help)
         ->type_name("FILE")
         ->group("Network");
@@ -119,6 +129,29 @@ struct parser {
     add_security(*averager_cmd, averager.security, true, true);
     averager_cmd->footer("Example: prsgd averager --listen tcp://0.0.0.0:7500 --model fmnist-mlp --interval 8");
     add_save(*averager_cmd, averager.save);
+    averager_cmd
+        ->add_option("--model-size", averager.external.model_size,
+                     "--model external: floats in the workers' flat model (or take them from --model-spec)")
+        ->group("External model");
+    averager_cmd
+        ->add_option("--model-spec", averager.external.model_spec,
+                     "--model external: JSON/YAML list of {name, shape} in flat order (names for --save-model)")
+        ->type_name("FILE")
+        ->group("External model");
+    averager_cmd
+        ->add_option("--init-model", averager.external.init_model,
+                     "--model external: start from this safetensors file (default: the first member's model)")
+        ->type_name("FILE")
+        ->group("External model");
+    averager_cmd
+        ->add_option("--train-size", averager.external.train_size,
+                     "--model external: training samples in the workers' data set (for ranges and epochs)")
+        ->group("External model");
+    averager_cmd
+        ->add_option("--eval-timeout-ms", averager.external.eval_timeout_ms,
+                     "--model external: an evaluator's answer later than this leaves the round's test_acc null")
+        ->capture_default_str()
+        ->group("External model");
     add_operations(*averager_cmd, averager.operations);
 
     worker_cmd = app.add_subcommand("worker", "Run a worker: local SGD on one shard, joins an averager");

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/cli/role_config.hpp"
 
+#include "external_model.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -94,10 +96,18 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
   core.min_workers = static_cast<std::size_t>(std::max(s.min_workers, 1));
   core.idle_rounds = static_cast<std::uint64_t>(s.idle_rounds);
   core.shards = static_cast<std::size_t>(std::max(s.max_workers, 0));
-  auto fingerprint = model_fingerprint(o.model, data);
-  PRSGD_TRY(fingerprint);
-  core.spec.model = std::move(*fingerprint);
-  core.spec.data = data_fingerprint(data);
+  core.shard_owners = s.topology == "sharded" ? static_cast<std::size_t>(std::max(s.shards, 1)) : 0;
+  if (o.model.model == external_model_name) {
+    // The averager never sees an external job's data: members declare the label hash (labels_from_members).
+    core.spec.model = external_model_fingerprint(static_cast<std::size_t>(o.external.model_size));
+    core.spec.data = external_data_fingerprint(o.external.train_size);
+    core.labels_from_members = true;
+  } else {
+    auto fingerprint = model_fingerprint(o.model, data);
+    PRSGD_TRY(fingerprint);
+    core.spec.model = std::move(*fingerprint);
+    core.spec.data = data_fingerprint(data);
+  }
   core.spec.batch_size = static_cast<std::uint64_t>(o.model.batch);
   core.spec.seed = o.model.seed;
 

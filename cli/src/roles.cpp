@@ -30,10 +30,12 @@
 
 #include "commands.hpp"
 #include "dashboard_server.hpp"
+#include "external_model.hpp"
 #include "head_role.hpp"
 #include "model_commands.hpp"
 #include "prometheus_metrics.hpp"
 #include "prsgd/actors/averager_actor.hpp"
+#include "prsgd/actors/shard_owner_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
 #include "prsgd/cli/job_data.hpp"
 #include "prsgd/cli/key_files.hpp"
@@ -148,13 +150,114 @@ actors::incarnation_t now_ms() {
           .count());
 }
 
-}  // namespace
-
-int run_averager(const averager_options& o) {
-  const sigset_t signals = block_stop_signals();
+/// Runs `prsgd averager --shard k/K --coordinator EP`: one shard owner of a sharded job. It needs no
+/// data and no model: the coordinator hands it its slice of x̄. Exits 0 when the coordinator ends the
+/// job, 1 when the owner cannot go on, 3 on SIGINT/SIGTERM.
+int run_shard_owner(const averager_options& o, const sigset_t& signals) {
+  auto shard = parse_shard(o.shard);
+  if (!shard) {
+    std::fprintf(stderr, "prsgd averager: %s\n", shard.error().message().c_str());
+    return exit_usage;
+  }
   if (auto p = prepare_process(o.output, o.model.model, resolve_dataset(o.model)); !p) {
     std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
     return exit_usage;
+  }
+  auto tcfg = make_transport_config("shard-" + std::to_string(shard->first), o.liveness, o.security);
+  if (!tcfg) {
+    std::fprintf(stderr, "prsgd averager: %s\n", tcfg.error().message().c_str());
+    return exit_usage;
+  }
+  auto curve = load_curve(o.security);
+  if (!curve) {
+    std::fprintf(stderr, "prsgd averager: %s\n", curve.error().message().c_str());
+    return exit_usage;
+  }
+  // With CURVE, the owner serves the workers with the job's server key pair and reaches the coordinator
+  // with --curve-server-key (default: its own public key; every averager process of a job shares one pair).
+  connect_options to_coordinator;
+  to_coordinator.server_public_key = curve->server_public_key;
+  actors::shard_owner_actor_config cfg;
+  cfg.core.shard = shard->first;
+  cfg.core.shards = shard->second;
+  cfg.core.incarnation = secure_random_u64();
+  cfg.core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
+  done_flag finished;
+  std::optional<std::string> failure;
+  std::mutex failure_mu;
+  cfg.on_finished = [&](const std::optional<std::string>& why) {
+    {
+      std::lock_guard lock(failure_mu);
+      failure = why;
+    }
+    finished.set();
+  };
+  config sc;
+  sc.threads = 1;
+  sc.compute_threads = 1;
+  actor_system system{sc};
+  std::shared_ptr<transport> link;
+  auto started = actors::start_shard_owner(system, std::move(cfg), zmq_factory(*tcfg), o.listen, o.coordinator, &link,
+                                           to_coordinator);
+  if (!started) {
+    std::fprintf(stderr, "prsgd averager: shard owner cannot start on %s: %s\n", o.listen.c_str(),
+                 started.error().message().c_str());
+    return exit_failure;
+  }
+  PRSGD_LOG(info, "shard-owner") << "shard " << o.shard << " listening on " << started->second << ", coordinator "
+                                 << o.coordinator;
+  if (!announce_endpoint("averager", o.endpoint_file, started->second)) {
+    link->stop();
+    return exit_failure;
+  }
+  int status = 0;
+  int signals_seen = 0;
+  while (!finished.wait_for(0ms)) {
+    if (!started->first.alive()) {
+      std::fprintf(stderr, "prsgd averager: the shard owner actor stopped unexpectedly (see the log)\n");
+      status = exit_failure;
+      break;
+    }
+    if (const int sig = take_signal(signals, 200ms); sig != 0) {
+      ++signals_seen;
+      break;
+    }
+  }
+  link->stop();
+  system.shutdown(5s);
+  std::lock_guard lock(failure_mu);
+  if (status == 0 && failure) {
+    std::fprintf(stderr, "prsgd averager: shard owner %s: %s\n", o.shard.c_str(), failure->c_str());
+    return exit_failure;
+  }
+  return status == 0 && signals_seen > 0 ? exit_stopped : status;
+}
+
+}  // namespace
+
+int run_averager(const averager_options& given) {
+  const sigset_t signals = block_stop_signals();
+  if (!given.shard.empty()) {
+    return run_shard_owner(given, signals);
+  }
+  const bool external = given.model.model == external_model_name;
+  if (auto p = external ? prepare_process(given.output)
+                        : prepare_process(given.output, given.model.model, resolve_dataset(given.model));
+      !p) {
+    std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
+    return exit_usage;
+  }
+  // --model external: the size (from --model-spec when --model-size is not given) and x̄_0 (--init-model).
+  averager_options o = given;
+  external_model ext;
+  if (external) {
+    auto loaded = load_external_model(o.external);
+    if (!loaded) {
+      std::fprintf(stderr, "prsgd averager: %s\n", loaded.error().message().c_str());
+      return data_error_status(loaded.error());
+    }
+    ext = std::move(*loaded);
+    o.external.model_size = ext.size;
   }
   if (auto made = make_parent_directory(o.output.metrics_jsonl, "--metrics-jsonl"); !made) {
     std::fprintf(stderr, "prsgd averager: %s\n", made.error().message().c_str());
@@ -174,12 +277,16 @@ int run_averager(const averager_options& o) {
     }
     prom = std::move(*bound);
   }
-  auto data = load_job_data(o.model, data_need::train_size_and_test);
+  auto data = external ? expected<job_data>{job_data{}} : load_job_data(o.model, data_need::train_size_and_test);
   if (!data) {
     std::fprintf(stderr, "prsgd averager: %s\n", data.error().message().c_str());
     return data_error_status(data.error());
   }
-  auto fits = check_model_fits(o.model, *data);
+  if (external) {
+    data->name = external_model_name;
+    data->train_size = static_cast<std::size_t>(o.external.train_size);
+  }
+  auto fits = external ? expected<std::size_t>{ext.size} : check_model_fits(o.model, *data);
   if (!fits) {
     std::fprintf(stderr, "prsgd averager: %s\n", fits.error().message().c_str());
     return exit_usage;
@@ -201,7 +308,14 @@ int run_averager(const averager_options& o) {
   }
   actors::averager_actor_config cfg = std::move(*mapped);
   // The model identity for checkpoints, and --save-model / --save-best (model_commands.cpp).
-  auto saver = prepare_model_output(cfg, o.save, o.model, *data);
+  auto saver = external ? expected<std::unique_ptr<model_saver>>{prepare_external_output(
+                              cfg, o.save, ext, o.external.train_size, o.model.seed)}
+                        : prepare_model_output(cfg, o.save, o.model, *data);
+  if (external) {
+    cfg.external_size = ext.size;
+    cfg.initial_model = std::move(ext.initial);
+    cfg.evaluation_timeout = std::chrono::milliseconds{o.external.eval_timeout_ms};
+  }
   if (!saver) {
     std::fprintf(stderr, "prsgd averager: %s\n", saver.error().message().c_str());
     return exit_usage;
@@ -256,6 +370,14 @@ int run_averager(const averager_options& o) {
     {
       std::lock_guard lock(summary_mu);
       summary = s;
+    }
+    finished.set();
+  };
+  std::optional<std::string> failure;  // sharded: a shard owner failed (under summary_mu)
+  cfg.on_failed = [&](const std::string& why) {
+    {
+      std::lock_guard lock(summary_mu);
+      failure = why;
     }
     finished.set();
   };
@@ -393,7 +515,14 @@ int run_averager(const averager_options& o) {
       }
     }
   }
-  if (status == 0) {
+  {
+    std::lock_guard lock(summary_mu);
+    if (status == 0 && failure) {
+      std::fprintf(stderr, "prsgd averager: %s; the job stops\n", failure->c_str());
+      status = exit_failure;
+    }
+  }
+  if (status == 0 || status == exit_failure) {
     std::this_thread::sleep_for(300ms);  // let the STOPs leave before the sockets close
   }
   registration.reset();
@@ -485,6 +614,7 @@ int run_worker(const worker_options& o) {
     }
     connect.server_public_key = *key;
   }
+  cfg.owner_connect = connect;  // a sharded job's owners share the averager's server key
   config sc;
   sc.threads = 1;
   sc.compute_threads = 1;  // one training thread per worker process

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzzes the training codec: decode_to_worker, decode_to_averager and decode_to_operator on the same message. Input:
-// the message's frames, split at the part separator (frame 0 the msgpack header, frame 1 the model floats). Property:
+// Fuzzes the training codec: decode_to_worker, decode_to_averager, decode_to_operator and decode_to_evaluator on
+// the same message. Input: the message's frames, split at the part separator (frame 0 the msgpack header, frame 1
+// the model floats). Property:
 // whatever decodes re-encodes to a message that decodes again, and encoding that gives the same bytes
 // (encode(decode(encode(m))) == encode(m): the encoding is canonical and loses no field).
 #include <cstddef>
@@ -42,15 +43,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto to_operator = [](const multipart& m, const prsgd::actors::codec_limits& l) {
     return prsgd::actors::decode_to_operator(m, l);
   };
+  const auto to_evaluator = [](const multipart& m, const prsgd::actors::codec_limits& l) {
+    return prsgd::actors::decode_to_evaluator(m, l);
+  };
   const prsgd::actors::codec_limits defaults;
   check_round_trip(msg, defaults, to_worker);
   check_round_trip(msg, defaults, to_averager);
   check_round_trip(msg, defaults, to_operator);
+  check_round_trip(msg, defaults, to_evaluator);
   // Tight limits reach the size checks with small inputs (no round trip: a re-encoded header may be
   // longer than the input's, e.g. with a field the input left out, and so legitimately over the limit).
   const prsgd::actors::codec_limits tight{.max_header_bytes = 64, .max_model_floats = 4};
   (void)prsgd::actors::decode_to_worker(msg, tight);
   (void)prsgd::actors::decode_to_averager(msg, tight);
+  (void)prsgd::actors::decode_to_evaluator(msg, tight);
   (void)prsgd::actors::payload_bytes(msg);
   return 0;
 }
@@ -83,6 +89,11 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
            3, 1700000000123, 42, 10, model, 8, 0.05, act::training_mode::restarted_sgd, {{0, 256}, {1024, 1100}}}},
       {"removed", act::removed_msg{3, 1700000000123, 42, 11}},
       {"stop", act::stop_msg{3, 1700000000123, 42, 12}},
+      {"join-initial-model",
+       act::join_msg{0, 1700000000123, 0, 0, 0.0, "external params=3", "external n=60000", model}},
+      {"evaluator-hello", act::evaluator_hello_msg{0, 99, 42, 0, "external params=3"}},
+      {"evaluate", act::evaluate_msg{0, 99, 42, 12, 5, model}},
+      {"evaluation", act::evaluation_msg{0, 99, 42, 12, 5, 0.875}},
   };
   for (const auto& [name, msg] : messages) {
     seed(name, join_frames(act::encode(msg)));

@@ -308,6 +308,19 @@ TEST_F(OperationsTest, DashboardShowsTheJobInChromium) {
       << job_.log("averager");
   ASSERT_EQ(op({"ctl", "pause"}).status, 0);
   ASSERT_TRUE(wait_state("paused"));
+  // A round's line waits for its evaluation, so under load the last lines may follow the pause: wait until
+  // every round before the paused one has its line, so the page and the file see the same rounds.
+  const auto paused = op({"status", "--json"});
+  ASSERT_EQ(paused.status, 0);
+  const auto open_round = number_after(paused.out, "round");
+  ASSERT_TRUE(open_round) << paused.out;
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return round_lines(test::read_file(job_.path("m.jsonl"))).size() >= static_cast<std::size_t>(*open_round);
+      },
+      60s, 100ms))
+      << "open round " << *open_round << "\n"
+      << job_.log("averager");
   const int port = http_port();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
   EXPECT_EQ(http_post(port, "/api/control", "action=stop").status, 403);  // no token: read-only

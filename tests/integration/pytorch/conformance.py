@@ -36,10 +36,10 @@ import msgpack
 import zmq
 
 SCALE = float(os.environ.get("PRSGD_TEST_TIME_SCALE", "1"))
-VERSION = 3
+VERSION = 4
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 MODEL_FLOATS = 535818
-# What `prsgd worker --model fmnist-mlp` declares (with protocol 3, DF ends with " labels=" and the hash of
+# What `prsgd worker --model fmnist-mlp` declares (since protocol 3, DF ends with " labels=" and the hash of
 # the training labels, prsgd.fingerprints.label_hash).
 MF = f"fmnist-mlp in=1x28x28 out=10 params={MODEL_FLOATS}"
 DF = "fashion-mnist n=60000 shape=1x28x28 classes=10 labels=3941146f6aa883f5"

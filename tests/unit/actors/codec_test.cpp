@@ -282,5 +282,65 @@ TEST(CodecTest, IdentityFieldsRoundTrip) {
   EXPECT_EQ(std::get<heartbeat_msg>(*hb).token, 98U);
 }
 
+TEST(CodecTest, JoinCarriesAnOptionalInitialModel) {
+  join_msg bare{0, 77, 0, 0, 1.5, "external params=10", "external n=100"};
+  const auto bare_wire = encode(to_averager{bare});
+  ASSERT_EQ(bare_wire.size(), 1U);
+  auto b = decode_to_averager(bare_wire);
+  ASSERT_TRUE(b) << b.error().message();
+  EXPECT_EQ(std::get<join_msg>(*b).initial_model, nullptr);
+
+  join_msg with = bare;
+  with.initial_model = model_of(10);
+  const auto wire = encode(to_averager{with});
+  ASSERT_EQ(wire.size(), 2U);
+  auto d = decode_to_averager(wire);
+  ASSERT_TRUE(d) << d.error().message();
+  const auto& j = std::get<join_msg>(*d);
+  ASSERT_NE(j.initial_model, nullptr);
+  EXPECT_EQ(*j.initial_model, *with.initial_model);
+  EXPECT_EQ(j.model_fingerprint, "external params=10");
+
+  auto cut = wire;
+  cut[1] = frame::copy(wire[1].data(), 36);  // 9 floats, the header says 10
+  EXPECT_EQ(decode_to_averager(cut).error().code, errc::protocol_error);
+  auto missing = wire;
+  missing.pop_back();
+  EXPECT_EQ(decode_to_averager(missing).error().code, errc::protocol_error);
+}
+
+TEST(CodecTest, EvaluatorMessagesRoundTripAndGoOneWay) {
+  auto hello = decode_to_averager(encode(to_averager{evaluator_hello_msg{0, 5, 2, 0, "external params=3"}}));
+  ASSERT_TRUE(hello) << hello.error().message();
+  EXPECT_EQ(std::get<evaluator_hello_msg>(*hello).incarnation, 5U);
+  EXPECT_EQ(std::get<evaluator_hello_msg>(*hello).model_fingerprint, "external params=3");
+
+  auto result = decode_to_averager(encode(to_averager{evaluation_msg{0, 5, 2, 12, 9, 0.8125}}));
+  ASSERT_TRUE(result) << result.error().message();
+  const auto& r = std::get<evaluation_msg>(*result);
+  EXPECT_EQ(r.request, 9U);
+  EXPECT_EQ(r.round, 12U);
+  EXPECT_DOUBLE_EQ(r.accuracy, 0.8125);
+
+  evaluate_msg ask{0, 5, 2, 12, 9, model_of(3)};
+  const auto wire = encode(to_evaluator{ask});
+  ASSERT_EQ(wire.size(), 2U);
+  EXPECT_EQ(static_cast<const void*>(wire[1].data()), static_cast<const void*>(ask.model->data()));
+  auto e = decode_to_evaluator(wire);
+  ASSERT_TRUE(e) << e.error().message();
+  EXPECT_EQ(std::get<evaluate_msg>(*e).request, 9U);
+  EXPECT_EQ(*std::get<evaluate_msg>(*e).model, *ask.model);
+  auto stop = decode_to_evaluator(encode(to_evaluator{stop_msg{0, 5, 2, 12}}));
+  ASSERT_TRUE(stop);
+  EXPECT_TRUE(std::holds_alternative<stop_msg>(*stop));
+
+  // Each side takes only its own messages.
+  EXPECT_EQ(decode_to_worker(wire).error().code, errc::protocol_error);
+  EXPECT_EQ(decode_to_averager(wire).error().code, errc::protocol_error);
+  EXPECT_EQ(decode_to_evaluator(encode(to_worker{removed_msg{1, 1, 1, 1}})).error().code, errc::protocol_error);
+  EXPECT_EQ(decode_to_worker(encode(to_averager{evaluation_msg{0, 5, 2, 12, 9, 0.5}})).error().code,
+            errc::protocol_error);
+}
+
 }  // namespace
 }  // namespace prsgd::actors

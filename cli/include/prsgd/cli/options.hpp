@@ -156,6 +156,10 @@ struct schedule_options {
   int min_workers = 0;
   /// Data shards, and so the most members training at once (0 = min_workers); a worker beyond it waits.
   int max_workers = 0;
+  /// star (the averager averages whole models) | sharded (K shard owner processes average one slice each).
+  std::string topology = "star";
+  /// Shard owners of a sharded job: K (local: 0 = one per worker).
+  int shards = 0;
   /// Remove a member that heartbeats but has not submitted for this many rounds (0 = never).
   int idle_rounds = 2;
 
@@ -204,6 +208,23 @@ struct head_options {
   std::string endpoint_file;
 };
 
+/// Holds the averager's options for a model it does not build itself (`--model external`): the workers
+/// (e.g. PyTorch) own the network, the averager only averages a flat vector of known size, and evaluator
+/// processes score x̄.
+struct external_options {
+  /// Floats in the flat model (0 = from --model-spec).
+  std::uint64_t model_size = 0;
+  /// JSON or YAML file naming the tensors of the flat vector, in order, with their shapes ("" = none).
+  std::string model_spec;
+  /// safetensors file holding x̄_0 ("" = the first member's model, sent with its JOIN).
+  std::string init_model;
+  /// Training samples of the workers' data set (needed: the averager hands out sample ranges and counts
+  /// epochs without seeing the data).
+  std::uint64_t train_size = 0;
+  /// How long an evaluator may take to score x̄ before that round's test_acc stays null, in ms.
+  int eval_timeout_ms = 60000;
+};
+
 /// Holds `prsgd averager`: the restart barrier, averaging and checkpoints.
 struct averager_options {
   output_options output;
@@ -213,6 +234,10 @@ struct averager_options {
   schedule_options schedule;
   /// Endpoint to bind for workers, e.g. tcp://0.0.0.0:7500.
   std::string listen;
+  /// Run as shard owner "k/K" of a sharded job instead of as its coordinator ("" = the coordinator).
+  std::string shard;
+  /// A shard owner's coordinator endpoint (the `prsgd averager --topology sharded` process).
+  std::string coordinator;
   /// Once bound, write the bound endpoint (one line) to this file, atomically ("" = none).
   std::string endpoint_file;
   /// Head endpoint to register with ("" = standalone).
@@ -221,6 +246,8 @@ struct averager_options {
   save_options save;
   /// --operator-key, --http-bind, --http-token-file, --http-url-file.
   operations_options operations;
+  /// --model external: the model's size and layout, its initial value, the training set's size.
+  external_options external;
 };
 
 /// Holds `prsgd status` and `prsgd ctl`: an operator client of a running averager (never a member).
@@ -432,6 +459,8 @@ struct host_port {
 [[nodiscard]] expected<void> validate(const head_options& o);
 [[nodiscard]] expected<void> validate(const operations_options& o);
 [[nodiscard]] expected<void> validate(const averager_options& o);
+/// Parses --shard "k/K" (0 <= k < K); invalid_argument otherwise.
+[[nodiscard]] expected<std::pair<std::uint64_t, std::uint64_t>> parse_shard(const std::string& text);
 [[nodiscard]] expected<void> validate(const worker_options& o);
 [[nodiscard]] expected<void> validate(const local_options& o);
 [[nodiscard]] expected<void> validate(const keygen_options& o);
