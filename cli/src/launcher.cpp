@@ -495,6 +495,14 @@ void add_common(std::vector<std::string>& a, const local_options& o) {
 
 }  // namespace
 
+operations_options local_operations(const local_options& o) {
+  operations_options out = o.operations;
+  if (!out.http_bind.empty() && out.http_url_file.empty()) {
+    out.http_url_file = (std::filesystem::path{o.log_dir} / "averager.url").string();
+  }
+  return out;
+}
+
 std::vector<child_spec> build_local_cluster(const local_options& o, const std::string& exe,
                                             const local_endpoints& endpoints, const std::string& metrics_jsonl,
                                             const key_file_paths& keys) {
@@ -553,6 +561,13 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   }
   // The trained model: the averager writes it.
   append(avg.argv, to_arguments(o.save));
+  // The dashboard and the operators. An operator connects with its own key, so the averager also admits it.
+  append(avg.argv, to_arguments(local_operations(o)));
+  if (!keys.public_path.empty()) {
+    for (const auto& key : o.operations.operator_keys) {
+      add(avg.argv, "--curve-allow", std::filesystem::absolute(key).string());
+    }
+  }
   out.push_back(std::move(avg));
 
   // Sharded averaging: the owners register with the averager, which tells the workers where they are.

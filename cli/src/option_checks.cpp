@@ -381,7 +381,15 @@ expected<void> validate(const averager_options& o) {
     PRSGD_TRY(validate_endpoint(o.head, "--head"));
     PRSGD_TRY(require_curve_off_loopback(o.head, "--head", o.security));
   }
+  PRSGD_TRY(validate(o.operations));
   return validate(o.save);
+}
+
+expected<void> validate(const operations_options& o) {
+  if (o.http_bind.empty() && (!o.http_token_file.empty() || !o.http_url_file.empty())) {
+    return bad("--http-token-file and --http-url-file need --http-bind");
+  }
+  return {};
 }
 
 namespace {
@@ -453,6 +461,7 @@ expected<void> validate(const local_options& o) {
     return bad("--port must be 0..65535 (got " + str(o.port) + ")");
   }
   PRSGD_TRY(validate(o.save));
+  PRSGD_TRY(validate(o.operations));
   return at_least(o.grace_s, 0, "--grace-s");
 }
 
@@ -567,7 +576,7 @@ expected<void> validate(const plot_options& o) {
     return bad("needs -o FILE");
   }
   PRSGD_TRY(one_of(o.y, {"accuracy", "loss", "idle", "bytes"}, "--y"));
-  PRSGD_TRY(one_of(o.x, {"round", "epoch", "wall"}, "--x"));
+  PRSGD_TRY(one_of(o.x, {"round", "rounds", "epoch", "wall"}, "--x"));
   PRSGD_TRY(one_of(o.format, {"auto", "png", "svg"}, "--format"));
   if (o.labels.size() > o.runs.size()) {
     return bad("--label given " + str(o.labels.size()) + " times for " + str(o.runs.size()) + " runs");

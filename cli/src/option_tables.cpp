@@ -134,6 +134,9 @@ void add_table(CLI::App& app, const std::vector<option_def>& table, const std::s
         },
         def.field);
     opt->group(group);
+    if (!def.type_name.empty()) {
+      opt->type_name(def.type_name);
+    }
   }
 }
 
@@ -165,7 +168,7 @@ std::vector<std::string> table_arguments(const std::vector<option_def>& table) {
           } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
             for (const auto& value : *field) {
               out.push_back(def.name);
-              out.push_back(value);
+              out.push_back(def.path ? std::filesystem::absolute(value).string() : value);
             }
           } else if constexpr (std::is_same_v<T, std::string>) {
             if (!field->empty()) {
@@ -224,6 +227,24 @@ std::vector<option_def> save_table(save_options& o) {
 
 void add_save(CLI::App& app, save_options& o) { add_table(app, save_table(o), "Model output"); }
 
+// ---- watching and steering a running job: the operators and the dashboard ------------------------
+
+std::vector<option_def> operations_table(operations_options& o) {
+  return {
+      {"--operator-key",
+       "Public key file of a client that may steer the job with `prsgd ctl` (repeatable; with CURVE; without "
+       "CURVE only loopback clients may steer)",
+       &o.operator_keys, true, "FILE"},
+      {"--http-bind", "Serve the dashboard and /api on ADDR:PORT (PORT alone: 127.0.0.1; 0: any free port)",
+       &o.http_bind, false, "ADDR:PORT"},
+      {"--http-token-file", "File with a bearer token that allows steering over HTTP (default: read-only)",
+       &o.http_token_file, true, "FILE"},
+      {"--http-url-file", "Once the dashboard listens, write its URL to FILE", &o.http_url_file, true, "FILE"},
+  };
+}
+
+void add_operations(CLI::App& app, operations_options& o) { add_table(app, operations_table(o), "Operations"); }
+
 void add_tool_output(CLI::App& app, output_options& o) {
   app.add_option("--config", o.config_file, "YAML file with any of these options; flags override it")
       ->type_name("FILE")
@@ -263,6 +284,11 @@ std::vector<std::string> to_arguments(const model_options& o) {
 std::vector<std::string> to_arguments(const save_options& o) {
   auto copy = o;
   return detail::table_arguments(detail::save_table(copy));
+}
+
+std::vector<std::string> to_arguments(const operations_options& o) {
+  auto copy = o;
+  return detail::table_arguments(detail::operations_table(copy));
 }
 
 std::vector<std::string> to_arguments(const schedule_options& o) {

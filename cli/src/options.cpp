@@ -103,6 +103,7 @@ struct parser {
         "Example: prsgd local --workers 4 --model fmnist-mlp --interval 8 --epochs 2 "
         "--metrics-jsonl run.jsonl");
     add_save(*local_cmd, local.save);
+    add_operations(*local_cmd, local.operations);
 
     averager_cmd = app.add_subcommand("averager", "Run the averager: restart barrier, averaging, checkpoints");
     averager_cmd->add_option("--listen", averager.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7500 (required)")
@@ -151,26 +152,7 @@ struct parser {
                      "--model external: an evaluator's answer later than this leaves the round's test_acc null")
         ->capture_default_str()
         ->group("External model");
-    averager_cmd
-        ->add_option("--operator-key", averager.operator_keys,
-                     "Public key file of a client that may steer the job with `prsgd ctl` (repeatable; "
-                     "with CURVE; without CURVE only loopback clients may steer)")
-        ->type_name("FILE")
-        ->group("Operations");
-    averager_cmd
-        ->add_option("--http-bind", averager.http_bind,
-                     "Serve the dashboard and /api on ADDR:PORT (PORT alone: 127.0.0.1; 0: any free port)")
-        ->type_name("ADDR:PORT")
-        ->group("Operations");
-    averager_cmd
-        ->add_option("--http-token-file", averager.http_token_file,
-                     "File with a bearer token that allows steering over HTTP (default: read-only)")
-        ->type_name("FILE")
-        ->group("Operations");
-    averager_cmd
-        ->add_option("--http-url-file", averager.http_url_file, "Once the dashboard listens, write its URL to FILE")
-        ->type_name("FILE")
-        ->group("Operations");
+    add_operations(*averager_cmd, averager.operations);
 
     worker_cmd = app.add_subcommand("worker", "Run a worker: local SGD on one shard, joins an averager");
     worker_cmd->add_option("--averager", worker.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
@@ -263,7 +245,12 @@ struct parser {
     plot_cmd->add_option("-o,--out", plot.out, "Picture to write (required)")->type_name("FILE");
     plot_cmd->add_option("--y", plot.y, "accuracy | loss | idle | bytes (idle: per worker, cumulative)")
         ->capture_default_str();
-    plot_cmd->add_option("--x", plot.x, "round | epoch | wall")->capture_default_str();
+    plot_cmd->add_option("--x", plot.x, "round | rounds (trained so far, from 1) | epoch | wall")
+        ->capture_default_str();
+    plot_cmd->add_flag("--log-x", plot.log_x, "Logarithmic x axis (points at x <= 0 are left out)");
+    plot_cmd->add_option("--dashed", plot.dashed, "Draw the run with this label dashed (repeatable)")
+        ->type_name("LABEL")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     plot_cmd->add_option("--format", plot.format, "auto (svg for a .svg --out, else png) | png | svg")
         ->capture_default_str();
     plot_cmd->add_option("--label", plot.labels, "Legend title of each run, in order (repeatable)")

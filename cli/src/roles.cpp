@@ -455,13 +455,13 @@ int run_averager(const averager_options& given) {
   }
   // Steering (`prsgd ctl`): with CURVE the --operator-key clients, without it loopback clients only.
   cfg.steering.curve = tcfg->curve.has_value();
-  if (!o.operator_keys.empty() && !cfg.steering.curve) {
+  if (!o.operations.operator_keys.empty() && !cfg.steering.curve) {
     std::fprintf(stderr,
                  "prsgd averager: --operator-key needs CURVE (--curve-public-key and --curve-secret-key); "
                  "without CURVE only loopback clients may steer\n");
     return exit_usage;
   }
-  for (const auto& file : o.operator_keys) {
+  for (const auto& file : o.operations.operator_keys) {
     auto key = read_key_file(file);
     if (!key) {
       std::fprintf(stderr, "prsgd averager: --operator-key: %s\n", key.error().message().c_str());
@@ -471,24 +471,21 @@ int run_averager(const averager_options& given) {
   }
   std::optional<http_bind> http;
   std::string http_token;
-  if (!o.http_bind.empty()) {
-    auto where = parse_http_bind(o.http_bind);
+  if (!o.operations.http_bind.empty()) {
+    auto where = parse_http_bind(o.operations.http_bind);
     if (!where) {
       std::fprintf(stderr, "prsgd averager: %s\n", where.error().message().c_str());
       return exit_usage;
     }
     http = *where;
-    if (!o.http_token_file.empty()) {
-      auto token = read_token_file(o.http_token_file);
+    if (!o.operations.http_token_file.empty()) {
+      auto token = read_token_file(o.operations.http_token_file);
       if (!token) {
         std::fprintf(stderr, "prsgd averager: --http-token-file: %s\n", token.error().message().c_str());
         return exit_usage;
       }
       http_token = *token;
     }
-  } else if (!o.http_token_file.empty() || !o.http_url_file.empty()) {
-    std::fprintf(stderr, "prsgd averager: --http-token-file and --http-url-file need --http-bind\n");
-    return exit_usage;
   }
   if (auto limited = limit_frames_to_model(*tcfg, *fits); !limited) {
     std::fprintf(stderr, "prsgd averager: %s\n", limited.error().message().c_str());
@@ -540,7 +537,7 @@ int run_averager(const averager_options& given) {
     dashboard = std::move(*served);
     PRSGD_LOG(info, "averager") << "dashboard on " << dashboard->url()
                                 << (http_token.empty() ? " (read-only)" : " (steering with the bearer token)");
-    if (!announce_endpoint("averager", o.http_url_file, dashboard->url())) {
+    if (!announce_endpoint("averager", o.operations.http_url_file, dashboard->url())) {
       link->stop();
       return exit_failure;
     }

@@ -351,6 +351,25 @@ expected<kws_data> load_kws(const kws_options& o) {
   }
   std::sort(entries.begin(), entries.end(),
             [](const entry& a, const entry& b) { return a.label != b.label ? a.label < b.label : a.rel < b.rel; });
+  // Interleave the words (yes, no, up, ..., one, yes, no, ...): the averager hands out training samples as
+  // contiguous blocks, and in label order a block would hold one or two words, so a worker would train a
+  // whole round on a single word.
+  {
+    std::vector<std::vector<entry>> by_label(kws_num_classes);
+    for (entry& e : entries) {
+      by_label[static_cast<std::size_t>(e.label)].push_back(std::move(e));
+    }
+    entries.clear();
+    for (std::size_t k = 0, taken = 1; taken > 0; ++k) {
+      taken = 0;
+      for (auto& same : by_label) {
+        if (k < same.size()) {
+          entries.push_back(std::move(same[k]));
+          ++taken;
+        }
+      }
+    }
+  }
 
   // 2. Decide each file's split.
   const fs::path manifest = o.root / "manifest.csv";

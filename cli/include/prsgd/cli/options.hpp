@@ -177,6 +177,21 @@ struct save_options {
   friend bool operator==(const save_options&, const save_options&) = default;
 };
 
+/// Holds how a running job is watched and steered: its operators (`prsgd ctl`) and its dashboard. The
+/// averager takes these; `prsgd local` passes them on to the averager it starts.
+struct operations_options {
+  /// Public key files of the clients that may steer the job (`prsgd ctl`) when CURVE is on.
+  std::vector<std::string> operator_keys;
+  /// The dashboard and /api: ADDR:PORT or PORT (127.0.0.1), port 0 = one the system chooses; "" = off.
+  std::string http_bind;
+  /// A file holding the bearer token that allows steering over HTTP ("" = HTTP is read-only).
+  std::string http_token_file;
+  /// Once the dashboard listens, write its URL (one line) to this file ("" = none).
+  std::string http_url_file;
+
+  friend bool operator==(const operations_options&, const operations_options&) = default;
+};
+
 /// Returns where --save-best writes: `file` with ".best" before its extension (model.safetensors ->
 /// model.best.safetensors; no extension: model -> model.best).
 [[nodiscard]] std::string best_model_path(const std::string& file);
@@ -229,14 +244,8 @@ struct averager_options {
   std::string head;
   /// --save-model / --save-best.
   save_options save;
-  /// Public key files of the clients that may steer the job (`prsgd ctl`) when CURVE is on.
-  std::vector<std::string> operator_keys;
-  /// The dashboard and /api: ADDR:PORT or PORT (127.0.0.1), port 0 = one the system chooses; "" = off.
-  std::string http_bind;
-  /// A file holding the bearer token that allows steering over HTTP ("" = HTTP is read-only).
-  std::string http_token_file;
-  /// Once the dashboard listens, write its URL (one line) to this file ("" = none).
-  std::string http_url_file;
+  /// --operator-key, --http-bind, --http-token-file, --http-url-file.
+  operations_options operations;
   /// --model external: the model's size and layout, its initial value, the training set's size.
   external_options external;
 };
@@ -302,6 +311,9 @@ struct local_options {
   int grace_s = 10;
   /// --save-model / --save-best, passed to the averager.
   save_options save;
+  /// The dashboard and the operators, passed to the averager; with --http-bind and no --http-url-file the
+  /// averager writes the dashboard's URL to LOG_DIR/averager.url.
+  operations_options operations;
 };
 
 /// Holds `prsgd export`: the model of the newest valid checkpoint, as safetensors.
@@ -358,8 +370,12 @@ struct plot_options {
   std::string format = "auto";
   /// What is plotted: accuracy | loss | idle | bytes (see plot.hpp).
   std::string y = "accuracy";
-  /// Against what: round | epoch | wall.
+  /// Against what: round | rounds | epoch | wall.
   std::string x = "round";
+  /// A logarithmic x axis.
+  bool log_x = false;
+  /// Labels of the runs drawn dashed.
+  std::vector<std::string> dashed;
   /// Legend titles by run (default: the file names).
   std::vector<std::string> labels;
   /// Figure title ("" = none).
@@ -419,6 +435,7 @@ using command = std::variant<help_request, head_options, averager_options, worke
 [[nodiscard]] std::vector<std::string> to_arguments(const model_options& o);
 [[nodiscard]] std::vector<std::string> to_arguments(const schedule_options& o);
 [[nodiscard]] std::vector<std::string> to_arguments(const save_options& o);
+[[nodiscard]] std::vector<std::string> to_arguments(const operations_options& o);
 
 /// Returns the `--help` text of the whole program (the subcommand list).
 [[nodiscard]] std::string program_help();
@@ -443,6 +460,7 @@ struct host_port {
 [[nodiscard]] expected<void> validate(const model_options& o);
 [[nodiscard]] expected<void> validate(const schedule_options& o);
 [[nodiscard]] expected<void> validate(const head_options& o);
+[[nodiscard]] expected<void> validate(const operations_options& o);
 [[nodiscard]] expected<void> validate(const averager_options& o);
 /// Parses --shard "k/K" (0 <= k < K); invalid_argument otherwise.
 [[nodiscard]] expected<std::pair<std::uint64_t, std::uint64_t>> parse_shard(const std::string& text);
