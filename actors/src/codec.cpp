@@ -7,8 +7,8 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 

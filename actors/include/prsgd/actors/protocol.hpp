@@ -471,9 +471,9 @@ using to_evaluator = std::variant<evaluate_msg, stop_msg, refused_msg>;
 /// for the spec).
 using to_operator = std::variant<status_reply_msg, control_reply_msg, spec_reply_msg>;
 /// Holds any protocol message, in either direction (what the cores hand their shells to send).
-using any_msg = std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg,
-                             stop_msg, refused_msg, status_request_msg, status_reply_msg, control_msg,
-                             control_reply_msg, evaluator_hello_msg, evaluate_msg, evaluation_msg, spec_request_msg,
-                             spec_reply_msg>;
+using any_msg =
+    std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg, stop_msg,
+                 refused_msg, status_request_msg, status_reply_msg, control_msg, control_reply_msg, evaluator_hello_msg,
+                 evaluate_msg, evaluation_msg, spec_request_msg, spec_reply_msg>;
 
 }  // namespace prsgd::actors
