@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/shard_owner_actor.hpp"
 
+#include "wire_link.hpp"
+
 #include <algorithm>
 #include <utility>
 
@@ -93,16 +95,11 @@ expected<std::pair<actor_ref<shard_owner_actor>, std::string>> start_shard_owner
     return std::move(ref).error();
   }
   auto handle = *ref;
-  transport_handlers handlers;
-  handlers.on_message = [handle](peer_id peer, multipart msg) {
-    handle.tell(&shard_owner_actor::on_wire, peer, std::move(msg));
-  };
-  handlers.on_peer = [](const peer_event&) {};
-  auto link = make_link(std::move(handlers));
+  auto link = open_wire_link(make_link, handle);
   if (!link) {
     return std::move(link).error();
   }
-  std::shared_ptr<transport> shared{std::move(*link)};
+  std::shared_ptr<transport> shared = std::move(*link);
   auto bound = shared->bind(listen);
   if (!bound) {
     return std::move(bound).error();

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/worker_actor.hpp"
 
+#include "wire_link.hpp"
+
 #include <algorithm>
 #include <thread>
 #include <tuple>
@@ -420,16 +422,11 @@ expected<actor_ref<worker_actor>> start_worker(actor_system& system, worker_acto
     return std::move(ref).error();
   }
   auto handle = *ref;
-  transport_handlers handlers;
-  handlers.on_message = [handle](peer_id peer, multipart msg) {
-    handle.tell(&worker_actor::on_wire, peer, std::move(msg));
-  };
-  handlers.on_peer = [](const peer_event&) {};
-  auto link = make_link(std::move(handlers));
+  auto link = open_wire_link(make_link, handle);
   if (!link) {
     return std::move(link).error();
   }
-  std::shared_ptr<transport> shared{std::move(*link)};
+  std::shared_ptr<transport> shared = std::move(*link);
   auto peer = shared->connect(averager_endpoint, connect);
   if (!peer) {
     return std::move(peer).error();
