@@ -86,11 +86,7 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
       rm.consensus_distance = consensus_distance(inputs.contributions, avg);
     }
     // The optimiser states change only if x̄_{r+1} is adopted.
-    // (Copied by hand: GCC 12 misreads a copy of the whole optional as possibly uninitialised.)
-    std::optional<algorithms::outer_optimizer> outer_before;
-    if (outer_) {
-      outer_before.emplace(*outer_);
-    }
+    auto outer_before = outer_;
     auto momentum_before = minibatch_momentum_;
     next = outer_step(std::move(avg), averaged);
     if (!all_finite(next)) {
