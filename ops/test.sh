@@ -26,6 +26,10 @@ for arg in "$@"; do
   esac
 done
 
+# Each phase's header names the time since the script started, so a CI log shows where the time goes.
+phase() { printf '=== %s (at %d:%02d) ===\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
+
+phase "dependencies; layering, links and formatting checks"
 ops/install-deps.sh
 ops/ci/check_deps.sh
 python3 ops/ci/check_links.py
@@ -63,43 +67,44 @@ stop_background() {
 trap stop_background EXIT
 mkdir -p build
 
-echo "=== release build (-Werror) ==="
+phase "release build (-Werror)"
 cmake --preset ci-release >/dev/null
 cmake --build --preset ci-release -j "$jobs"
 
-echo "=== release suite; the ASan + UBSan build beside it ==="
+phase "release suite; the ASan + UBSan build beside it"
 cmake --preset ci >/dev/null
 start_background "ASan + UBSan build" build/ci-build.log cmake --build --preset ci -j "$jobs"
 ctest --preset ci-release -j "$jobs"
 
-echo "=== install + find_package(prsgd) consumer ==="
+phase "install + find_package(prsgd) consumer"
 ops/ci/check_consumer.sh build/ci-release build/install build/consumer
 finish_background
 
-echo "=== ASan + UBSan suite; the fuzz targets' build beside it ==="
+phase "ASan + UBSan suite; the fuzz targets' build beside it"
 start_background "fuzz targets' build" build/fuzz-build.log ops/fuzz.sh --build-only "${fuzz_quick[@]}"
 ctest --preset ci -j "$jobs"
 finish_background
 
-echo "=== fuzz targets ${fuzz_quick[*]}, ${fuzz_seconds} s each (clang, ASan + UBSan) ==="
+phase "fuzz targets ${fuzz_quick[*]}, ${fuzz_seconds} s each (clang, ASan + UBSan)"
 ops/fuzz.sh --seconds "$fuzz_seconds" "${fuzz_quick[@]}"
 
 if ((full)); then
-  echo "=== container image from source; the .deb installed in a container (docs/deployment.md) ==="
+  phase "container image from source; the .deb installed in a container (docs/deployment.md)"
   ops/container/build --tag localhost/prsgd:full-test
   ops/container/smoke --image localhost/prsgd:full-test
   rm -rf build/package
   cpack -G DEB --config build/ci-release/CPackConfig.cmake -B build/package >/dev/null
   ops/container/deb-install-test build/package/prsgd_*.deb
 
-  echo "=== fuzz targets, 300 s each ==="
+  phase "fuzz targets, 300 s each"
   ops/fuzz.sh --seconds 300
 
-  echo "=== seeded kill -9 recovery schedule, 8 seeds ==="
+  phase "seeded kill -9 recovery schedule, 8 seeds"
   PRSGD_RECOVERY_SEEDS=8 ctest --preset ci-release -R RecoveryTest.SeededKillSchedule
 
-  echo "=== ThreadSanitizer build ==="
+  phase "ThreadSanitizer build"
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$jobs"
   ctest --preset tsan -j "$jobs"
 fi
+printf "ops/test.sh: passed in %d:%02d\n" $((SECONDS / 60)) $((SECONDS % 60))
