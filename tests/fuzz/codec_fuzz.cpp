@@ -172,8 +172,7 @@ bool codec_knows_type(unsigned t) {
 void check_every_type(const std::vector<seed_message>& messages) {
   std::set<unsigned> seeded;
   for (const auto& m : messages) {
-    const bool decodes = act::decode_to_worker(m.frames).has_value() ||
-                         act::decode_to_averager(m.frames).has_value() ||
+    const bool decodes = act::decode_to_worker(m.frames).has_value() || act::decode_to_averager(m.frames).has_value() ||
                          act::decode_to_operator(m.frames).has_value() ||
                          act::decode_to_evaluator(m.frames).has_value() || act::decode_shard(m.frames).has_value();
     if (!decodes) {
@@ -263,7 +262,7 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
                                                        0.9,
                                                        false},
                                          act::training_mode::restarted_sgd, 3}},
-        {"shard-hello", act::shard_hello_msg{.incarnation = 77,
+      {"shard-hello", act::shard_hello_msg{.incarnation = 77,
                                            .averager_incarnation = 5,
                                            .round = 9,
                                            .shard = 1,
