@@ -272,9 +272,9 @@ constexpr std::array<register_fn, max_register_inputs> register_kernels{
 // 2⁻²⁴ (a float: any sum of them up to 1 is a float too) and lo_i an integer (|lo_i| ≤ 2²⁶: sums of 16 fit
 // an int32), so summing them in sorted order loses nothing, whatever the order; only the distance of the sum
 // from β is rounded, once, to float. That keeps the median's tie band (10⁻⁹ around 1/2) resolved: a
-// cumulative weight exactly at 1/2 is seen at 1/2, as the double kernel saw it.
-constexpr double hi_grid = 16777216.0;           // 2^24
-constexpr double lo_grid = 2251799813685248.0;   // 2^51
+// cumulative weight exactly at 1/2 is seen exactly at 1/2.
+constexpr double hi_grid = 16777216.0;          // 2^24
+constexpr double lo_grid = 2251799813685248.0;  // 2^51
 constexpr float lo_unit = 0x1p-51F;
 
 struct split_weight {
@@ -289,12 +289,12 @@ split_weight split(double q) {
 
 struct weighted_args {
   const float* const* xs;
-  const float* ref;           // never null here: zeros when the inputs are the updates
-  const float* q_hi;          // N weights (w_i / s), split
+  const float* ref;   // never null here: zeros when the inputs are the updates
+  const float* q_hi;  // N weights (w_i / s), split
   const std::int32_t* q_lo;
-  split_weight beta;          // the mass trimmed at each end, split
-  float inv_keep;             // 1 / (1 − 2β)
-  float scale;                // s
+  split_weight beta;  // the mass trimmed at each end, split
+  float inv_keep;     // 1 / (1 − 2β)
+  float scale;        // s
   float* out;
   std::size_t len;
 };
