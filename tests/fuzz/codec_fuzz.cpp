@@ -1,15 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzzes the training codec: decode_to_worker, decode_to_averager, decode_to_operator and decode_to_evaluator on
-// the same message. Input: the message's frames, split at the part separator (frame 0 the msgpack header, frame 1
-// the model floats). Property:
+// Fuzzes the training codec: every decoder (decode_to_worker, decode_to_averager, decode_to_operator,
+// decode_to_evaluator and decode_shard) on the same message. Input: the message's frames, split at the part
+// separator (frame 0 the msgpack header, frame 1 the model floats). Property:
 // whatever decodes re-encodes to a message that decodes again, and encoding that gives the same bytes
 // (encode(decode(encode(m))) == encode(m): the encoding is canonical and loses no field).
+#include <msgpack.hpp>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "frames.hpp"
@@ -51,17 +59,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto to_evaluator = [](const multipart& m, const prsgd::actors::codec_limits& l) {
     return prsgd::actors::decode_to_evaluator(m, l);
   };
+  const auto to_shard = [](const multipart& m, const prsgd::actors::codec_limits& l) {
+    return prsgd::actors::decode_shard(m, l);
+  };
   const prsgd::actors::codec_limits defaults;
   check_round_trip(msg, defaults, to_worker);
   check_round_trip(msg, defaults, to_averager);
   check_round_trip(msg, defaults, to_operator);
   check_round_trip(msg, defaults, to_evaluator);
+  check_round_trip(msg, defaults, to_shard);
   // Tight limits reach the size checks with small inputs (no round trip: a re-encoded header may be
   // longer than the input's, e.g. with a field the input left out, and so legitimately over the limit).
   const prsgd::actors::codec_limits tight{.max_header_bytes = 64, .max_model_floats = 4};
   (void)prsgd::actors::decode_to_worker(msg, tight);
   (void)prsgd::actors::decode_to_averager(msg, tight);
   (void)prsgd::actors::decode_to_evaluator(msg, tight);
+  (void)prsgd::actors::decode_shard(msg, tight);
   (void)prsgd::actors::payload_bytes(msg);
   return 0;
 }
@@ -106,9 +119,79 @@ std::shared_ptr<const act::job_status> sample_status() {
   return std::make_shared<const act::job_status>(std::move(s));
 }
 
+// One seed: a message of either family (any_msg or shard_msg) encoded by the real encoder. A new message
+// type is one more row of the table in make_seeds; check_every_type refuses a seed set that misses one.
+struct seed_message {
+  template <class M>
+  seed_message(std::string n, const M& m) : name(std::move(n)), frames(encode_any(m)) {}
+
+  template <class M>
+  static multipart encode_any(const M& m) {
+    if constexpr (std::is_constructible_v<act::any_msg, M>) {
+      return act::encode(act::any_msg{m});
+    } else {
+      return act::encode(act::shard_msg{m});
+    }
+  }
+
+  std::string name;
+  multipart frames;
+};
+
+// Returns the type code ("t") of an encoded message's header.
+unsigned type_of(const multipart& msg) {
+  const auto handle = msgpack::unpack(reinterpret_cast<const char*>(msg.front().data()), msg.front().size());
+  const msgpack::object_map map = handle.get().via.map;
+  for (std::uint32_t i = 0; i < map.size; ++i) {
+    if (map.ptr[i].key.as<std::string>() == "t") {
+      return map.ptr[i].val.as<unsigned>();
+    }
+  }
+  return 0;
+}
+
+// Returns true when the codec knows message type `t`: some decoder refuses a bare header of that type for
+// another reason than an unknown type (a missing field, a type not meant for it).
+bool codec_knows_type(unsigned t) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(2);
+  pk.pack(std::string_view{"v"});
+  pk.pack(act::protocol_version);
+  pk.pack(std::string_view{"t"});
+  pk.pack(t);
+  const multipart msg{prsgd::frame::copy(buf.data(), buf.size())};
+  const auto known = [](const auto& result) {
+    return result.has_value() || result.error().context.rfind("unknown message type", 0) != 0;
+  };
+  return known(act::decode_to_worker(msg)) || known(act::decode_to_averager(msg)) ||
+         known(act::decode_to_operator(msg)) || known(act::decode_to_evaluator(msg)) || known(act::decode_shard(msg));
+}
+
+// Stops seed generation when a seed does not decode, or when a message type the codec knows has no seed.
+void check_every_type(const std::vector<seed_message>& messages) {
+  std::set<unsigned> seeded;
+  for (const auto& m : messages) {
+    const bool decodes = act::decode_to_worker(m.frames).has_value() || act::decode_to_averager(m.frames).has_value() ||
+                         act::decode_to_operator(m.frames).has_value() ||
+                         act::decode_to_evaluator(m.frames).has_value() || act::decode_shard(m.frames).has_value();
+    if (!decodes) {
+      std::fprintf(stderr, "codec seeds: seed '%s' does not decode\n", m.name.c_str());
+      std::exit(1);
+    }
+    seeded.insert(type_of(m.frames));
+  }
+  for (unsigned t = 1; t < 256; ++t) {
+    if (codec_knows_type(t) && seeded.count(t) == 0) {
+      std::fprintf(stderr, "codec seeds: message type %u has no seed (add a row to make_seeds)\n", t);
+      std::exit(1);
+    }
+  }
+}
+
 void make_seeds(const prsgd::fuzz::seed_sink& seed) {
   const auto model = floats({0.5F, -1.25F, 3.0F});
-  const std::vector<std::pair<std::string, act::any_msg>> messages{
+  const std::vector<seed_message> messages{
       {"join", act::join_msg{3, 1700000000123, 0, 0, 1.5}},
       {"join-fingerprints", act::join_msg{.incarnation = 77,
                                           .averager_incarnation = 5,
@@ -179,9 +262,42 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
                                                        0.9,
                                                        false},
                                          act::training_mode::restarted_sgd, 3}},
+      {"shard-hello", act::shard_hello_msg{.incarnation = 77,
+                                           .averager_incarnation = 5,
+                                           .round = 9,
+                                           .shard = 1,
+                                           .shards = 4,
+                                           .endpoint = "tcp://10.0.0.2:5571",
+                                           .ready = true}},
+      {"shard-setup", act::shard_setup_msg{.incarnation = 77,
+                                           .averager_incarnation = 5,
+                                           .round = 9,
+                                           .shard = 1,
+                                           .shards = 4,
+                                           .offset = 3,
+                                           .model_size = 12,
+                                           .heartbeat_interval = std::chrono::milliseconds{250},
+                                           .model = model}},
+      {"shard-round", act::shard_round_msg{.averager_incarnation = 5,
+                                           .round = 10,
+                                           .combine = true,
+                                           .inputs = {{3, 0x0123456789abcdef, 512, 8}, {4, 42, 384, 6}},
+                                           .rule = 1,
+                                           .aggregate = 2,
+                                           .trim = 0.25,
+                                           .recipients = {{3, 0x0123456789abcdef}, {4, 42}},
+                                           .fetch = true}},
+      {"shard-round-add", act::shard_round_msg{.averager_incarnation = 5, .round = 10, .recipients = {{5, 7}}}},
+      {"shard-slice", act::shard_slice_msg{3, 0x0123456789abcdef, 9, 1, model}},
+      {"shard-slice-hello", act::shard_slice_msg{3, 0x0123456789abcdef, 9, 1, nullptr}},
+      {"shard-ack", act::shard_ack_msg{3, 0x0123456789abcdef, 9, 1, true, 0.125}},
+      {"shard-average", act::shard_average_msg{3, 0x0123456789abcdef, 10, 1, model}},
+      {"shard-report", act::shard_report_msg{77, 5, 10, 1, 0xcbf29ce484222325, true, "", model}},
+      {"shard-report-failed", act::shard_report_msg{77, 5, 10, 1, 0, false, "slice of member 4 missing", nullptr}},
   };
-  for (const auto& [name, msg] : messages) {
-    seed(name, join_frames(act::encode(msg)));
+  check_every_type(messages);
+  for (const auto& m : messages) {
+    seed(m.name, join_frames(m.frames));
   }
   // Regression: a status whose member list claims 2^32 - 1 entries (msgpack allocated them all up front).
   auto huge = act::encode(act::any_msg{act::status_reply_msg{}});

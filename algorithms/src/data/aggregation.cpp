@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -167,8 +168,6 @@ struct register_args {
 // arithmetic of one coordinate (the same comparisons, selections and operation order), so the results
 // are the same bits as the scalar loop that finishes the last len % lanes coordinates.
 using float8 = float __attribute__((vector_size(32)));
-using float4 = float __attribute__((vector_size(16)));
-using double4 = double __attribute__((vector_size(32)));
 
 template <class V>
 [[gnu::always_inline]] inline V load(const void* p) {
@@ -269,25 +268,51 @@ constexpr std::array<register_fn, max_register_inputs> register_kernels{
     &register_kernel_9,  &register_kernel_10, &register_kernel_11, &register_kernel_12,
     &register_kernel_13, &register_kernel_14, &register_kernel_15, &register_kernel_16};
 
+// The weighted kernel's cumulative weights, exact: each weight q_i = hi_i + lo_i · 2⁻⁵¹ with hi_i a multiple of
+// 2⁻²⁴ (a float: any sum of them up to 1 is a float too) and lo_i an integer (|lo_i| ≤ 2²⁶: sums of 16 fit
+// an int32), so summing them in sorted order loses nothing, whatever the order; only the distance of the sum
+// from β is rounded, once, to float. That keeps the median's tie band (10⁻⁹ around 1/2) resolved: a
+// cumulative weight exactly at 1/2 is seen exactly at 1/2.
+constexpr double hi_grid = 16777216.0;          // 2^24
+constexpr double lo_grid = 2251799813685248.0;  // 2^51
+constexpr float lo_unit = 0x1p-51F;
+
+struct split_weight {
+  float hi = 0;
+  std::int32_t lo = 0;
+};
+
+split_weight split(double q) {
+  const double hi = std::nearbyint(q * hi_grid) / hi_grid;
+  return {static_cast<float>(hi), static_cast<std::int32_t>(std::llround((q - hi) * lo_grid))};
+}
+
 struct weighted_args {
   const float* const* xs;
-  const float* ref;  // never null here: zeros when the inputs are the updates
-  const double* q;   // N weights, normalised (w_i / s)
-  double beta;       // the mass trimmed at each end
-  double inv_keep;   // 1 / (1 − 2β)
-  float scale;       // s
+  const float* ref;   // never null here: zeros when the inputs are the updates
+  const float* q_hi;  // N weights (w_i / s), split
+  const std::int32_t* q_lo;
+  split_weight beta;  // the mass trimmed at each end, split
+  float inv_keep;     // 1 / (1 − 2β)
+  float scale;        // s
   float* out;
   std::size_t len;
 };
 
-// The register kernel for unequal weights and N <= max_register_inputs: per coordinate, the N updates and
-// their weights are loaded into 2N double locals, sorted together by Batcher's network (compare, then
-// select both), and each sorted value is weighed by how much of its weight interval [lo, hi) falls inside
-// [β, 1 − β]. The arithmetic is the blocked weighted path's, operation for operation, so the results are
-// the same bits; only the values stay in vector registers (four coordinates per double4) instead of going
-// through memory per comparator.
-template <std::size_t N, class T>
-[[gnu::always_inline]] inline T weighted_coordinate(T (&v)[N], T (&q)[N], const weighted_args& a) {
+using int8v = std::int32_t __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline float to_float(std::int32_t v) { return static_cast<float>(v); }
+[[gnu::always_inline]] inline float8 to_float(const int8v& v) { return __builtin_convertvector(v, float8); }
+
+// The register kernel for unequal weights and N <= max_register_inputs: per coordinate, the N updates (in
+// float, as the equal-weight kernel has them) are sorted by Batcher's network carrying each one's input
+// index (compare, then select both). The j-th smallest value is weighed by t_j − t_{j−1}, where t_j =
+// clamp((c_j − β) / (1 − 2β), 0, 1) and c_j is the weight of the j smallest values (split, as above):
+// t_j − t_{j−1} = max(0, min(c_j, 1 − β) − max(c_{j−1}, β)) / (1 − 2β), the definition. `weight(id)` returns
+// the split weights of the inputs `id` names. Eight coordinates per vector, every lane the scalar arithmetic.
+template <std::size_t N, class T, class I, class Weight>
+[[gnu::always_inline]] inline T weighted_coordinate(T (&v)[N], I (&id)[N], const weighted_args& a,
+                                                    const Weight& weight) {
   static constexpr comparator_list net = batcher(N);
 #pragma GCC unroll 80
   for (std::size_t c = 0; c < net.size; ++c) {
@@ -296,61 +321,91 @@ template <std::size_t N, class T>
     const auto swap = v[j] < v[i];
     const T va = v[i];
     const T vb = v[j];
-    const T qa = q[i];
-    const T qb = q[j];
+    const I ia = id[i];
+    const I ib = id[j];
     v[i] = swap ? vb : va;
     v[j] = swap ? va : vb;
-    q[i] = swap ? qb : qa;
-    q[j] = swap ? qa : qb;
+    id[i] = swap ? ib : ia;
+    id[j] = swap ? ia : ib;
   }
-  const T zero = T{} + 0.0;
-  const T beta = zero + a.beta;
-  const T keep_hi = zero + (1 - a.beta);
-  T cum = zero;
+  const T zero = T{} + 0.0F;
+  const T one = zero + 1.0F;
+  T cum_hi = zero - a.beta.hi;
+  I cum_lo = I{} - a.beta.lo;
+  T below = zero;
   T acc = zero;
 #pragma GCC unroll 16
-  for (std::size_t j = 0; j < N; ++j) {
-    const T lo = cum;
-    const T hi = j + 1 == N ? zero + 1.0 : lo + q[j];  // the last value closes the mass exactly
-    cum = hi;
-    const T kept = vmax(zero, vmin(hi, keep_hi) - vmax(lo, beta));
-    acc = acc + kept * a.inv_keep * v[j];
+  for (std::size_t j = 0; j + 1 < N; ++j) {
+    const auto [hi, lo] = weight(id[j]);
+    cum_hi = cum_hi + hi;
+    cum_lo = cum_lo + lo;
+    const T from_beta = cum_hi + to_float(cum_lo) * lo_unit;
+    const T upto = vmin(one, vmax(zero, from_beta * a.inv_keep));
+    acc = acc + (upto - below) * v[j];
+    below = upto;
   }
-  return acc;
+  acc = acc + (one - below) * v[N - 1];  // the last value closes the mass exactly
+  // One NaN for every NaN result: which of two NaNs an addition returns (an input's, or the one 0 · ∞ makes)
+  // depends on the operand order the compiler picked, which may differ between the lanes and the scalar loop.
+  return acc == acc ? acc : zero + std::numeric_limits<float>::quiet_NaN();
+}
+
+// Returns table[id] lane by lane, for N entries (8 per vector).
+template <std::size_t N, class V>
+[[gnu::always_inline]] inline V lookup(const V (&table)[2], const int8v& id) {
+#if defined(__clang__)
+  V r;
+  for (std::size_t l = 0; l < 8; ++l) {
+    r[l] = table[id[l] >> 3][id[l] & 7];
+  }
+  return r;
+#else
+  if constexpr (N <= 8) {
+    return __builtin_shuffle(table[0], id);  // one permute (AVX2)
+  } else {
+    return __builtin_shuffle(table[0], table[1], id);  // two permutes and a blend
+  }
+#endif
 }
 
 template <std::size_t N>
 [[gnu::always_inline]] inline void weighted_kernel(const weighted_args& a) {
-  constexpr std::size_t lanes = 4;
+  constexpr std::size_t lanes = 8;
   const float* x[N];
+  float8 hi_table[2]{};
+  int8v lo_table[2]{};
   for (std::size_t i = 0; i < N; ++i) {
     x[i] = a.xs[i];
+    hi_table[i / 8][i % 8] = a.q_hi[i];
+    lo_table[i / 8][i % 8] = a.q_lo[i];
   }
   const float scale = a.scale;
   const float* ref = a.ref;  // may alias out: a block of ref is read before the same block of out is written
   float* out = a.out;
+  const auto lanes_weight = [&](const int8v& id) {
+    return std::pair{lookup<N>(hi_table, id), lookup<N>(lo_table, id)};
+  };
+  const auto scalar_weight = [&](std::int32_t id) { return std::pair{a.q_hi[id], a.q_lo[id]}; };
   std::size_t k = 0;
   for (; k + lanes <= a.len; k += lanes) {
-    const auto r = load<float4>(ref + k);
-    const auto rd = __builtin_convertvector(r, double4);
-    double4 v[N];
-    double4 q[N];
+    const auto r = load<float8>(ref + k);
+    float8 v[N];
+    int8v id[N];
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < N; ++i) {
-      v[i] = __builtin_convertvector(load<float4>(x[i] + k), double4) - rd;
-      q[i] = double4{} + a.q[i];
+      v[i] = load<float8>(x[i] + k) - r;
+      id[i] = int8v{} + static_cast<std::int32_t>(i);
     }
-    const auto acc = __builtin_convertvector(weighted_coordinate<N>(v, q, a), float4);
-    store(out + k, r + scale * acc);
+    store(out + k, r + scale * weighted_coordinate<N>(v, id, a, lanes_weight));
   }
   for (; k < a.len; ++k) {
-    double v[N];
-    double q[N];
+    float v[N];
+    std::int32_t id[N];
     for (std::size_t i = 0; i < N; ++i) {
-      v[i] = static_cast<double>(x[i][k]) - static_cast<double>(ref[k]);
-      q[i] = a.q[i];
+      v[i] = x[i][k] - ref[k];
+      id[i] = static_cast<std::int32_t>(i);
     }
-    out[k] = ref[k] + scale * static_cast<float>(weighted_coordinate<N>(v, q, a));
+    out[k] = ref[k] + scale * weighted_coordinate<N>(v, id, a, scalar_weight);
   }
 }
 
@@ -442,14 +497,17 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
   }
   if (!equal && n <= max_register_inputs) {
     std::vector<const float*> xs(n);
-    std::vector<double> q(n);
+    std::vector<float> q_hi(n);
+    std::vector<std::int32_t> q_lo(n);
     for (std::size_t i = 0; i < n; ++i) {
       xs[i] = inputs[i].params.data();
-      q[i] = weights[i] / s;
+      const split_weight q = split(weights[i] / s);
+      q_hi[i] = q.hi;
+      q_lo[i] = q.lo;
     }
     std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
-    weighted_kernels[n - 1](
-        {xs.data(), ref != nullptr ? ref : zeros.data(), q.data(), beta, inv_keep, scale, out.data(), len});
+    weighted_kernels[n - 1]({xs.data(), ref != nullptr ? ref : zeros.data(), q_hi.data(), q_lo.data(), split(beta),
+                             static_cast<float>(inv_keep), scale, out.data(), len});
     return;
   }
   for (std::size_t b = 0; b < len; b += block_floats) {

@@ -294,6 +294,81 @@ TEST(AggregationTest, UnequalWeightsWithOneOrTwoInputs) {
   EXPECT_FLOAT_EQ(combine1({1, 4}, {3e5, 7e5}, rule(aggregate_rule::median)), 4e6F);
 }
 
+// Sample counts whose cumulative weight reaches exactly 1/2 inside the sort (512 + 515 = 513 + 514 of 2054):
+// the median is then the mean of the two values around the tie, in every order of the inputs, as with equal
+// weights; one sample more and the heavier side's value alone.
+TEST(AggregationTest, UnequalWeightsWithAnExactTieAtOneHalfAverageTheTwoValuesAroundIt) {
+  std::vector<std::size_t> order{0, 1, 2, 3};
+  do {
+    std::vector<float> v;
+    std::vector<double> w;
+    std::vector<double> w_off;
+    const std::vector<float> values{1, 2, 3, 4};
+    const std::vector<double> counts{512, 515, 513, 514};  // 1 and 2 hold exactly half the mass
+    for (std::size_t i : order) {
+      v.push_back(values[i]);
+      w.push_back(counts[i] / 2054);
+      w_off.push_back((counts[i] + (i == 1 ? 1 : 0)) / 2055);
+    }
+    EXPECT_NEAR(combine1(v, w, rule(aggregate_rule::median)), 2.5, 1e-5);
+    EXPECT_FLOAT_EQ(combine1(v, w_off, rule(aggregate_rule::median)), 2);
+  } while (std::next_permutation(order.begin(), order.end()));
+}
+
+// Sixteen inputs weighing 1..16 (sum 136): the inputs weighing 16, 15, 14, 13 and 10 hold the five smallest
+// values and exactly half the mass, so the median is the mean of the fifth and sixth smallest values. Every
+// one of the 16 weights takes part in the cumulative sums, in an order that changes per coordinate.
+TEST(AggregationTest, SixteenUnequalWeightsResolveAnExactTieInEveryCoordinate) {
+  constexpr std::size_t n = 16;
+  constexpr std::size_t coords = 8 * 3 + 5;  // vector lanes and the scalar loop
+  std::vector<double> w(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    w[i] = static_cast<double>(i + 1) / 136;
+  }
+  const std::vector<std::size_t> low{15, 14, 13, 12, 9};  // weights 16 + 15 + 14 + 13 + 10 = 68
+  std::mt19937 gen(5);
+  std::vector<std::vector<float>> models(n, std::vector<float>(coords));
+  std::vector<float> want(coords);
+  for (std::size_t k = 0; k < coords; ++k) {
+    // The five low inputs get 1..5 in a shuffled order, the others 6..16 shuffled.
+    std::vector<float> lows{1, 2, 3, 4, 5};
+    std::vector<float> highs{6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    std::shuffle(lows.begin(), lows.end(), gen);
+    std::shuffle(highs.begin(), highs.end(), gen);
+    for (std::size_t i = 0, l = 0, h = 0; i < n; ++i) {
+      const bool is_low = std::find(low.begin(), low.end(), i) != low.end();
+      models[i][k] = is_low ? lows[l++] : highs[h++];
+    }
+    want[k] = 5.5F;
+  }
+  std::vector<float> out(coords);
+  ASSERT_TRUE(aggregate(wrap(models), w, {}, rule(aggregate_rule::median), out));
+  for (std::size_t k = 0; k < coords; ++k) {
+    EXPECT_NEAR(out[k], want[k], 1e-4) << "k=" << k;
+  }
+  // Trimmed (β = 0.25 of 136 = 34): the kept mass [34, 102] in the same coordinates, against the definition.
+  ASSERT_TRUE(aggregate(wrap(models), w, {}, rule(aggregate_rule::trimmed_mean, 0.25), out));
+  const auto trimmed = reference_rule(models, w, std::vector<float>(coords, 0.0F), 0.25);
+  for (std::size_t k = 0; k < coords; ++k) {
+    EXPECT_NEAR(out[k], trimmed[k], 1e-4) << "k=" << k;
+  }
+}
+
+// A NaN update that reaches the rules (the screen would have left it out) makes the coordinates it touches NaN
+// with unequal weights as with equal ones, so the averager's non-finite check refuses the round.
+TEST(AggregationTest, UnequalWeightsPropagateANanUpdate) {
+  for (std::size_t n : {1, 2, 3, 5}) {
+    std::vector<float> v(n, 1.0F);
+    v[n / 2] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<double> w(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      w[i] = 0.5 + static_cast<double>(i);
+    }
+    EXPECT_TRUE(std::isnan(combine1(v, w, rule(aggregate_rule::median)))) << n;
+    EXPECT_TRUE(std::isnan(combine1(v, w, rule(aggregate_rule::trimmed_mean, 0.25)))) << n;
+  }
+}
+
 TEST(AggregationTest, ZeroAndNegativeWeightsAreRefusedWithTheirIndex) {
   const std::vector<std::vector<float>> models{{1}, {2}, {3}};
   std::vector<float> out(1);
