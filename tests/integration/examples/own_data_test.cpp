@@ -111,18 +111,18 @@ TEST_F(OwnDataTest, DigitsAsCsvWithANamedLabelColumn) {
 // member's round is one or two classes. Accuracy only, no timing; the margin covers seed noise.
 TEST_F(OwnDataTest, DigitsSortedByLabelTrainAsWellAsShuffled) {
   script("make-digits.py", {"digits"});
-  auto r = run("/usr/bin/python3",
-               {"-c",
-                "import numpy as np, os, shutil\n"
-                "os.makedirs('sorted')\n"
-                "y = np.load('digits/train_y.npy'); x = np.load('digits/train_x.npy')\n"
-                "o = np.argsort(y, kind='stable')\n"
-                "np.save('sorted/train_x.npy', x[o]); np.save('sorted/train_y.npy', y[o])\n"
-                "assert (np.diff(y[o]) >= 0).all() and len(set(y[:100].tolist())) > 5\n"
-                "for f in ('test_x.npy', 'test_y.npy'): shutil.copy('digits/' + f, 'sorted/' + f)\n"});
+  auto r =
+      run("/usr/bin/python3", {"-c",
+                               "import numpy as np, os, shutil\n"
+                               "os.makedirs('sorted')\n"
+                               "y = np.load('digits/train_y.npy'); x = np.load('digits/train_x.npy')\n"
+                               "o = np.argsort(y, kind='stable')\n"
+                               "np.save('sorted/train_x.npy', x[o]); np.save('sorted/train_y.npy', y[o])\n"
+                               "assert (np.diff(y[o]) >= 0).all() and len(set(y[:100].tolist())) > 5\n"
+                               "for f in ('test_x.npy', 'test_y.npy'): shutil.copy('digits/' + f, 'sorted/' + f)\n"});
   ASSERT_EQ(r.status, 0) << r.err;
-  const std::vector<std::string> job{"--dataset", "npy",      "--model", "mlp:64-128-10", "--epochs", "8",
-                                     "--interval", "8", "--batch",  "32"};
+  const std::vector<std::string> job{"--dataset", "npy",        "--model", "mlp:64-128-10", "--epochs",
+                                     "8",         "--interval", "8",       "--batch",       "32"};
   auto with_dir = [&](const std::string& dir) {
     auto a = job;
     a.insert(a.end(), {"--data-dir", dir});

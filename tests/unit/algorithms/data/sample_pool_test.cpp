@@ -273,8 +273,8 @@ TEST(SamplePool, ShuffledSamplesHoldExactlyTheRangesPositions) {
 TEST(SamplePool, ShuffledSamplesFollowTheEpochOfEveryPosition) {
   const std::uint64_t n = 50;
   // The last 5 positions of epoch 2 and the first 5 of epoch 3, as one grant across the epoch's end.
-  const std::vector<std::pair<std::uint64_t, std::uint64_t>> rs{
-      global_positions({2, 45, 50}, n), global_positions({3, 0, 5}, n)};
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> rs{global_positions({2, 45, 50}, n),
+                                                                global_positions({3, 0, 5}, n)};
   EXPECT_EQ(rs[0], (std::pair<std::uint64_t, std::uint64_t>{145, 150}));
   auto got = shuffled_samples(rs, n, 9);
   std::multiset<std::size_t> want;
@@ -330,8 +330,11 @@ TEST(EpochPermutation, MatchesTheProtocolsTestVectors) {
     return v;
   };
   EXPECT_EQ(first(0, 0, 10, 10), (std::vector<std::uint64_t>{9, 8, 1, 3, 6, 5, 4, 0, 7, 2}));
-  EXPECT_EQ(first(42, 3, 1797, 12), (std::vector<std::uint64_t>{804, 588, 810, 1616, 555, 832, 426, 879, 689, 1103, 1496, 537}));
-  EXPECT_EQ(first(0xfeedface12345678ULL, 7, 60000, 12), (std::vector<std::uint64_t>{47684, 34121, 57683, 14058, 3852, 41251, 34326, 20073, 10960, 46219, 27062, 53014}));
+  EXPECT_EQ(first(42, 3, 1797, 12),
+            (std::vector<std::uint64_t>{804, 588, 810, 1616, 555, 832, 426, 879, 689, 1103, 1496, 537}));
+  EXPECT_EQ(
+      first(0xfeedface12345678ULL, 7, 60000, 12),
+      (std::vector<std::uint64_t>{47684, 34121, 57683, 14058, 3852, 41251, 34326, 20073, 10960, 46219, 27062, 53014}));
 }
 
 // A data set stored sorted by label: 10 classes of 1,000 samples each, samples [1000c, 1000c + 1000) of
