@@ -133,6 +133,10 @@ check("epoch permutation: a bijection of [0, n) for awkward n",
 check("epoch permutation: a scalar position gives an int", order.EpochPermutation(0, 0, 10)(0) == 9)
 check("global positions: epoch 1 of 10 samples starts at 10",
       order.samples_of([(10, 13)], 10, 0).tolist() == first(0, 1, 10, 3))
+from prsgd.worker import Round  # noqa: E402
+check("Round.samples maps a RESTART's ranges with the job's seed",
+      Round(1, 2, 0.1, 0, [(10, 13)], 0, 1, 4, 0).samples(10).tolist() == first(0, 1, 10, 3) and
+      Round(1, 2, 0.1, 0, None, 0, 1, 4, 0).samples(10) is None)
 check("global positions: a range across an epoch's end",
       order.samples_of([(8, 12)], 10, 0).tolist() == first(0, 0, 10, 10)[8:] + first(0, 1, 10, 2))
 
