@@ -179,6 +179,11 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
   if (core.config_.data_samples > 0) {
     const algorithms::pool_config pc{core.config_.data_samples, core.config_.data_block, core.config_.spec.seed,
                                      core.config_.max_epochs};
+    if (resumed && resumed->pool && resumed->pool_in_storage_order) {
+      return fail(errc::invalid_argument,
+                  "averager: the checkpoint (format 4) records its data pool in storage order, which this version "
+                  "no longer hands out; resume it with the prsgd that wrote it, or start the job afresh");
+    }
     auto pool = resumed && resumed->pool ? algorithms::sample_pool::restore(pc, *resumed->pool)
                                          : algorithms::sample_pool::make(pc);
     if (!pool) {

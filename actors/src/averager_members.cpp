@@ -225,7 +225,7 @@ restart_msg averager_core::make_restart(member_id id) const {
   if (auto g = grants_.find(id); g != grants_.end()) {
     m.ranges.reserve(g->second.size());
     for (const auto& r : g->second) {
-      m.ranges.emplace_back(r.begin, r.end);
+      m.ranges.push_back(algorithms::global_positions(r, config_.data_samples));  // the range implies its epoch
     }
   }
   return m;

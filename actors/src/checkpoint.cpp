@@ -17,8 +17,9 @@ static_assert(std::endian::native == std::endian::little, "checkpoints are writt
 
 constexpr std::array<char, 8> magic{'P', 'R', 'S', 'G', 'D', 'C', 'K', 'P'};
 // Version 2 appends the model identity to version 1's payload, version 3 the `finished` flag, version 4
-// the sample pool; versions 1 to 3 are still read.
-constexpr std::uint32_t format_version = 4;
+// the sample pool; version 5 has version 4's layout, its pool ranges being positions of each epoch's
+// permutation instead of sample indices. Versions 1 to 4 are still read.
+constexpr std::uint32_t format_version = 5;
 constexpr std::uint32_t oldest_readable_version = 1;
 constexpr std::size_t header_size = 8 + 4 + 8 + 4;
 
@@ -234,6 +235,7 @@ expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& b
         pool.open.push_back(std::move(e));
       }
       s.pool = std::move(pool);
+      s.pool_in_storage_order = version == 4;
     }
   }
   ok = ok && p.at_end();

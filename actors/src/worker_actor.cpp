@@ -56,13 +56,12 @@ class round_batches {
       fit_sampler(t, data, task, shard, own_batch);
       return;
     }
-    for (const auto& [b, e] : task.ranges) {
-      if (e > data.size()) {
-        throw std::runtime_error("the averager gave samples up to " + std::to_string(e) + ", the training set has " +
-                                 std::to_string(data.size()));
-      }
+    if (data.size() == 0) {
+      throw std::runtime_error("the averager gave sample ranges, the training set is empty");
     }
-    order_ = algorithms::shuffled_indices(task.ranges, task.seed, task.round, task.member);
+    // The ranges name positions of each epoch's permutation of the data set (actors/PROTOCOL.md): a data set
+    // stored sorted by label still gives a member samples of every class.
+    order_ = algorithms::shuffled_samples(task.ranges, data.size(), task.seed, task.round, task.member);
     batch_ = static_cast<std::size_t>(task.batch_size > 0 ? task.batch_size : own_batch);
   }
   std::span<const std::size_t> next() {

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The training protocol's messages on the wire (actors/PROTOCOL.md, version 4), for the worker and evaluator side.
+"""The training protocol's messages on the wire (actors/PROTOCOL.md, version 5), for the worker and evaluator side.
 
 One protocol message is one ZeroMQ message of the prsgd transport: a kind frame (b"D" for data), a header
 frame (a msgpack map with short string keys) and, for RESTART and MODEL, a payload frame of raw little-endian
@@ -9,7 +9,7 @@ sent and returns a `Message`, or raises `ProtocolError` with one line saying wha
 import msgpack
 import numpy as np
 
-VERSION = 4
+VERSION = 5
 
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 # 10..13 are the operator messages (STATUS, CONTROL and their replies), not spoken here.
@@ -154,8 +154,9 @@ def _str(fields, key):
 
 
 def _ranges(fields):
-    """RESTART's sample ranges: a list of (begin, end) pairs of data-set indices, or None when the field is
-    absent or empty (the member trains its own shard)."""
+    """RESTART's sample ranges: a list of (begin, end) pairs of global positions (prsgd.order.samples_of
+    maps them to sample indices), or None when the field is absent or empty (the member trains its own
+    shard)."""
     raw = fields.get("ranges")
     if not raw:
         return None

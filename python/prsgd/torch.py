@@ -19,8 +19,9 @@ fmnist-mlp and a `prsgd worker --model fmnist-mlp` can train in one job.
 
 **Data.** The averager hands every member a data shard in WELCOME (and may hand it sample ranges per round
 in RESTART). A `ShardSampler` given to the DataLoader (directly, or inside a BatchSampler) follows both:
-TorchWorker configures it; with ranges in a RESTART it yields those indices (shuffled) for that round,
-without them it yields the member's shard, reshuffled every pass.
+TorchWorker configures it; with ranges in a RESTART it yields the samples they name (positions of each
+epoch's seeded permutation of the data set, `prsgd.order`), shuffled, for that round; without them it yields
+the member's shard, reshuffled every pass.
 
 **Rounds.** On each RESTART TorchWorker copies x̄ into the module, sets every parameter group's learning
 rate to the round's step size, keeps (default) or clears the optimiser's state (`momentum_on_restart`,
@@ -32,6 +33,7 @@ import torch
 from torch.utils.data import BatchSampler, Sampler
 
 from .evaluator import Evaluator as _Evaluator
+from .order import samples_of
 from .worker import Worker
 
 
@@ -77,7 +79,8 @@ def load_flat(module, vector):
 class ShardSampler(Sampler):
     """Yields the sample indices a member trains: its shard of [0, n) (a seeded permutation of all indices,
     every num_shards-th one from position `shard`, reshuffled each pass), or, for a round whose RESTART
-    carried sample ranges, exactly those ranges' indices in a seeded random order."""
+    carried sample ranges, exactly the samples those ranges name (positions of each epoch's permutation,
+    prsgd.order.samples_of) in a seeded random order."""
 
     def __init__(self, n):
         if n <= 0:
@@ -95,16 +98,15 @@ class ShardSampler(Sampler):
         self.shard, self.num_shards, self.seed, self.epoch = int(shard), int(num_shards), int(seed), 0
 
     def set_ranges(self, ranges, round_number):
-        """Sets this round's [begin, end) ranges (None: train the shard)."""
+        """Sets this round's [begin, end) ranges of global positions (None: train the shard)."""
         for b, e in ranges or ():
-            if not 0 <= b <= e <= self.n:
-                raise ValueError(f"sample range [{b}, {e}) lies outside the data set of {self.n}")
+            if not 0 <= b <= e:
+                raise ValueError(f"bad sample range [{b}, {e})")
         self.ranges, self.round = (list(ranges) if ranges is not None else None), int(round_number)
 
     def indices(self):
         if self.ranges is not None:
-            idx = np.concatenate([np.arange(b, e, dtype=np.int64) for b, e in self.ranges] or
-                                 [np.zeros(0, np.int64)])
+            idx = samples_of(self.ranges, self.n, self.seed)
             gen = np.random.default_rng([self.seed, 2, self.round])
             return idx[gen.permutation(idx.size)]
         base = np.random.default_rng([self.seed, 0]).permutation(self.n)[self.shard::self.num_shards]

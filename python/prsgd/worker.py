@@ -27,6 +27,7 @@ import numpy as np
 import zmq
 
 from . import protocol as P
+from .order import samples_of
 
 JOINING, WELCOMED, TRAINING, SUBMITTED, LEFT, STOPPED = "joining", "welcomed", "training", "submitted", "left", \
     "stopped"
@@ -40,7 +41,8 @@ class Round:
     """What the averager asked for in one RESTART, plus the member's assignment from its WELCOME.
 
     number, interval (local steps I_i), step_size (γ), mode (protocol.RESTARTED_SGD or MINIBATCH_SGD),
-    ranges (list of [begin, end) sample-index pairs to train on this round, or None: use the shard),
+    ranges (list of [begin, end) pairs of global sample positions to train on this round, or None: use the
+    shard; `samples(n)` maps them to sample indices),
     shard, num_shards, batch_size, seed (the job's), and `cancelled`, a threading.Event that is set when the
     round is superseded (a newer RESTART, a rejoin, STOP or LEAVE): a train function may stop early then,
     its result is thrown away anyway."""
@@ -50,6 +52,13 @@ class Round:
         self.ranges, self.shard, self.num_shards = ranges, shard, num_shards
         self.batch_size, self.seed = batch_size, seed
         self.cancelled = threading.Event()
+
+    def samples(self, n):
+        """Returns the sample indices (an int64 numpy array) this round's ranges name in a data set of n
+        samples, in the ranges' order (shuffle them yourself), or None without ranges."""
+        if self.ranges is None:
+            return None
+        return samples_of(self.ranges, n, self.seed)
 
 
 def read_key_file(path):

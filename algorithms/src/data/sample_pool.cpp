@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "data/rng.hpp"
@@ -172,12 +173,59 @@ pool_state sample_pool::save() const {
   return s;
 }
 
-std::vector<std::size_t> shuffled_indices(std::span<const std::pair<std::uint64_t, std::uint64_t>> ranges,
-                                          std::uint64_t seed, std::uint64_t round, std::uint64_t member) {
+epoch_permutation::epoch_permutation(std::uint64_t seed, std::uint64_t epoch, std::uint64_t samples) noexcept
+    : samples_(samples) {
+  // The smallest h >= 1 with 4^h >= samples: the Feistel network permutes 2h-bit values.
+  while (half_ < 32 && (std::uint64_t{1} << (2 * half_)) < samples) {
+    ++half_;
+  }
+  mask_ = half_ == 32 ? ~std::uint64_t{0} >> 32U : (std::uint64_t{1} << half_) - 1;
+  std::uint64_t k = detail::splitmix64(detail::splitmix64(seed) ^ epoch);
+  for (auto& key : keys_) {
+    key = k;
+    k = detail::splitmix64(k);
+  }
+}
+
+std::uint64_t epoch_permutation::feistel(std::uint64_t x) const noexcept {
+  std::uint64_t l = x >> half_;
+  std::uint64_t r = x & mask_;
+  for (const auto key : keys_) {
+    const std::uint64_t next = l ^ (detail::splitmix64(r ^ key) & mask_);
+    l = r;
+    r = next;
+  }
+  return (l << half_) | r;
+}
+
+std::uint64_t epoch_permutation::operator()(std::uint64_t position) const noexcept {
+  // Cycle walking: the network permutes [0, 4^h); following its cycle from a position below samples_
+  // reaches a value below samples_ again, which makes the restriction a bijection of [0, samples_).
+  std::uint64_t x = feistel(position);
+  while (x >= samples_) {
+    x = feistel(x);
+  }
+  return x;
+}
+
+std::pair<std::uint64_t, std::uint64_t> global_positions(const sample_range& r, std::uint64_t samples) noexcept {
+  return {r.epoch * samples + r.begin, r.epoch * samples + r.end};
+}
+
+std::vector<std::size_t> shuffled_samples(std::span<const std::pair<std::uint64_t, std::uint64_t>> ranges,
+                                          std::uint64_t samples, std::uint64_t seed, std::uint64_t round,
+                                          std::uint64_t member) {
   std::vector<std::size_t> out;
+  std::optional<epoch_permutation> perm;
+  std::uint64_t perm_epoch = 0;
   for (const auto& [b, e] : ranges) {
-    for (std::uint64_t i = b; i < e; ++i) {
-      out.push_back(static_cast<std::size_t>(i));
+    for (std::uint64_t q = b; q < e; ++q) {
+      const std::uint64_t epoch = q / samples;
+      if (!perm || perm_epoch != epoch) {
+        perm.emplace(seed, epoch, samples);
+        perm_epoch = epoch;
+      }
+      out.push_back(static_cast<std::size_t>((*perm)(q % samples)));
     }
   }
   detail::rng gen(detail::derive_seed(seed, tag_round_order, round, member));

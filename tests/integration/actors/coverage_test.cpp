@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Per-sample coverage of real `prsgd averager` / `prsgd worker` processes under churn: workers join
 // mid-epoch, one leaves (SIGTERM: LEAVE), one is killed with SIGKILL, and another joins in its place. The
-// averager's metrics lines list the sample ranges each accepted submission trained on ("data"); every
-// sample of the training set must appear there exactly once per epoch, for every epoch the job ran, and
-// the job must end after its --epochs passes whatever the membership.
+// averager's metrics lines list the ranges each accepted submission trained on ("data": positions of the
+// epoch's permutation of the training set, a bijection, so every position stands for one sample); every
+// position must appear there exactly once per epoch, for every epoch the job ran, and the job must end
+// after its --epochs passes whatever the membership.
 #include <gtest/gtest.h>
 #include <signal.h>
 

@@ -106,6 +106,34 @@ TEST_F(OwnDataTest, DigitsAsCsvWithANamedLabelColumn) {
                  "data set 'csv' has no option 'label-colum'");
 }
 
+// The same digits stored sorted by label (all 0s, then all 1s, ...) train as well as shuffled ones: the
+// averager hands out positions of a seeded permutation per epoch, not runs of the file's rows, so no
+// member's round is one or two classes. Accuracy only, no timing; the margin covers seed noise.
+TEST_F(OwnDataTest, DigitsSortedByLabelTrainAsWellAsShuffled) {
+  script("make-digits.py", {"digits"});
+  auto r =
+      run("/usr/bin/python3", {"-c",
+                               "import numpy as np, os, shutil\n"
+                               "os.makedirs('sorted')\n"
+                               "y = np.load('digits/train_y.npy'); x = np.load('digits/train_x.npy')\n"
+                               "o = np.argsort(y, kind='stable')\n"
+                               "np.save('sorted/train_x.npy', x[o]); np.save('sorted/train_y.npy', y[o])\n"
+                               "assert (np.diff(y[o]) >= 0).all() and len(set(y[:100].tolist())) > 5\n"
+                               "for f in ('test_x.npy', 'test_y.npy'): shutil.copy('digits/' + f, 'sorted/' + f)\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> job{"--dataset", "npy",        "--model", "mlp:64-128-10", "--epochs",
+                                     "8",         "--interval", "8",       "--batch",       "32"};
+  auto with_dir = [&](const std::string& dir) {
+    auto a = job;
+    a.insert(a.end(), {"--data-dir", dir});
+    return a;
+  };
+  const double shuffled = train(with_dir("digits"));
+  const double sorted = train(with_dir("sorted"));
+  EXPECT_GE(shuffled, 0.9);
+  EXPECT_GE(sorted, shuffled - 0.03) << "sorted " << sorted << ", shuffled " << shuffled;
+}
+
 TEST_F(OwnDataTest, TonesAsWavFolder) {
   script("make-tones.py", {"tones"});
   const double acc = train({"--dataset", "wav-folder", "--data-dir", "tones", "--model", "cnn:c8k5s2-r-m2-f4",

@@ -115,6 +115,31 @@ check("label hash: FNV-1a over the labels as little-endian int32",
       fingerprints.data("d", 2, (1, 2, 2), 3, [1, 0]).startswith("d n=2 shape=1x2x2 classes=3 labels="))
 check("HEARTBEAT from a worker", h["t"] == P.HEARTBEAT and h["fa"] is False and h["k"] == 77)
 
+# The epoch permutation: the same vectors as actors/PROTOCOL.md and the C++ unit test (EpochPermutation).
+from prsgd import order  # noqa: E402
+
+
+def first(seed, epoch, n, k):
+    return order.EpochPermutation(seed, epoch, n)(np.arange(k)).tolist()
+
+
+check("epoch permutation: the protocol's test vectors",
+      first(0, 0, 10, 10) == [9, 8, 1, 3, 6, 5, 4, 0, 7, 2] and
+      first(42, 3, 1797, 12) == [804, 588, 810, 1616, 555, 832, 426, 879, 689, 1103, 1496, 537] and
+      first(0xFEEDFACE12345678, 7, 60000, 12) ==
+      [47684, 34121, 57683, 14058, 3852, 41251, 34326, 20073, 10960, 46219, 27062, 53014])
+check("epoch permutation: a bijection of [0, n) for awkward n",
+      all(sorted(first(3, 1, n, n)) == list(range(n)) for n in (1, 2, 3, 5, 16, 17, 1000, 4097)))
+check("epoch permutation: a scalar position gives an int", order.EpochPermutation(0, 0, 10)(0) == 9)
+check("global positions: epoch 1 of 10 samples starts at 10",
+      order.samples_of([(10, 13)], 10, 0).tolist() == first(0, 1, 10, 3))
+from prsgd.worker import Round  # noqa: E402
+check("Round.samples maps a RESTART's ranges with the job's seed",
+      Round(1, 2, 0.1, 0, [(10, 13)], 0, 1, 4, 0).samples(10).tolist() == first(0, 1, 10, 3) and
+      Round(1, 2, 0.1, 0, None, 0, 1, 4, 0).samples(10) is None)
+check("global positions: a range across an epoch's end",
+      order.samples_of([(8, 12)], 10, 0).tolist() == first(0, 0, 10, 10)[8:] + first(0, 1, 10, 2))
+
 if importlib.util.find_spec("torch") is None:
     print("prsgd.torch checks skipped: no torch")
     sys.exit(0)
@@ -131,9 +156,12 @@ first = [list(s) for s in samplers]
 check("shards are disjoint and cover the data set", sorted(sum(first, [])) == list(range(100)))
 check("a shard is reshuffled every pass, same members",
       list(samplers[0]) != first[0] and sorted(list(samplers[0])) == sorted(first[0]))
-samplers[1].set_ranges([(10, 20), (50, 55)], 7)
+samplers[1].set_ranges([(10, 20), (150, 155)], 7)
 got = list(samplers[1])
-check("a round's ranges replace the shard", sorted(got) == list(range(10, 20)) + list(range(50, 55)))
+want = order.EpochPermutation(11, 0, 100)(np.arange(10, 20)).tolist() + \
+    order.EpochPermutation(11, 1, 100)(np.arange(50, 55)).tolist()
+check("a round's ranges replace the shard: the samples their positions name",
+      sorted(got) == sorted(want) and len(set(got)) == 15)
 samplers[1].set_ranges(None, 8)
 check("without ranges the shard is back", sorted(list(samplers[1])) == sorted(first[1]))
 

@@ -1754,6 +1754,45 @@ TEST_F(AveragerPoolTest, ASnapshotKeepsTheOpenRoundsSamplesForTheNextIncarnation
   EXPECT_EQ(core->pool()->save(), *s.pool) << "a resumed incarnation continues the epoch";
 }
 
+// RESTART's ranges count positions over all epochs: epoch e's position p goes out as e × samples + p, so
+// the worker knows which epoch's permutation a range belongs to.
+TEST_F(AveragerPoolTest, RangesOfALaterEpochGoOutAsGlobalPositions) {
+  make();
+  note(join(1));
+  for (int r = 0; r < 5; ++r) {
+    note(submit_given(1));  // rounds 0..4 consume epoch 0 (5 × 20 samples)
+  }
+  ASSERT_FALSE(given[1].empty());
+  for (const auto& [b, e] : given[1]) {
+    EXPECT_GE(b, 100U) << "epoch 1 starts at global position 100";
+    EXPECT_LE(e, 200U);
+  }
+  ASSERT_FALSE(lines.empty());
+  for (const auto& d : lines.back().data) {
+    EXPECT_EQ(d.epoch, 0U);
+    EXPECT_LE(d.end, 100U) << "the metrics list positions within their epoch";
+  }
+}
+
+// A format-4 checkpoint's pool names samples in storage order; this version would read its ranges as
+// positions of a permutation and train other samples, so it refuses to resume it.
+TEST_F(AveragerPoolTest, RefusesToResumeAPoolInStorageOrder) {
+  make();
+  note(join(1));
+  note(submit_given(1));
+  auto s = core->snapshot();
+  ASSERT_TRUE(s.pool.has_value());
+  s.pool_in_storage_order = true;
+  averager_setup old = setup;
+  old.resume = s;
+  auto c = averager_core::make(cfg, clk, filled(0), old);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message().find("storage order"), std::string::npos) << c.error().message();
+  s.pool_in_storage_order = false;
+  old.resume = s;
+  EXPECT_TRUE(averager_core::make(cfg, clk, filled(0), old).has_value());
+}
+
 TEST_F(AveragerCoreTest, ExternalJobStartsFromTheFirstJoinersModel) {
   cfg.initial_from_join = true;
   make(filled(0));

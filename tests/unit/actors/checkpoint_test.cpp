@@ -71,7 +71,7 @@ TEST(CheckpointCodecTest, RoundTripsTheModelIdentity) {
   EXPECT_FALSE(d->identity.has_value());
 }
 
-// Version 1 (before the model identity) is version 4's payload without the trailing identity, finished
+// Version 1 (before the model identity) is version 5's payload without the trailing identity, finished
 // and pool bytes.
 TEST(CheckpointCodecTest, ReadsVersionOneWithoutIdentity) {
   auto bytes = encode_checkpoint(sample_state(5));
@@ -107,6 +107,27 @@ TEST(CheckpointCodecTest, RoundTripsTheSamplePool) {
   d = decode_checkpoint(encode_checkpoint(s));
   ASSERT_TRUE(d.has_value());
   EXPECT_FALSE(d->pool.has_value());
+}
+
+// Version 4 has version 5's layout, but its pool holds sample indices in storage order: it is read and
+// flagged, so that the averager can refuse it with one line instead of training other samples.
+TEST(CheckpointCodecTest, FlagsAVersionFourPoolAsStorageOrder) {
+  auto s = sample_state(4);
+  prsgd::algorithms::pool_state pool;
+  pool.next_epoch = 1;
+  pool.open.push_back({0, 40, {{100, 200}}});
+  s.pool = pool;
+  auto bytes = encode_checkpoint(s);
+  auto d = decode_checkpoint(bytes);
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  EXPECT_FALSE(d->pool_in_storage_order);
+  const std::uint32_t version = 4;
+  std::memcpy(bytes.data() + 8, &version, 4);
+  d = decode_checkpoint(bytes);
+  ASSERT_TRUE(d.has_value()) << d.error().message();
+  ASSERT_TRUE(d->pool.has_value());
+  EXPECT_EQ(*d->pool, pool);
+  EXPECT_TRUE(d->pool_in_storage_order);
 }
 
 TEST(CheckpointCodecTest, RoundTripsTheFinishedFlag) {

@@ -70,14 +70,20 @@ struct checkpoint_state {
   bool finished = false;
   /// Where the job is in its passes over the training set: the samples of each open epoch not consumed
   /// yet (the open round's grants included). Empty when the job hands out no sample ranges. Recorded from
-  /// format version 4 on.
+  /// format version 4 on; the ranges are positions of each epoch's permutation (sample_pool) from version 5
+  /// on.
   std::optional<algorithms::pool_state> pool;
+  /// True when `pool` came from a format-4 checkpoint, whose ranges are sample indices in storage order:
+  /// an averager refuses to resume such a pool (its positions would name other samples).
+  bool pool_in_storage_order = false;
 };
 
 /// Encodes `s` as checkpoint bytes: header {magic "PRSGDCKP", version, payload size, CRC32} + payload.
-/// Writes format version 4 (version 1 plus the model identity, the finished flag, the sample pool).
+/// Writes format version 5 (version 1 plus the model identity, the finished flag, the sample pool in
+/// permuted positions).
 [[nodiscard]] std::vector<unsigned char> encode_checkpoint(const checkpoint_state& s);
-/// Decodes checkpoint bytes of format version 1 (no identity), 2 (no finished flag), 3 (no pool) or 4. Returns
+/// Decodes checkpoint bytes of format version 1 (no identity), 2 (no finished flag), 3 (no pool), 4 (a pool
+/// in storage order, see pool_in_storage_order) or 5. Returns
 /// decode_failed (bad magic, version, truncation, sizes, NaN/Inf in x̄ or the momentum) or
 /// checksum_mismatch (payload CRC32 differs).
 [[nodiscard]] expected<checkpoint_state> decode_checkpoint(const std::vector<unsigned char>& bytes);

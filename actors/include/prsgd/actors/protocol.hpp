@@ -35,7 +35,7 @@ using flat_buffer = std::shared_ptr<const std::vector<float>>;
 using origin_t = std::uint64_t;
 
 /// Names the version of these protocol messages; bump on any field change.
-inline constexpr std::uint32_t protocol_version = 4;
+inline constexpr std::uint32_t protocol_version = 5;
 
 /// Lists the two training modes that share the barrier machinery.
 enum class training_mode : std::uint8_t {

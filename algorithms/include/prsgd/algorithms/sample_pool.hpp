@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -12,7 +13,8 @@
 
 namespace prsgd::algorithms {
 
-/// Names the samples [begin, end) of the training set, handed out in pass (epoch) `epoch`.
+/// Names the positions [begin, end) of epoch `epoch`'s order of the training set (see epoch_permutation):
+/// position p of epoch e is the sample epoch_permutation{seed, e, samples}(p).
 struct sample_range {
   std::uint64_t epoch = 0;
   std::uint64_t begin = 0;
@@ -49,20 +51,24 @@ struct pool_state {
 struct pool_config {
   /// Training samples (indices [0, samples)).
   std::uint64_t samples = 0;
-  /// Samples per block: every epoch hands out the blocks [k·block, (k+1)·block) in a seeded order.
+  /// Positions per block: every epoch hands out the blocks [k·block, (k+1)·block) of its positions in a
+  /// seeded order.
   std::uint64_t block = 256;
-  /// Seeds every epoch's block order.
+  /// Seeds every epoch's block order (and, through epoch_permutation, which sample a position names).
   std::uint64_t seed = 0;
   /// Epochs the pool opens at most (0 = no limit).
   std::uint64_t max_epochs = 0;
 };
 
-/// Hands out the training set's sample indices so that every sample is used once per epoch, whoever
+/// Hands out the training set's samples so that every sample is used once per epoch, whoever
 /// trains it: the averager takes ranges for each member's round (`take`), and when the round closes
 /// either consumes them (the member's submission entered x̄) or gives them back (lost, rejected, or the
 /// member left), so that another member trains them later in the same epoch.
 ///
-/// Every epoch starts as the data set's blocks in an order drawn from (seed, epoch). `take` draws from
+/// The pool deals in positions [0, samples) of each epoch's seeded permutation of the samples
+/// (epoch_permutation), never in storage order, so a block of positions is a random subset of the data set
+/// however the data set is sorted. Every epoch starts as its positions' blocks in an order drawn from (seed,
+/// epoch). `take` draws from
 /// the oldest epoch with samples left first; when it runs dry it opens the next epoch (up to
 /// max_epochs), so a request that spans the end of an epoch gets the rest of that epoch and the start of
 /// the next. Ranges given back go to the front of their epoch. An epoch is done once all its samples are
@@ -112,10 +118,38 @@ class sample_pool {
   std::map<std::uint64_t, epoch_entry> open_;
 };
 
-/// Returns the sample indices of `ranges` in an order drawn from (seed, round, member): the order a
-/// member visits the samples of one round in.
-[[nodiscard]] std::vector<std::size_t> shuffled_indices(std::span<const std::pair<std::uint64_t, std::uint64_t>> ranges,
-                                                        std::uint64_t seed, std::uint64_t round = 0,
-                                                        std::uint64_t member = 0);
+/// Maps the positions of one epoch to the training samples: a bijection of [0, samples) drawn from (seed,
+/// epoch) that needs no table. A balanced Feistel network of six rounds over [0, 4^h), 4^h the smallest
+/// power of four >= samples, with cycle walking (apply it again until the value falls below samples).
+/// actors/PROTOCOL.md specifies it bit for bit; the Python worker computes the same values.
+class epoch_permutation {
+ public:
+  /// @pre samples > 0
+  epoch_permutation(std::uint64_t seed, std::uint64_t epoch, std::uint64_t samples) noexcept;
+  /// Returns the sample at `position`. @pre position < size()
+  [[nodiscard]] std::uint64_t operator()(std::uint64_t position) const noexcept;
+  /// Returns the number of samples permuted.
+  [[nodiscard]] std::uint64_t size() const noexcept { return samples_; }
+
+ private:
+  [[nodiscard]] std::uint64_t feistel(std::uint64_t x) const noexcept;
+
+  std::uint64_t samples_;
+  unsigned half_ = 1;
+  std::uint64_t mask_ = 1;
+  std::array<std::uint64_t, 6> keys_{};
+};
+
+/// Returns `r` as the wire carries it (RESTART's `ranges`): positions counted over all epochs, so that
+/// position p of epoch e is e × samples + p and the range implies its epoch.
+[[nodiscard]] std::pair<std::uint64_t, std::uint64_t> global_positions(const sample_range& r,
+                                                                       std::uint64_t samples) noexcept;
+
+/// Returns the training samples at the global positions `ranges` (as global_positions() gives them) of a
+/// data set of `samples`, in an order drawn from (seed, round, member): the samples a member trains in one
+/// round, in the order it visits them. @pre samples > 0
+[[nodiscard]] std::vector<std::size_t> shuffled_samples(std::span<const std::pair<std::uint64_t, std::uint64_t>> ranges,
+                                                        std::uint64_t samples, std::uint64_t seed,
+                                                        std::uint64_t round = 0, std::uint64_t member = 0);
 
 }  // namespace prsgd::algorithms

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <numeric>
 #include <set>
 #include <vector>
 
@@ -250,16 +252,119 @@ TEST(SamplePool, RestoreRefusesAStateOfAnotherDataSet) {
   EXPECT_TRUE(sample_pool::restore(config_of(100, 10), s));
 }
 
-TEST(SamplePool, ShuffledIndicesHoldExactlyTheRanges) {
+TEST(SamplePool, ShuffledSamplesHoldExactlyTheRangesPositions) {
+  const std::uint64_t n = 100;
   const std::vector<std::pair<std::uint64_t, std::uint64_t>> rs{{10, 20}, {50, 55}};
-  auto a = shuffled_indices(rs, 1);
-  auto b = shuffled_indices(rs, 2);
+  auto a = shuffled_samples(rs, n, 1);
+  auto b = shuffled_samples(rs, n, 1, 1);
   EXPECT_EQ(a.size(), 15U);
-  EXPECT_NE(a, b);
-  std::set<std::size_t> s(a.begin(), a.end());
-  EXPECT_EQ(s.size(), 15U);
-  EXPECT_EQ(*s.begin(), 10U);
-  EXPECT_EQ(*s.rbegin(), 54U);
+  EXPECT_NE(a, b);  // another round, another visiting order
+  std::set<std::size_t> want;
+  const epoch_permutation perm{1, 0, n};
+  for (const auto& [lo, hi] : rs) {
+    for (auto p = lo; p < hi; ++p) {
+      want.insert(perm(p));
+    }
+  }
+  EXPECT_EQ(std::set<std::size_t>(a.begin(), a.end()), want);
+  EXPECT_EQ(std::set<std::size_t>(b.begin(), b.end()), want);
+}
+
+TEST(SamplePool, ShuffledSamplesFollowTheEpochOfEveryPosition) {
+  const std::uint64_t n = 50;
+  // The last 5 positions of epoch 2 and the first 5 of epoch 3, as one grant across the epoch's end.
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> rs{global_positions({2, 45, 50}, n),
+                                                                global_positions({3, 0, 5}, n)};
+  EXPECT_EQ(rs[0], (std::pair<std::uint64_t, std::uint64_t>{145, 150}));
+  auto got = shuffled_samples(rs, n, 9);
+  std::multiset<std::size_t> want;
+  for (std::uint64_t p = 45; p < 50; ++p) {
+    want.insert(epoch_permutation{9, 2, n}(p));
+  }
+  for (std::uint64_t p = 0; p < 5; ++p) {
+    want.insert(epoch_permutation{9, 3, n}(p));
+  }
+  EXPECT_EQ(std::multiset<std::size_t>(got.begin(), got.end()), want);
+}
+
+TEST(EpochPermutation, IsABijectionOfEverySize) {
+  for (std::uint64_t n : {1, 2, 3, 4, 5, 15, 16, 17, 63, 64, 65, 1000, 1797, 4097}) {
+    const epoch_permutation perm{3, 1, n};
+    std::vector<int> hit(n, 0);
+    for (std::uint64_t p = 0; p < n; ++p) {
+      const auto s = perm(p);
+      ASSERT_LT(s, n) << "n=" << n;
+      ++hit[s];
+    }
+    EXPECT_EQ(std::count(hit.begin(), hit.end(), 1), static_cast<std::ptrdiff_t>(n)) << "n=" << n;
+  }
+}
+
+TEST(EpochPermutation, DiffersByEpochAndSeedAndIsNotTheIdentity) {
+  const std::uint64_t n = 1000;
+  const auto first = [&](std::uint64_t seed, std::uint64_t epoch) {
+    std::vector<std::uint64_t> v;
+    const epoch_permutation perm{seed, epoch, n};
+    for (std::uint64_t p = 0; p < 32; ++p) {
+      v.push_back(perm(p));
+    }
+    return v;
+  };
+  EXPECT_EQ(first(1, 0), first(1, 0));
+  EXPECT_NE(first(1, 0), first(1, 1));
+  EXPECT_NE(first(1, 0), first(2, 0));
+  std::vector<std::uint64_t> identity(32);
+  std::iota(identity.begin(), identity.end(), std::uint64_t{0});
+  EXPECT_NE(first(1, 0), identity);
+}
+
+// The Python worker (python/prsgd/order.py) must produce these very values; its test holds the same
+// table (tests/integration/pytorch/package_test.py).
+TEST(EpochPermutation, MatchesTheProtocolsTestVectors) {
+  const auto first = [](std::uint64_t seed, std::uint64_t epoch, std::uint64_t n, std::uint64_t k) {
+    std::vector<std::uint64_t> v;
+    const epoch_permutation perm{seed, epoch, n};
+    for (std::uint64_t p = 0; p < k; ++p) {
+      v.push_back(perm(p));
+    }
+    return v;
+  };
+  EXPECT_EQ(first(0, 0, 10, 10), (std::vector<std::uint64_t>{9, 8, 1, 3, 6, 5, 4, 0, 7, 2}));
+  EXPECT_EQ(first(42, 3, 1797, 12),
+            (std::vector<std::uint64_t>{804, 588, 810, 1616, 555, 832, 426, 879, 689, 1103, 1496, 537}));
+  EXPECT_EQ(
+      first(0xfeedface12345678ULL, 7, 60000, 12),
+      (std::vector<std::uint64_t>{47684, 34121, 57683, 14058, 3852, 41251, 34326, 20073, 10960, 46219, 27062, 53014}));
+}
+
+// A data set stored sorted by label: 10 classes of 1,000 samples each, samples [1000c, 1000c + 1000) of
+// class c. The pool's blocks are blocks of positions, so a grant is spread over the classes anyway.
+TEST(SamplePool, AGrantOfALabelSortedDataSetSpansTheClasses) {
+  const std::uint64_t n = 10000;
+  auto pool = sample_pool::make(config_of(n, 256, 2));
+  ASSERT_TRUE(pool);
+  int grants = 0;
+  while (true) {
+    auto g = pool->take(512, 512);
+    if (g.empty()) {
+      break;
+    }
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> wire;
+    for (const auto& r : g) {
+      wire.push_back(global_positions(r, n));
+    }
+    std::set<std::size_t> classes;
+    for (auto s : shuffled_samples(wire, n, pool->config().seed)) {
+      classes.insert(s / 1000);
+    }
+    if (total(g) == 512) {
+      EXPECT_GE(classes.size(), 8U) << "grant " << grants;
+    }
+    pool->consume(g);
+    ++grants;
+  }
+  EXPECT_EQ(pool->epochs_done(), 2U);
+  EXPECT_GE(grants, 39);
 }
 
 }  // namespace
