@@ -157,6 +157,32 @@ TEST(LocalClusterTest, EveryDerivedCommandLineParsesBack) {
   EXPECT_EQ(w1.slowdown_ms, 5);
 }
 
+// --evaluators N: N `prsgd evaluator` children that connect like workers, and an averager that hands them
+// every evaluation.
+TEST(LocalClusterTest, EvaluatorsAreStartedAndTheAveragerEvaluatesOnThem) {
+  local_options o;
+  o.workers = 1;
+  o.evaluators = 2;
+  const key_file_paths keys{"/run/job.public", "/run/job.secret"};
+  const auto kids = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", ""}, "", keys);
+  ASSERT_EQ(kids.size(), 4u);
+  auto avg = std::get<averager_options>(*parse_command_line(kids[0].argv));
+  EXPECT_EQ(avg.schedule.evaluate_on, "evaluators");
+  for (std::size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(kids[i].name, "evaluator-" + std::to_string(i - 2));
+    EXPECT_EQ(kids[i].role, child_role::normal);
+    auto parsed = parse_command_line(kids[i].argv);
+    ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
+    const auto& e = std::get<evaluator_options>(*parsed);
+    EXPECT_EQ(e.averager, "tcp://127.0.0.1:5555");
+    EXPECT_EQ(e.security.curve_server_key, keys.public_path);
+  }
+  o.evaluators = 0;
+  const auto plain = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", ""}, "", keys);
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(std::get<averager_options>(*parse_command_line(plain[0].argv)).schedule.evaluate_on, "averager");
+}
+
 TEST(LocalClusterTest, SaveModelGoesToTheAveragerOnly) {
   local_options o;
   o.workers = 1;
