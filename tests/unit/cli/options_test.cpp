@@ -111,9 +111,9 @@ TEST_F(OptionsTest, EvaluatorAndEvaluateOnOptions) {
   EXPECT_NE(error_of(parse({"local", "--evaluators", "-1"})).find("--evaluators"), std::string::npos);
 
   const auto e =
-      get<evaluator_options>(parse({"evaluator", "--averager", listen, "--data-dir", "/data", "--seed", "4"}));
+      get<evaluator_options>(parse({"evaluator", "--averager", listen, "--data-dir", dir_.string(), "--seed", "4"}));
   EXPECT_EQ(e.averager, listen);
-  EXPECT_EQ(e.model.data_dir, "/data");
+  EXPECT_EQ(e.model.data_dir, dir_.string());
   EXPECT_EQ(e.given, (std::vector<std::string>{"--data-dir", "--seed"}));
   EXPECT_NE(error_of(parse({"evaluator"})).find("--averager"), std::string::npos);
   const auto pub = write("e.public", "x\n");
