@@ -23,11 +23,16 @@ using namespace std::chrono_literals;
 
 expected<std::unique_ptr<averager_client>> averager_client::connect(const std::string& endpoint,
                                                                     const security_options& security,
-                                                                    std::size_t max_frame_bytes) {
+                                                                    std::size_t max_frame_bytes,
+                                                                    const std::optional<liveness_options>& liveness) {
   auto c = std::unique_ptr<averager_client>(new averager_client());
   transport_config cfg;
   cfg.node_name = "client-" + std::to_string(secure_random_u64() % 100000);
   cfg.max_frame_bytes = max_frame_bytes;
+  if (liveness) {
+    cfg.heartbeat_interval = std::chrono::milliseconds{liveness->heartbeat_ms};
+    cfg.heartbeat_timeout = std::chrono::milliseconds{liveness->heartbeat_timeout_ms};
+  }
   auto curve = load_curve(security);
   PRSGD_TRY(curve);
   cfg.curve = std::move(curve->own);
@@ -108,8 +113,9 @@ void averager_client::take(multipart msg) {
 
 std::variant<std::unique_ptr<averager_client>, int> connect_as(const char* role, const std::string& endpoint,
                                                                const security_options& security,
-                                                               std::size_t max_frame_bytes) {
-  auto client = averager_client::connect(endpoint, security, max_frame_bytes);
+                                                               std::size_t max_frame_bytes,
+                                                               const std::optional<liveness_options>& liveness) {
+  auto client = averager_client::connect(endpoint, security, max_frame_bytes, liveness);
   if (!client) {
     std::fprintf(stderr, "prsgd %s: cannot connect to %s: %s\n", role, endpoint.c_str(),
                  client.error().message().c_str());

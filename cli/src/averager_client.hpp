@@ -30,11 +30,11 @@ namespace prsgd::cli {
 class averager_client {
  public:
   /// Connects to `endpoint` with the CURVE keys of `security` (a worker's, an evaluator's or an operator's).
-  /// Messages larger than `max_frame_bytes` are refused by the transport.
-  [[nodiscard]] static expected<std::unique_ptr<averager_client>> connect(const std::string& endpoint,
-                                                                          const security_options& security,
-                                                                          std::size_t max_frame_bytes = std::size_t{8}
-                                                                                                        << 20);
+  /// Messages larger than `max_frame_bytes` are refused by the transport. `liveness`: the transport's
+  /// heartbeats for a client that stays connected (an evaluator); nullopt keeps the transport's defaults.
+  [[nodiscard]] static expected<std::unique_ptr<averager_client>> connect(
+      const std::string& endpoint, const security_options& security, std::size_t max_frame_bytes = std::size_t{8} << 20,
+      const std::optional<liveness_options>& liveness = {});
 
   averager_client(const averager_client&) = delete;
   averager_client& operator=(const averager_client&) = delete;
@@ -72,7 +72,7 @@ class averager_client {
 /// "prsgd <role>: cannot connect to ..." and returns the exit status: 2 for bad key files, 1 otherwise.
 [[nodiscard]] std::variant<std::unique_ptr<averager_client>, int> connect_as(
     const char* role, const std::string& endpoint, const security_options& security,
-    std::size_t max_frame_bytes = std::size_t{8} << 20);
+    std::size_t max_frame_bytes = std::size_t{8} << 20, const std::optional<liveness_options>& liveness = {});
 
 /// Asks the averager behind `client` for the job's spec (SPEC), repeating the question every heartbeat
 /// interval until it is answered: the averager may not be up yet. Returns the reply, or the exit status: 3 when

@@ -174,7 +174,7 @@ int run_evaluator(const evaluator_options& given) {
     std::fprintf(stderr, "prsgd evaluator: %s\n", limited.error().message().c_str());
     return exit_failure;
   }
-  auto connected = connect_as("evaluator", averager, given.security, frames.max_frame_bytes);
+  auto connected = connect_as("evaluator", averager, given.security, frames.max_frame_bytes, given.liveness);
   if (const int* status = std::get_if<int>(&connected)) {
     return *status;
   }
