@@ -23,10 +23,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace test = prsgd::test;
 
-std::string data_dir() {
-  const char* dir = std::getenv("PRSGD_FMNIST_DIR");
-  return dir != nullptr && *dir != '\0' ? dir : "/usr/share/datasets/fashion-mnist";
-}
+std::string data_dir() { return test::fmnist_dir(); }
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
