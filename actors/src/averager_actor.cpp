@@ -42,7 +42,7 @@ void averager_actor::on_start() {
     }
     params.assign((*initial)->params().begin(), (*initial)->params().end());
     config_.core.trainable_params = (*initial)->num_trainable();
-    if (config_.test_set) {
+    if (config_.test_set && !evaluates_remotely()) {
       idle_evaluators_.push_back(std::move(*initial));
     }
   }
@@ -83,7 +83,7 @@ void averager_actor::on_start() {
     }
     return;
   }
-  setup.evaluations = config_.test_set != nullptr || config_.external_size > 0;
+  setup.evaluations = config_.test_set != nullptr || evaluates_remotely();
   auto core = averager_core::make(config_.core, system().engine()->time(), std::move(params), std::move(setup));
   if (!core) {
     PRSGD_LOG(error, "averager") << "cannot start: " << core.error().message();
@@ -691,7 +691,7 @@ void averager_actor::evaluate(evaluation_request request, bool filled) {
     });
     return;
   }
-  if (config_.external_size > 0) {
+  if (evaluates_remotely()) {
     evaluate_remotely(std::move(request));
     return;
   }
@@ -826,15 +826,19 @@ void averager_actor::rearm(std::optional<clock_source::time_point> wakeup) {
   });
 }
 
-// ---- evaluator processes (external models) -------------------------------------------------------------
+// ---- evaluator processes ----------------------------------------------------------------------------
 
 void averager_actor::on_evaluator(peer_id peer, const to_averager& msg) {
   if (const auto* hello = std::get_if<evaluator_hello_msg>(&msg)) {
     const std::string& job = config_.core.spec.model;
-    if (!job.empty() && hello->model_fingerprint != job) {
-      const std::string why =
-          "model mismatch: the job trains " + job + ", the evaluator has " +
-          (hello->model_fingerprint.empty() ? std::string{"no model fingerprint"} : hello->model_fingerprint);
+    std::string why;
+    if (!evaluates_remotely()) {
+      why = "this averager evaluates x̄ itself (it runs without --evaluate-on evaluators)";
+    } else if (!job.empty() && hello->model_fingerprint != job) {
+      why = "model mismatch: the job trains " + job + ", the evaluator has " +
+            (hello->model_fingerprint.empty() ? std::string{"no model fingerprint"} : hello->model_fingerprint);
+    }
+    if (!why.empty()) {
       if (evaluator_warnings_.allow(now())) {
         PRSGD_LOG(warn, "averager") << "refused an evaluator on connection " << peer << ": " << why
                                     << evaluator_warnings_.suffix();

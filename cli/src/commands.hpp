@@ -16,7 +16,7 @@
 
 /// The `prsgd` subcommands. main() parses and validates, then calls exactly one of these; each returns the
 /// process exit status: 0 success, 1 runtime failure, 2 usage error (bad option, refused plugin, bad key file),
-/// 3 stopped by a signal (averager and worker).
+/// 3 stopped by a signal (averager, worker and evaluator).
 namespace prsgd::cli {
 
 /// Exit status for a usage error (bad option/value/config/plugin).
@@ -64,6 +64,8 @@ int run_head(const head_options& o);
 int run_averager(const averager_options& o);
 /// Runs one worker actor until the averager ends the job. (Wired to actors/ by the lead: cli/src/roles.cpp.)
 int run_worker(const worker_options& o);
+/// Scores x̄ for an averager with --evaluate-on evaluators until the job ends (cli/src/evaluator_role.cpp).
+int run_evaluator(const evaluator_options& o);
 /// Starts [head,] averager and workers as processes of this binary, shows progress, waits, reports.
 int run_local(const local_options& o);
 /// Asks a running averager for its status (`prsgd status`) or steers it (`prsgd ctl`).

@@ -97,6 +97,22 @@ std::string comma_list(const std::vector<std::string>& names) {
   return out;
 }
 
+expected<void> check_job_known(const model_options& m, const std::string& role) {
+  const auto& models = algorithms::model_registry::instance();
+  if (!models.contains(m.model)) {
+    return fail(errc::invalid_argument, "the job trains model '" + m.model + "', which this " + role +
+                                            " does not know (registered: " + comma_list(models.names()) +
+                                            "); a model from a plugin needs the plugin here too: --plugin PATH");
+  }
+  const auto& datasets = algorithms::dataset_registry::instance();
+  if (!datasets.contains(m.dataset)) {
+    return fail(errc::invalid_argument, "the job trains on data set '" + m.dataset + "', which this " + role +
+                                            " does not know (registered: " + comma_list(datasets.names()) +
+                                            "); a data set from a plugin needs the plugin here too: --plugin PATH");
+  }
+  return {};
+}
+
 std::string unknown_dataset_message(const std::string& name) {
   return "unknown --dataset '" + name +
          "' (registered: " + comma_list(algorithms::dataset_registry::instance().names()) +

@@ -546,6 +546,9 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   if (schedule.min_workers == 0) {
     schedule.min_workers = o.workers;
   }
+  if (o.evaluators > 0) {
+    schedule.evaluate_on = "evaluators";  // the averager hands evaluation to the evaluator processes below
+  }
   if (schedule.topology == "sharded" && schedule.shards == 0) {
     schedule.shards = o.workers;  // one owner per worker, as a ring all-reduce would have
   }
@@ -600,6 +603,14 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
     add_keys(w.argv, 'c');
     append(w.argv, to_arguments(o.model));
     out.push_back(std::move(w));
+  }
+  for (int i = 0; i < o.evaluators; ++i) {
+    child_spec e{"evaluator-" + std::to_string(i), {exe, "evaluator", "--progress", "off"}, child_role::normal};
+    add(e.argv, o.with_head ? "--head" : "--averager", o.with_head ? endpoints.head : endpoints.averager);
+    add_common(e.argv, o);
+    add_keys(e.argv, 'c');
+    append(e.argv, to_arguments(o.model));
+    out.push_back(std::move(e));
   }
   return out;
 }

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
                           [](const head_options& o) { return run_head(o); },
                           [](const averager_options& o) { return run_averager(o); },
                           [](const worker_options& o) { return run_worker(o); },
+                          [](const evaluator_options& o) { return run_evaluator(o); },
                           [](const local_options& o) { return run_local(o); },
                           [](const keygen_options& o) { return run_keygen(o); },
                           [](const export_options& o) { return run_export(o); },

@@ -270,6 +270,9 @@ expected<void> validate(const schedule_options& o) {
     return bad("--outer-momentum must be in [0, 1) (got " + str(o.outer_momentum) + ")");
   }
   PRSGD_TRY(at_least(o.eval_every, 0, "--eval-every"));
+  if (o.evaluate_on != "averager" && o.evaluate_on != "evaluators") {
+    return bad("--evaluate-on must be averager or evaluators (got '" + o.evaluate_on + "')");
+  }
   PRSGD_TRY(at_least(o.checkpoint_every, 0, "--checkpoint-every"));
   if (o.checkpoint_every > 0 && o.checkpoint_dir.empty()) {
     return bad("--checkpoint-every needs --checkpoint-dir");
@@ -429,6 +432,19 @@ expected<void> validate(const worker_options& o) {
   return at_least(o.slowdown_ms, 0, "--slowdown-ms");
 }
 
+expected<void> validate(const evaluator_options& o) {
+  PRSGD_TRY(validate(o.output));
+  PRSGD_TRY(validate(o.liveness));
+  PRSGD_TRY(validate(o.security));
+  PRSGD_TRY(validate(o.model));
+  PRSGD_TRY(validate_averager_or_head(o.averager, o.head, o.security));
+  PRSGD_TRY(at_least(o.head_timeout_ms, 1, "--head-timeout-ms"));
+  if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
+    return bad("an evaluator with CURVE keys needs --curve-server-key (the averager's public key file)");
+  }
+  return {};
+}
+
 expected<void> validate(const local_options& o) {
   PRSGD_TRY(validate(o.output));
   PRSGD_TRY(validate(o.liveness));
@@ -438,6 +454,7 @@ expected<void> validate(const local_options& o) {
     return bad("--model external has no C++ workers: run `prsgd averager --model external` with Python workers");
   }
   PRSGD_TRY(at_least(o.workers, 1, "--workers"));
+  PRSGD_TRY(at_least(o.evaluators, 0, "--evaluators"));
   if (o.slowdown_ms.size() > 1 && o.slowdown_ms.size() != static_cast<std::size_t>(o.workers)) {
     return bad("--slowdown-ms needs one value or one per worker (got " + str(o.slowdown_ms.size()) + " for " +
                str(o.workers) + " workers)");

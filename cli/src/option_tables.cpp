@@ -101,6 +101,8 @@ std::vector<option_def> schedule_table(schedule_options& o) {
        &o.screen_k},
       {"--eval-every", "Evaluate x̄ on the test set every K rounds (0 = at every epoch end and at the end)",
        &o.eval_every},
+      {"--evaluate-on", "averager (it scores x̄ on the test set itself) | evaluators (`prsgd evaluator` processes do)",
+       &o.evaluate_on},
       {"--checkpoint-every", "Checkpoint every K rounds (0 = never)", &o.checkpoint_every},
       {"--checkpoint-dir", "Checkpoint directory; the same job's newest checkpoint there is resumed", &o.checkpoint_dir,
        true},

@@ -41,6 +41,7 @@ struct parser {
   head_options head;
   averager_options averager;
   worker_options worker;
+  evaluator_options evaluator;
   local_options local;
   keygen_options keygen;
   export_options export_;
@@ -52,6 +53,7 @@ struct parser {
   CLI::App* head_cmd = nullptr;
   CLI::App* averager_cmd = nullptr;
   CLI::App* worker_cmd = nullptr;
+  CLI::App* evaluator_cmd = nullptr;
   CLI::App* local_cmd = nullptr;
   CLI::App* keygen_cmd = nullptr;
   plot_options plot;
@@ -84,6 +86,11 @@ struct parser {
     add_schedule(*local_cmd, local.schedule);
     add_liveness(*local_cmd, local.liveness);
     local_cmd->add_option("--workers", local.workers, "Number of worker processes")
+        ->capture_default_str()
+        ->group("Cluster");
+    local_cmd
+        ->add_option("--evaluators", local.evaluators,
+                     "Evaluator processes that score x̄ instead of the averager (> 0 sets --evaluate-on evaluators)")
         ->capture_default_str()
         ->group("Cluster");
     add_list(*local_cmd, "--slowdown-ms", local.slowdown_ms,
@@ -149,7 +156,7 @@ struct parser {
         ->group("External model");
     averager_cmd
         ->add_option("--eval-timeout-ms", averager.external.eval_timeout_ms,
-                     "--model external: an evaluator's answer later than this leaves the round's test_acc null")
+                     "Evaluator processes: an answer later than this leaves the round's test_acc null")
         ->capture_default_str()
         ->group("External model");
     add_operations(*averager_cmd, averager.operations);
@@ -173,6 +180,24 @@ struct parser {
     worker_cmd->footer(
         "Example: prsgd worker --averager tcp://127.0.0.1:7500 (the averager tells the model, data set and "
         "optimiser)");
+
+    evaluator_cmd = app.add_subcommand(
+        "evaluator", "Run an evaluator: scores x̄ on the job's test set for an averager (--evaluate-on evaluators)");
+    evaluator_cmd->add_option("--averager", evaluator.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
+        ->group("Network");
+    evaluator_cmd->add_option("--head", evaluator.head, "Head endpoint to find the averager through")->group("Network");
+    evaluator_cmd
+        ->add_option("--head-timeout-ms", evaluator.head_timeout_ms,
+                     "With --head: give up when no averager is registered within this many ms")
+        ->capture_default_str()
+        ->group("Network");
+    add_output(*evaluator_cmd, evaluator.output, false);
+    add_model(*evaluator_cmd, evaluator.model);
+    add_liveness(*evaluator_cmd, evaluator.liveness);
+    add_security(*evaluator_cmd, evaluator.security, false, true);
+    evaluator_cmd->footer(
+        "Example: prsgd evaluator --averager tcp://127.0.0.1:7500 (the averager tells the model and data set; "
+        "--data-dir and --plugin say where this host has them)");
 
     head_cmd = app.add_subcommand("head", "Run the head node: membership and names for a multi-host cluster");
     head_cmd->add_option("--listen", head.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7400 (required)")
@@ -278,6 +303,19 @@ struct parser {
     completion_cmd->group("");
   }
 };
+
+// The model options given on the command line or in the config file (a worker's and an evaluator's must agree
+// with the job's spec; the others are taken from it).
+std::vector<std::string> given_model_options(const CLI::App& sub) {
+  std::vector<std::string> given;
+  model_options unused;
+  for (const auto& def : model_table(unused)) {
+    if (sub.get_option(def.name)->count() > 0) {
+      given.push_back(def.name);
+    }
+  }
+  return given;
+}
 
 prsgd::unexpected in_sub(const CLI::App& sub, const error& e) {
   return fail(e.code, "prsgd " + sub.get_name() + ": " + e.context);
@@ -413,12 +451,14 @@ expected<command> parse_command_line(const std::vector<std::string>& args) {
   if (p.worker_cmd->parsed()) {
     auto done = finish(*p.worker_cmd, p.worker, p.worker.output.config_file);
     if (done) {
-      model_options unused;
-      for (const auto& def : model_table(unused)) {
-        if (p.worker_cmd->get_option(def.name)->count() > 0) {
-          std::get<worker_options>(*done).given.push_back(def.name);
-        }
-      }
+      std::get<worker_options>(*done).given = given_model_options(*p.worker_cmd);
+    }
+    return done;
+  }
+  if (p.evaluator_cmd->parsed()) {
+    auto done = finish(*p.evaluator_cmd, p.evaluator, p.evaluator.output.config_file);
+    if (done) {
+      std::get<evaluator_options>(*done).given = given_model_options(*p.evaluator_cmd);
     }
     return done;
   }

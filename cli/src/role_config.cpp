@@ -115,7 +115,11 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
 
   cfg.model_name = o.model.model;
   cfg.model = data.model;
-  cfg.test_set = data.test;
+  // Evaluator processes score x̄ for an external model always, for a built-in one with --evaluate-on
+  // evaluators; the averager then never runs the test set itself.
+  cfg.remote_evaluation = s.evaluate_on == "evaluators" || o.model.model == external_model_name;
+  cfg.test_set = cfg.remote_evaluation ? nullptr : data.test;
+  cfg.evaluation_timeout = std::chrono::milliseconds{o.external.eval_timeout_ms};
   core.eval_every = static_cast<std::uint64_t>(s.eval_every);
   core.rounds_per_epoch = plan.rounds_per_epoch;
   if (!o.model.non_iid && data.train_size > 0) {

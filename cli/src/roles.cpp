@@ -150,65 +150,6 @@ std::optional<int> open_checkpoints(const averager_options& o, actors::averager_
   return std::nullopt;
 }
 
-/// Asks the averager at `endpoint` for the job's spec (SPEC), repeating the question until it is answered:
-/// the averager may not be up yet. Returns the reply, or the exit status: 3 when a stop signal came first, 2
-/// for bad key files, 1 when the connection cannot be made.
-std::variant<actors::spec_reply_msg, int> ask_job_spec(const worker_options& o, const std::string& endpoint,
-                                                       const sigset_t& signals) {
-  auto client = averager_client::connect(endpoint, o.security);
-  if (!client) {
-    std::fprintf(stderr, "prsgd worker: cannot connect to %s: %s\n", endpoint.c_str(),
-                 client.error().message().c_str());
-    return client.error().code == errc::not_found || client.error().code == errc::decode_failed ? exit_usage
-                                                                                                : exit_failure;
-  }
-  actors::spec_request_msg request;
-  request.incarnation = secure_random_u64();
-  const auto repeat = std::max<std::chrono::milliseconds>(std::chrono::milliseconds{o.liveness.heartbeat_ms}, 200ms);
-  bool waiting_said = false;
-  while (true) {
-    auto reply = (*client)->ask(actors::any_msg{request}, request.incarnation, true, 1s, repeat);
-    if (reply) {
-      if (const auto* spec = std::get_if<actors::spec_reply_msg>(&*reply)) {
-        return *spec;
-      }
-      std::fprintf(stderr, "prsgd worker: the averager at %s answered SPEC with something else\n", endpoint.c_str());
-      return exit_failure;
-    }
-    if (reply.error().code != errc::timeout) {
-      std::fprintf(stderr, "prsgd worker: %s\n", reply.error().message().c_str());
-      return exit_failure;
-    }
-    if (!waiting_said) {
-      PRSGD_LOG(info, "worker") << "waiting for the averager at " << endpoint << " to describe the job";
-      waiting_said = true;
-    }
-    if (const int sig = take_signal(signals, 0ms); sig != 0) {
-      PRSGD_LOG(info, "worker") << "signal " << sig << ": stopping before joining";
-      return exit_stopped;
-    }
-  }
-}
-
-/// Returns invalid_argument when this process does not know the job's model or data set (one line; a model or
-/// data set from a plugin needs that plugin on the worker too).
-expected<void> check_job_known(const model_options& m) {
-  const auto& models = algorithms::model_registry::instance();
-  if (!models.contains(m.model)) {
-    return fail(errc::invalid_argument,
-                "the job trains model '" + m.model + "', which this worker does not know (registered: " +
-                    comma_list(models.names()) + "); a model from a plugin needs the plugin here too: --plugin PATH");
-  }
-  const auto& datasets = algorithms::dataset_registry::instance();
-  if (!datasets.contains(m.dataset)) {
-    return fail(errc::invalid_argument,
-                "the job trains on data set '" + m.dataset +
-                    "', which this worker does not know (registered: " + comma_list(datasets.names()) +
-                    "); a data set from a plugin needs the plugin here too: --plugin PATH");
-  }
-  return {};
-}
-
 actors::incarnation_t now_ms() {
   return static_cast<actors::incarnation_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -380,7 +321,6 @@ int run_averager(const averager_options& given) {
   if (external) {
     cfg.external_size = ext.size;
     cfg.initial_model = std::move(ext.initial);
-    cfg.evaluation_timeout = std::chrono::milliseconds{o.external.eval_timeout_ms};
   }
   if (!saver) {
     std::fprintf(stderr, "prsgd averager: %s\n", saver.error().message().c_str());
@@ -622,47 +562,14 @@ int run_averager(const averager_options& given) {
 
 int run_worker(const worker_options& given) {
   const sigset_t signals = block_stop_signals();
-  const auto is_given = [&](std::string_view name) {
-    return std::find(given.given.begin(), given.given.end(), name) != given.given.end();
-  };
-  // A model or data set named on the command line is checked now (a usage error); the job's are checked
-  // once the averager has named them.
-  if (auto p =
-          prepare_process(given.output, is_given("--model") ? given.model.model : std::string{},
-                          is_given("--dataset") && given.model.dataset != "auto" ? given.model.dataset : std::string{});
-      !p) {
-    std::fprintf(stderr, "prsgd worker: %s\n", p.error().message().c_str());
-    return exit_usage;
-  }
-  std::string averager = given.averager;
-  if (averager.empty()) {
-    auto found =
-        lookup_averager(given.head, given.liveness, given.security, std::chrono::milliseconds{given.head_timeout_ms});
-    if (!found) {
-      std::fprintf(stderr, "prsgd worker: %s\n", found.error().message().c_str());
-      return exit_failure;
-    }
-    averager = *found;
-    PRSGD_LOG(info, "worker") << "head " << given.head << " says the averager is at " << averager;
-  }
-  // The averager owns the job: the worker trains with the job's model, data set and optimiser, and the
-  // options given here must agree with them.
-  auto spec = ask_job_spec(given, averager, signals);
-  if (const int* status = std::get_if<int>(&spec)) {
+  auto learned = learn_job("worker", given.output, given.liveness, given.security, given.model, given.given,
+                           given.averager, given.head, given.head_timeout_ms, signals);
+  if (const int* status = std::get_if<int>(&learned)) {
     return *status;
   }
-  const auto& job = std::get<actors::spec_reply_msg>(spec);
-  auto adopted = adopt_job_spec(job.spec, given.model, given.given, averager);
-  if (!adopted) {
-    std::fprintf(stderr, "prsgd worker: %s\n", adopted.error().context.c_str());
-    return exit_failure;
-  }
-  if (auto known = check_job_known(*adopted); !known) {
-    std::fprintf(stderr, "prsgd worker: %s\n", known.error().context.c_str());
-    return exit_failure;
-  }
+  const std::string& averager = std::get<joined_job>(learned).averager;
   worker_options o = given;
-  o.model = std::move(*adopted);
+  o.model = std::move(std::get<joined_job>(learned).model);
   PRSGD_LOG(info, "worker") << "the job at " << averager << ": model " << o.model.model << " on " << o.model.dataset
                             << ", batch " << o.model.batch << ", lr " << o.model.lr << ", momentum " << o.model.momentum
                             << ", seed " << o.model.seed;

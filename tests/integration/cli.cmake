@@ -64,3 +64,11 @@ if(TARGET prsgd AND TARGET prsgd::transport_zmq)
     target_compile_definitions(cli_operations_test PRIVATE PRSGD_TEST_CHROMIUM="${PRSGD_CHROMIUM}")
   endif()
 endif()
+
+# `prsgd evaluator` and --evaluate-on evaluators: the same accuracies as the averager's own, an evaluator
+# killed with -9 and its successor, and evaluators (C++ and Python) over CURVE.
+if(TARGET prsgd AND TARGET prsgd::transport_zmq)
+  prsgd_add_process_test(cli_evaluator_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/evaluator_test.cpp TIMEOUT 900)
+  target_compile_definitions(cli_evaluator_test PRIVATE PRSGD_PYTHON_SRC="${PROJECT_SOURCE_DIR}/python"
+    PRSGD_LINEAR_EVALUATOR="${CMAKE_CURRENT_LIST_DIR}/cli/linear_evaluator.py")
+endif()

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,13 @@
 #include "files.hpp"
 
 namespace prsgd::test {
+
+/// Returns where the Fashion-MNIST files are: $PRSGD_FMNIST_DIR, else Debian's location (a role's
+/// --data-dir: host-local, never part of the job spec).
+inline std::string fmnist_dir() {
+  const char* dir = std::getenv("PRSGD_FMNIST_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : "/usr/share/datasets/fashion-mnist";
+}
 
 /// A process that listens: its pid and the endpoint it bound.
 struct listening {

@@ -16,11 +16,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace test = prsgd::test;
 
-// Where the Fashion-MNIST files are (the worker's --data-dir: host-local, never part of the spec).
-std::string data_dir() {
-  const char* dir = std::getenv("PRSGD_FMNIST_DIR");
-  return dir != nullptr && *dir != '\0' ? dir : "/usr/share/datasets/fashion-mnist";
-}
+std::string data_dir() { return test::fmnist_dir(); }
 
 // A job whose every model option differs from the defaults (what a worker could be given by hand).
 const std::vector<std::string> model_options = {

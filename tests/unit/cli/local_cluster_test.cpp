@@ -157,6 +157,39 @@ TEST(LocalClusterTest, EveryDerivedCommandLineParsesBack) {
   EXPECT_EQ(w1.slowdown_ms, 5);
 }
 
+// --evaluators N: N `prsgd evaluator` children that connect like workers, and an averager that hands them
+// every evaluation.
+TEST(LocalClusterTest, EvaluatorsAreStartedAndTheAveragerEvaluatesOnThem) {
+  local_options o;
+  o.workers = 1;
+  o.evaluators = 2;
+  const auto kids = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", ""}, "");
+  ASSERT_EQ(kids.size(), 4u);
+  auto parsed_avg = parse_command_line(kids[0].argv);
+  ASSERT_TRUE(parsed_avg.has_value()) << parsed_avg.error().message();
+  ASSERT_TRUE(std::holds_alternative<averager_options>(*parsed_avg)) << kids[0].name;
+  EXPECT_EQ(std::get<averager_options>(*parsed_avg).schedule.evaluate_on, "evaluators");
+  for (std::size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(kids[i].name, "evaluator-" + std::to_string(i - 2));
+    EXPECT_EQ(kids[i].role, child_role::normal);
+    auto parsed = parse_command_line(kids[i].argv);
+    ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
+    ASSERT_TRUE(std::holds_alternative<evaluator_options>(*parsed)) << kids[i].name;
+    EXPECT_EQ(std::get<evaluator_options>(*parsed).averager, "tcp://127.0.0.1:5555");
+  }
+  // With the job's keys an evaluator connects like a worker: the job key is its server key.
+  const key_file_paths keys{"/run/job.public", "/run/job.secret"};
+  const auto curve = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", ""}, "", keys);
+  EXPECT_EQ(arg(curve[2].argv, "--curve-server-key"), keys.public_path);
+  EXPECT_EQ(arg(curve[2].argv, "--curve-public-key"), keys.public_path);
+  o.evaluators = 0;
+  const auto plain = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", ""}, "");
+  ASSERT_EQ(plain.size(), 2u);
+  auto parsed_plain = parse_command_line(plain[0].argv);
+  ASSERT_TRUE(parsed_plain.has_value() && std::holds_alternative<averager_options>(*parsed_plain));
+  EXPECT_EQ(std::get<averager_options>(*parsed_plain).schedule.evaluate_on, "averager");
+}
+
 TEST(LocalClusterTest, SaveModelGoesToTheAveragerOnly) {
   local_options o;
   o.workers = 1;

@@ -99,6 +99,30 @@ TEST_F(OptionsTest, LocalAndAveragerTakeTheDashboardAndOperatorOptions) {
   }
 }
 
+TEST_F(OptionsTest, EvaluatorAndEvaluateOnOptions) {
+  const std::string listen = "tcp://127.0.0.1:7500";
+  EXPECT_EQ(get<averager_options>(parse({"averager", "--listen", listen})).schedule.evaluate_on, "averager");
+  EXPECT_EQ(get<averager_options>(parse({"averager", "--listen", listen, "--evaluate-on", "evaluators"}))
+                .schedule.evaluate_on,
+            "evaluators");
+  EXPECT_NE(error_of(parse({"averager", "--listen", listen, "--evaluate-on", "gpu"})).find("--evaluate-on"),
+            std::string::npos);
+  EXPECT_EQ(get<local_options>(parse({"local", "--evaluators", "2"})).evaluators, 2);
+  EXPECT_NE(error_of(parse({"local", "--evaluators", "-1"})).find("--evaluators"), std::string::npos);
+
+  const auto e =
+      get<evaluator_options>(parse({"evaluator", "--averager", listen, "--data-dir", dir_.string(), "--seed", "4"}));
+  EXPECT_EQ(e.averager, listen);
+  EXPECT_EQ(e.model.data_dir, dir_.string());
+  EXPECT_EQ(e.given, (std::vector<std::string>{"--data-dir", "--seed"}));
+  EXPECT_NE(error_of(parse({"evaluator"})).find("--averager"), std::string::npos);
+  const auto pub = write("e.public", "x\n");
+  const auto sec = write("e.secret", "x\n");
+  EXPECT_NE(error_of(parse({"evaluator", "--averager", listen, "--curve-public-key", pub, "--curve-secret-key", sec}))
+                .find("--curve-server-key"),
+            std::string::npos);
+}
+
 TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
   auto a = get<averager_options>(parse({"averager",    "--listen",  "tcp://127.0.0.1:7500",
                                         "--deadline",  "adaptive",  "--deadline-mad-k",

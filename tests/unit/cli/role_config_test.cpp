@@ -77,6 +77,25 @@ TEST(RoleConfigTest, AveragerDefaultsMapToTheCore) {
   EXPECT_EQ(cfg->metrics_jsonl, "m.jsonl");
 }
 
+// --evaluate-on evaluators: the averager keeps no test set and waits for evaluator processes, with
+// --eval-timeout-ms; by default it evaluates x̄ itself.
+TEST(RoleConfigTest, EvaluateOnEvaluatorsKeepsTheTestSetOffTheAverager) {
+  auto data = fake_data();
+  data.test = std::make_shared<const algorithms::dataset>();
+  const auto own = parse_averager({});
+  auto by_averager = averager_config_from(own, data, plan_for(own), 1);
+  ASSERT_TRUE(by_averager.has_value());
+  EXPECT_FALSE(by_averager->remote_evaluation);
+  EXPECT_EQ(by_averager->test_set, data.test);
+
+  const auto remote = parse_averager({"--evaluate-on", "evaluators", "--eval-timeout-ms", "2500"});
+  auto by_evaluators = averager_config_from(remote, data, plan_for(remote), 1);
+  ASSERT_TRUE(by_evaluators.has_value());
+  EXPECT_TRUE(by_evaluators->remote_evaluation);
+  EXPECT_EQ(by_evaluators->test_set, nullptr);
+  EXPECT_EQ(by_evaluators->evaluation_timeout, 2500ms);
+}
+
 TEST(RoleConfigTest, NonIidShardsOrRoundsKeepTheirRoundCount) {
   auto o = parse_averager({"--epochs", "2", "--non-iid"});
   auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);

@@ -61,15 +61,20 @@ struct averager_actor_config {
   /// evaluator builds to score x̄.
   std::string model_name;
   algorithms::model_config model;
-  /// Test set for evaluation (null: no evaluation).
+  /// Test set for evaluation in this process (null: none here).
   std::shared_ptr<const algorithms::dataset> test_set;
+  /// Evaluator processes (EVALUATOR_HELLO) score x̄ instead of this process, which then never runs the
+  /// test set (`--evaluate-on evaluators`); without a live evaluator a round's test_acc is null. Always so
+  /// for an external model.
+  bool remote_evaluation = false;
   /// A model the averager does not build (`--model external`): x̄ has this many floats (> 0), and
   /// `model_name`/`model` are not used. Its initial value is `initial_model` when that is not empty, else
   /// the first member's (averager_config::initial_from_join, set by the actor). x̄ is scored by connected
   /// evaluator processes (EVALUATOR_HELLO), never in this process.
   std::size_t external_size = 0;
   std::vector<float> initial_model;
-  /// How long an evaluator may take to answer before that evaluation counts as failed (test_acc null).
+  /// How long an evaluator process may take to answer before that evaluation counts as failed (test_acc
+  /// null).
   std::chrono::nanoseconds evaluation_timeout{std::chrono::seconds(60)};
   /// Directory for checkpoints (empty: none, unless `checkpoints` is set). With a store, the store
   /// numbers the incarnations and a new averager resumes from its newest valid checkpoint.
@@ -199,8 +204,12 @@ class averager_actor : public actor {
   /// Answers STATUS and CONTROL from operator clients (not members; the core never sees them).
   void on_operator(peer_id peer, const to_averager& msg);
   [[nodiscard]] control_reply_msg carry_out(const control_msg& m, const std::string& by);
-  /// Handles EVALUATOR_HELLO and EVALUATION from evaluator processes (external models; the core never sees
-  /// them: it only asks for evaluations and takes their results).
+  /// Whether evaluator processes score x̄ (averager_actor_config::remote_evaluation, or an external model).
+  [[nodiscard]] bool evaluates_remotely() const noexcept {
+    return config_.remote_evaluation || config_.external_size > 0;
+  }
+  /// Handles EVALUATOR_HELLO and EVALUATION from evaluator processes (the core never sees them: it only asks
+  /// for evaluations and takes their results).
   void on_evaluator(peer_id peer, const to_averager& msg);
   /// Sends `request` to a connected evaluator, or reports it failed at once when none is connected.
   void evaluate_remotely(evaluation_request request);

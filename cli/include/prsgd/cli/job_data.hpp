@@ -63,6 +63,10 @@ struct job_data {
 /// Returns `names` joined with ", " (a registry's names in an error message).
 [[nodiscard]] std::string comma_list(const std::vector<std::string>& names);
 
+/// Returns invalid_argument when this process (a `role` such as "worker") does not know the job's model or
+/// data set (one line; a model or data set from a plugin needs that plugin on this host too).
+[[nodiscard]] expected<void> check_job_known(const model_options& m, const std::string& role);
+
 /// Returns "unknown --dataset 'x' (registered: ...; a --plugin can add more)".
 [[nodiscard]] std::string unknown_dataset_message(const std::string& name);
 

@@ -139,6 +139,9 @@ struct schedule_options {
   double outer_momentum = 0.9;
   /// Evaluate on the test set every K rounds (0 = only at every epoch end and at the end).
   int eval_every = 0;
+  /// Who scores x̄ on the test set: averager (the averager process itself) | evaluators (`prsgd evaluator`
+  /// processes; without one connected a round's test_acc is null). An external model always uses evaluators.
+  std::string evaluate_on = "averager";
   /// Write a checkpoint every K rounds (0 = never). @pre K == 0 or checkpoint_dir set
   int checkpoint_every = 0;
   /// Directory for averager checkpoints. Without --resume / --fresh, the newest checkpoint there is
@@ -221,7 +224,8 @@ struct external_options {
   /// Training samples of the workers' data set (needed: the averager hands out sample ranges and counts
   /// epochs without seeing the data).
   std::uint64_t train_size = 0;
-  /// How long an evaluator may take to score x̄ before that round's test_acc stays null, in ms.
+  /// How long an evaluator process may take to score x̄ before that round's test_acc stays null, in ms (also
+  /// for a built-in model with --evaluate-on evaluators).
   int eval_timeout_ms = 60000;
 };
 
@@ -291,6 +295,25 @@ struct worker_options {
   std::vector<std::string> given;
 };
 
+/// Holds `prsgd evaluator`: scores x̄ on the job's test split for an averager run with --evaluate-on
+/// evaluators (or --model external with a spec naming a model this process can build).
+struct evaluator_options {
+  output_options output;
+  liveness_options liveness;
+  security_options security;
+  /// Only --data-dir, --data-option and --plugin matter in practice: the job's spec names the model and data
+  /// set; the others, when given, must agree with it.
+  model_options model;
+  /// Averager endpoint ("" = look it up through `head`).
+  std::string averager;
+  /// Head endpoint to find the averager through ("" = use `averager`).
+  std::string head;
+  /// With `head`: how long to keep looking the averager up, in milliseconds. @pre >= 1
+  int head_timeout_ms = 60000;
+  /// The options of `model` given on the command line or in the --config file (as worker_options::given).
+  std::vector<std::string> given;
+};
+
 /// Holds `prsgd local`: a whole cluster of separate processes on this machine.
 struct local_options {
   output_options output;
@@ -299,6 +322,9 @@ struct local_options {
   schedule_options schedule;
   /// Number of worker processes. @pre >= 1
   int workers = 2;
+  /// Number of `prsgd evaluator` processes; more than 0 makes the averager hand evaluation to them
+  /// (--evaluate-on evaluators). @pre >= 0
+  int evaluators = 0;
   /// Per-worker artificial step delay in ms: one value for all, or one per worker.
   std::vector<int> slowdown_ms;
   /// Also start a `prsgd head` and let the others find each other through it.
@@ -420,9 +446,9 @@ struct help_request {
 };
 
 /// Holds the outcome of a successful parse: what to run.
-using command = std::variant<help_request, head_options, averager_options, worker_options, local_options,
-                             keygen_options, export_options, eval_options, predict_options, plot_options, list_options,
-                             completion_options, operator_options>;
+using command = std::variant<help_request, head_options, averager_options, worker_options, evaluator_options,
+                             local_options, keygen_options, export_options, eval_options, predict_options, plot_options,
+                             list_options, completion_options, operator_options>;
 
 /// Parses `args` (args[0] is the program name) including a `--config` YAML file, then validates.
 /// Returns invalid_argument (bad or unknown option, bad value, unknown YAML key) or not_found
@@ -465,6 +491,7 @@ struct host_port {
 /// Parses --shard "k/K" (0 <= k < K); invalid_argument otherwise.
 [[nodiscard]] expected<std::pair<std::uint64_t, std::uint64_t>> parse_shard(const std::string& text);
 [[nodiscard]] expected<void> validate(const worker_options& o);
+[[nodiscard]] expected<void> validate(const evaluator_options& o);
 [[nodiscard]] expected<void> validate(const local_options& o);
 [[nodiscard]] expected<void> validate(const keygen_options& o);
 [[nodiscard]] expected<void> validate(const save_options& o);
