@@ -326,6 +326,7 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
   }
   e.shard = *shard;
   pending_[id] = e;
+  file_silence_due(id, e);
   joins_[{from, m.incarnation}] = id;
   PRSGD_LOG(info, log_component) << "worker joins as member " << id << " (shard " << *shard << " of " << num_shards_
                                  << "); admitted at the next barrier";
@@ -615,10 +616,8 @@ std::optional<clock_source::time_point> averager_core::next_wakeup() const {
     return std::nullopt;
   }
   clock_source::time_point t = next_heartbeat_;
-  for (const auto* set : {&members_, &pending_}) {
-    for (const auto& [id, e] : *set) {
-      t = std::min(t, e.last_seen + config_.heartbeat_timeout + clock_source::duration{1});
-    }
+  if (auto due = earliest_silence_due()) {
+    t = std::min(t, *due);
   }
   // A deadline that passed without a quorum needs no timer: the next accepted MODEL closes the barrier.
   if (state_ == averager_state::collecting && deadline_ && *deadline_ > clock_->now()) {
@@ -631,13 +630,45 @@ std::optional<clock_source::time_point> averager_core::next_wakeup() const {
     t = std::min(t, *idle_cutoff_);
   }
   if (state_ == averager_state::collecting) {
-    for (const auto& [id, e] : members_) {
-      if (e.resend_at) {
-        t = std::min(t, *e.resend_at);
-      }
+    if (auto due = earliest_resend_due()) {
+      t = std::min(t, *due);
     }
   }
   return t;
+}
+
+void averager_core::file_silence_due(member_id id, const member_entry& e) {
+  silence_due_.emplace(e.last_seen + config_.heartbeat_timeout + clock_source::duration{1}, id);
+}
+
+std::optional<clock_source::time_point> averager_core::earliest_silence_due() const {
+  while (!silence_due_.empty()) {
+    const auto [t, id] = silence_due_.top();
+    const member_entry* e = find_entry(id);
+    if (e == nullptr) {
+      silence_due_.pop();  // removed since
+      continue;
+    }
+    const auto due = e->last_seen + config_.heartbeat_timeout + clock_source::duration{1};
+    if (due == t) {
+      return t;
+    }
+    silence_due_.pop();  // heard from since: file it at its current deadline
+    silence_due_.emplace(due, id);
+  }
+  return std::nullopt;
+}
+
+std::optional<clock_source::time_point> averager_core::earliest_resend_due() const {
+  while (!resend_due_.empty()) {
+    const auto [t, id] = resend_due_.top();
+    auto it = members_.find(id);
+    if (it != members_.end() && it->second.resend_at == t) {
+      return t;
+    }
+    resend_due_.pop();  // sent, rescheduled or removed since
+  }
+  return std::nullopt;
 }
 
 actions averager_core::with_wakeup(actions out) const {

@@ -318,6 +318,7 @@ actions averager_core::on_send_failed(member_id member, const any_msg& msg, errc
   if (code == errc::overloaded && e.send_failures <= config_.send_retries) {
     e.restarted.reset();  // send_restart may send this round's RESTART once more
     e.resend_at = clock_->now() + config_.heartbeat_interval;
+    resend_due_.emplace(*e.resend_at, member);
     if (warnings_->send_failed.allow(clock_->now())) {
       PRSGD_LOG(warn, log_component) << "RESTART of round " << round_ << " to worker " << member << " not sent ("
                                      << to_string(code) << "); retry " << e.send_failures << " of "

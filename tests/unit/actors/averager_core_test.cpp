@@ -392,6 +392,39 @@ TEST_F(AveragerCoreTest, CrashedWorkerIsRemovedAfterHeartbeatTimeout) {
   EXPECT_EQ(*core->model(), filled(5.0F));
 }
 
+// next_wakeup keeps the heartbeat deadlines in a queue checked lazily; it must still name the earliest
+// deadline of whoever is silent longest, skip members that left, and include joiners.
+TEST_F(AveragerCoreTest, NextWakeupIsTheEarliestSilenceDeadlineAsWorkersHeartbeatAndLeave) {
+  cfg.heartbeat_interval = 100s;  // the averager's own heartbeat never comes first here
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)join(3);
+  const auto t0 = clk.now();
+  ASSERT_TRUE(core->next_wakeup().has_value());
+  EXPECT_EQ(*core->next_wakeup(), t0 + 5s + 1ns);
+  clk.advance(1s);
+  (void)heartbeat(1);
+  (void)heartbeat(3);
+  EXPECT_EQ(*core->next_wakeup(), t0 + 5s + 1ns) << "worker 2 is silent longest";
+  clk.advance(1s);
+  (void)heartbeat(2);
+  EXPECT_EQ(*core->next_wakeup(), t0 + 1s + 5s + 1ns) << "now workers 1 and 3";
+  (void)on_leave(leave_msg{1, 1, core->incarnation(), core->round()});
+  (void)on_leave(leave_msg{3, 1, core->incarnation(), core->round()});
+  EXPECT_EQ(*core->next_wakeup(), t0 + 2s + 5s + 1ns) << "workers that left set no deadline";
+  (void)join(4);  // a joiner's deadline counts as well
+  clk.advance(1s);
+  (void)heartbeat(2);
+  EXPECT_EQ(*core->next_wakeup(), t0 + 2s + 5s + 1ns) << "joiner 4 came at t0 + 2 s";
+  clk.advance(5s);
+  (void)heartbeat(2);
+  (void)run(core->tick());
+  EXPECT_EQ(pending(), std::vector<member_id>{}) << "joiner 4 timed out";
+  EXPECT_EQ(members(), std::vector<member_id>{2});
+  EXPECT_GT(*core->next_wakeup(), clk.now());
+}
+
 TEST_F(AveragerCoreTest, AveragerSendsHeartbeatsToMembersAndJoiners) {
   make();
   (void)join(1);

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -503,6 +504,14 @@ class averager_core {
   [[nodiscard]] job_summary summary(bool job_over) const;
   /// Sets the wakeup of `out` and returns it (every public event handler ends with it).
   [[nodiscard]] actions with_wakeup(actions out) const;
+  /// Files `id`'s heartbeat deadline (a new member or joiner) for next_wakeup.
+  void file_silence_due(member_id id, const member_entry& e);
+  /// Returns the earliest heartbeat deadline of the members and joiners, after dropping or re-filing the
+  /// stale entries at the front of silence_due_.
+  [[nodiscard]] std::optional<clock_source::time_point> earliest_silence_due() const;
+  /// Returns the earliest RESTART retry time of the members, after dropping the stale entries at the front
+  /// of resend_due_.
+  [[nodiscard]] std::optional<clock_source::time_point> earliest_resend_due() const;
 
   averager_config config_;
   const clock_source* clock_;
@@ -519,6 +528,16 @@ class averager_core {
   std::vector<float> minibatch_momentum_;  // b, over the trainable prefix (minibatch_sgd mode)
 
   std::map<member_id, member_entry> members_;        // M_r
+  /// Due times of next_wakeup, earliest first, so that it does not walk every member after each event.
+  /// Both are lazy: an entry is checked against its member when it reaches the front. silence_due_ holds at
+  /// most one entry per member or joiner, filed when it joins, never later than its real deadline
+  /// (last_seen only moves forward): a front entry of a worker heard from since is re-filed at its
+  /// current deadline, one of a worker that is gone is dropped. resend_due_ gets an entry each time a
+  /// resend_at is set; a front entry that no longer matches its member's resend_at is dropped.
+  using due_entry = std::pair<clock_source::time_point, member_id>;
+  using due_queue = std::priority_queue<due_entry, std::vector<due_entry>, std::greater<>>;
+  mutable due_queue silence_due_;
+  mutable due_queue resend_due_;
   std::map<member_id, member_entry> pending_;        // welcomed, admitted at the next barrier
   std::map<member_id, checkpoint_member> restored_;  // checkpointed members not yet back (rejoin_wait)
   std::map<member_id, submission> submissions_;      // accepted for round_
