@@ -346,6 +346,7 @@ void averager_core::account() {
 void averager_core::advance_round(std::vector<float> next) {
   bytes_in_ += round_bytes_in_;
   bytes_out_ += round_bytes_out_;
+  next = settle_change(std::move(next));
   ++round_;
   model_ = std::make_shared<const std::vector<float>>(std::move(next));
   submissions_.clear();
@@ -354,6 +355,38 @@ void averager_core::advance_round(std::vector<float> next) {
   round_bytes_out_ = 0;
   round_counters_ = {};
   prune_accounting();
+}
+
+std::vector<float> averager_core::settle_change(std::vector<float> next) {
+  restart_change_.reset();
+  const auto dtype = config_.spec.wire;
+  if (!algorithms::lossy(dtype) || !model_ || model_->size() != next.size()) {
+    return next;
+  }
+  const auto& prev = *model_;
+  for (std::size_t i = 0; i < next.size(); ++i) {
+    next[i] -= prev[i];
+  }
+  auto change = downlink_.compress(next, dtype);
+  if (!all_finite(change)) {
+    // f16 overflow (a change beyond 65504): send this round's x̄ whole, as f32, to everyone.
+    downlink_.reset();
+    for (std::size_t i = 0; i < next.size(); ++i) {
+      next[i] += prev[i];
+    }
+    return next;
+  }
+  // Every member rebuilds x̄_{r+1} = x̄_r + change with the same float32 additions, so this is bit for bit
+  // the model they train from and the one checkpoints record.
+  for (std::size_t i = 0; i < next.size(); ++i) {
+    next[i] = prev[i] + change[i];
+  }
+  restart_change_ = std::make_shared<const std::vector<float>>(std::move(change));
+  return next;
+}
+
+std::uint64_t averager_core::wire_bytes(const flat_buffer& values, algorithms::wire_dtype dtype) {
+  return values ? algorithms::encoded_size(dtype, values->size()) : 0;
 }
 
 // Takes a checkpoint of round r (x̄_r and the schedule) after every checkpoint_every-th trained round. It

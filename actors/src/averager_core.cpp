@@ -381,19 +381,35 @@ actions averager_core::on_heartbeat(const heartbeat_msg& m, origin_t from) {
   return with_wakeup(std::move(out));
 }
 
-actions averager_core::on_model(const model_msg& m, origin_t from) {
+actions averager_core::on_model(const model_msg& msg, origin_t from) {
   actions out;
   if (state_ == averager_state::stopped) {
     return with_wakeup(std::move(out));
   }
-  if (m.params) {
-    round_bytes_in_ += m.params->size() * sizeof(float);
+  if (msg.params) {
+    const auto bytes = wire_bytes(msg.params, msg.dtype);
+    round_bytes_in_ += bytes;
     for (auto* set : {&members_, &pending_}) {
-      if (auto it = set->find(m.member); it != set->end()) {
-        it->second.bytes_in += m.params->size() * sizeof(float);
+      if (auto it = set->find(msg.member); it != set->end()) {
+        it->second.bytes_in += bytes;
       }
     }
   }
+  // A change x_i − x̄_r becomes the model x̄_r + change; one for another round or of the wrong size is left as
+  // it is and refused below (late, round or size).
+  std::optional<model_msg> rebuilt;
+  if (msg.delta && msg.params && msg.round == round_ && msg.averager_incarnation == incarnation_ && model_ &&
+      msg.params->size() == model_->size()) {
+    rebuilt = msg;
+    auto full = std::make_shared<std::vector<float>>(*model_);
+    const auto& d = *msg.params;
+    for (std::size_t i = 0; i < full->size(); ++i) {
+      (*full)[i] += d[i];
+    }
+    rebuilt->params = std::move(full);
+    rebuilt->delta = false;
+  }
+  const model_msg& m = rebuilt ? *rebuilt : msg;
   if (!authorised(m.member, m.token, from, "MODEL")) {
     return with_wakeup(std::move(out));
   }
@@ -488,6 +504,7 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   }
   it->second.missed = 0;
   it->second.send_failures = 0;
+  it->second.holds = m.round;
   submissions_[m.member] = submission{m, clock_->now()};
   record(m, submission_status::accepted, "");
   if (config_.idle_rounds > 0) {

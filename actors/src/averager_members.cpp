@@ -220,6 +220,11 @@ welcome_msg averager_core::make_welcome(member_id id, const member_entry& e, rou
 restart_msg averager_core::make_restart(member_id id) const {
   const auto& e = members_.at(id);
   restart_msg m{id, e.incarnation, incarnation_, round_, model_, e.interval, round_step_size_, config_.mode, {}};
+  if (restart_change_ && round_ > 0 && e.holds == round_ - 1) {
+    m.model = restart_change_;  // the member rebuilds x̄_r from the x̄_{r−1} it trained from
+    m.dtype = config_.spec.wire;
+    m.base = round_ - 1;
+  }
   if (auto g = grants_.find(id); g != grants_.end()) {
     m.ranges.reserve(g->second.size());
     for (const auto& r : g->second) {
@@ -299,9 +304,11 @@ void averager_core::send_restart(actions& out, member_id id) {
   }
   e.restarted = round_;
   e.resend_at.reset();
-  send_to(out, id, make_restart(id));
-  round_bytes_out_ += model_size_ * sizeof(float);
-  e.bytes_out += model_size_ * sizeof(float);
+  auto m = make_restart(id);
+  const auto bytes = wire_bytes(m.model, m.dtype);
+  send_to(out, id, std::move(m));
+  round_bytes_out_ += bytes;
+  e.bytes_out += bytes;
 }
 
 actions averager_core::on_send_failed(member_id member, const any_msg& msg, errc code) {
@@ -413,6 +420,17 @@ std::optional<std::string> averager_core::mismatch(const join_msg& m) const {
   if (differs(config_.spec.data, m.data_fingerprint)) {
     return "data mismatch: the job trains on " + config_.spec.data + ", the worker has " +
            (m.data_fingerprint.empty() ? std::string{"no data fingerprint"} : m.data_fingerprint);
+  }
+  const auto wire = config_.spec.wire;
+  const bool reads = wire == algorithms::wire_dtype::f32 ||
+                     std::find(m.wire_dtypes.begin(), m.wire_dtypes.end(), wire) != m.wire_dtypes.end();
+  if (!reads) {
+    std::string has;
+    for (const auto d : m.wire_dtypes) {
+      has += (has.empty() ? "" : ", ") + std::string{algorithms::to_string(d)};
+    }
+    return "wire dtype mismatch: the job sends " + std::string{algorithms::to_string(wire)} +
+           " payloads, the worker reads " + (has.empty() ? std::string{"f32"} : has) + " only";
   }
   return std::nullopt;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -79,12 +80,17 @@ void put_common(header_writer& w, const M& m) {
 }
 constexpr std::size_t common_fields = 4;
 
-frame payload_of(const flat_buffer& buf) {
+frame payload_of(const flat_buffer& buf, algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) {
   if (!buf) {
     return frame{};
   }
-  return frame::share(buf);
+  if (dtype == algorithms::wire_dtype::f32) {
+    return frame::share(buf);
+  }
+  return frame::take(algorithms::encode(*buf, dtype));
 }
+
+std::string dtype_name(algorithms::wire_dtype dtype) { return std::string{algorithms::to_string(dtype)}; }
 
 // Reads fields from a decoded header map; every getter validates type and presence.
 class header_reader {
@@ -126,6 +132,16 @@ void get_common(const header_reader& r, M& m) {
   m.incarnation = r.get<incarnation_t>("i");
   m.averager_incarnation = r.get<incarnation_t>("a");
   m.round = r.get<round_t>("r");
+}
+
+// Reads an optional dtype field (absent: f32); an unknown name is decode_failed.
+algorithms::wire_dtype get_dtype(const header_reader& r, const char* key) {
+  const auto name = r.get_or<std::string>(key, "f32");
+  auto d = algorithms::parse_wire_dtype(name);
+  if (!d) {
+    throw std::range_error(d.error().message());
+  }
+  return *d;
 }
 
 training_mode get_mode(const header_reader& r) {
@@ -180,8 +196,9 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
   return out;
 }
 
-// Copies frame 1 into a fresh float buffer after checking it against the declared count.
-expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared, const codec_limits& limits) {
+// Decodes frame 1 (`declared` values sent as `dtype`) into a fresh float buffer after checking its size.
+expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared, algorithms::wire_dtype dtype,
+                                   const codec_limits& limits) {
   if (declared > limits.max_model_floats) {
     return fail(errc::too_large, "model of " + std::to_string(declared) + " floats exceeds the limit of " +
                                      std::to_string(limits.max_model_floats));
@@ -190,13 +207,19 @@ expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared,
     return fail(errc::protocol_error, "header declares a payload but the message has no payload frame");
   }
   const frame& p = msg[1];
-  if (p.size() != declared * sizeof(float)) {
+  const std::size_t expected_bytes = algorithms::encoded_size(dtype, declared);
+  if (p.size() != expected_bytes) {
     return fail(errc::protocol_error, "payload has " + std::to_string(p.size()) + " bytes, header declares " +
-                                          std::to_string(declared) + " floats");
+                                          std::to_string(declared) + " values as " + dtype_name(dtype) + " (" +
+                                          std::to_string(expected_bytes) + " bytes)");
   }
   auto buf = std::make_shared<std::vector<float>>(declared);
-  if (declared > 0) {
-    std::memcpy(buf->data(), p.data(), p.size());
+  if (dtype == algorithms::wire_dtype::f32) {
+    if (declared > 0) {
+      std::memcpy(buf->data(), p.data(), p.size());
+    }
+  } else {
+    PRSGD_TRY(algorithms::decode(std::span{reinterpret_cast<const std::byte*>(p.data()), p.size()}, dtype, *buf));
   }
   return flat_buffer{std::move(buf)};
 }
@@ -210,7 +233,7 @@ expected<void> expect_no_payload(const multipart& msg) {
 
 // One encoder per message type; the variant overloads below dispatch to them.
 multipart encode_one(const welcome_msg& m) {
-  header_writer w{wire_type::welcome, common_fields + 11};
+  header_writer w{wire_type::welcome, common_fields + 12};
   put_common(w, m);
   w.put("ad", m.admitted_round);
   w.put("md", static_cast<std::uint8_t>(m.mode));
@@ -223,6 +246,7 @@ multipart encode_one(const welcome_msg& m) {
   w.put("df", clipped(m.spec.data));
   w.put("bs", m.spec.batch_size);
   w.put("sd", m.spec.seed);
+  w.put("wd", dtype_name(m.spec.wire));
   return {w.finish()};
 }
 
@@ -234,14 +258,18 @@ multipart encode_one(const refused_msg& m) {
 }
 
 multipart encode_one(const restart_msg& m) {
-  header_writer w{wire_type::restart, common_fields + 5};
+  header_writer w{wire_type::restart, common_fields + 6 + (m.base ? 1 : 0)};
   put_common(w, m);
   w.put("iv", m.interval);
   w.put("ranges", m.ranges);
   w.put("ss", m.step_size);
   w.put("md", static_cast<std::uint8_t>(m.mode));
   w.put("n", static_cast<std::uint64_t>(m.model ? m.model->size() : 0));
-  return {w.finish(), payload_of(m.model)};
+  w.put("wd", dtype_name(m.dtype));
+  if (m.base) {
+    w.put("wb", *m.base);
+  }
+  return {w.finish(), payload_of(m.model, m.dtype)};
 }
 
 multipart encode_one(const heartbeat_msg& m) {
@@ -265,11 +293,16 @@ multipart encode_one(const stop_msg& m) {
 }
 
 multipart encode_one(const join_msg& m) {
-  header_writer w{wire_type::join, common_fields + 3};
+  header_writer w{wire_type::join, common_fields + 4};
   put_common(w, m);
   w.put("s", m.speed_hint);
   w.put("mf", clipped(m.model_fingerprint));
   w.put("df", clipped(m.data_fingerprint));
+  std::vector<std::string> dtypes;
+  for (const auto d : m.wire_dtypes) {
+    dtypes.push_back(dtype_name(d));
+  }
+  w.put("wds", dtypes);
   return {w.finish()};
 }
 
@@ -281,7 +314,7 @@ multipart encode_one(const leave_msg& m) {
 }
 
 multipart encode_one(const model_msg& m) {
-  header_writer w{wire_type::model, common_fields + 8};
+  header_writer w{wire_type::model, common_fields + 10};
   put_common(w, m);
   w.put("k", m.token);
   w.put("ct", m.cut);
@@ -291,7 +324,9 @@ multipart encode_one(const model_msg& m) {
   w.put("lc", m.loss_count);
   w.put("g", m.is_gradient);
   w.put("n", static_cast<std::uint64_t>(m.params ? m.params->size() : 0));
-  return {w.finish(), payload_of(m.params)};
+  w.put("wd", dtype_name(m.dtype));
+  w.put("dl", m.delta);
+  return {w.finish(), payload_of(m.params, m.dtype)};
 }
 
 // job_status <-> msgpack, field by field through each struct's `fields` list (a map per struct).
@@ -440,6 +475,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.spec.data = r.get<std::string>("df");
         m.spec.batch_size = r.get<std::uint64_t>("bs");
         m.spec.seed = r.get<std::uint64_t>("sd");
+        m.spec.wire = get_dtype(r, "wd");
         return to_worker{m};
       }
       case wire_type::refused: {
@@ -461,7 +497,11 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
             throw std::range_error("sample range [" + std::to_string(b) + ", " + std::to_string(e) + ") is empty");
           }
         }
-        auto model = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        m.dtype = get_dtype(r, "wd");
+        if (r.find("wb") != nullptr) {
+          m.base = r.get<round_t>("wb");
+        }
+        auto model = read_payload(msg, r.get<std::uint64_t>("n"), m.dtype, limits);
         if (!model) {
           return std::move(model).error();
         }
@@ -512,6 +552,12 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.speed_hint = r.get_or<double>("s", 0.0);
         m.model_fingerprint = r.get_or<std::string>("mf", {});
         m.data_fingerprint = r.get_or<std::string>("df", {});
+        // Names this build does not know (a newer worker's) are skipped: the job's dtype is one it knows.
+        for (const auto& name : r.get_or<std::vector<std::string>>("wds", {})) {
+          if (auto d = algorithms::parse_wire_dtype(name)) {
+            m.wire_dtypes.push_back(*d);
+          }
+        }
         return to_averager{m};
       }
       case wire_type::leave: {
@@ -539,7 +585,9 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.is_gradient = r.get<bool>("g");
         m.token = r.get<session_token>("k");
         m.cut = r.get_or<bool>("ct", false);
-        auto params = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        m.dtype = get_dtype(r, "wd");
+        m.delta = r.get_or<bool>("dl", false);
+        auto params = read_payload(msg, r.get<std::uint64_t>("n"), m.dtype, limits);
         if (!params) {
           return std::move(params).error();
         }

@@ -2,6 +2,8 @@
 #include "prsgd/actors/worker_core.hpp"
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -37,13 +39,15 @@ worker_core::worker_core(worker_config config, const clock_source& clk) : config
 }
 
 join_msg worker_core::make_join() const {
+  using algorithms::wire_dtype;
   return join_msg{0,
                   config_.incarnation,
                   averager_incarnation_,
                   last_finished_,
                   config_.speed_hint,
                   config_.model_fingerprint,
-                  config_.data_fingerprint};
+                  config_.data_fingerprint,
+                  {wire_dtype::f32, wire_dtype::bf16, wire_dtype::f16, wire_dtype::int8}};
 }
 
 void worker_core::send(actions& out, any_msg m) const { out.sends.push_back({member_, std::move(m), std::nullopt}); }
@@ -71,6 +75,8 @@ void worker_core::rejoin(actions& out) {
   state_ = worker_state::joining;  // (7)
   member_ = 0;                     // a new JOIN makes a new member
   token_ = 0;
+  ref_.reset();  // a new member gets the whole model in its first RESTART
+  uplink_.reset();
   send(out, make_join());
   next_join_ = clock_->now() + config_.join_retry;
 }
@@ -115,15 +121,35 @@ void worker_core::accept_restart(const restart_msg& m, actions& out) {
     PRSGD_LOG(warn, log_component) << "ignoring RESTART(" << m.round << ") without a model";
     return;
   }
+  flat_buffer model = m.model;
+  if (m.base) {
+    // A change against the model of RESTART(base): add it in float32, as the averager did to get x̄.
+    if (!ref_ || ref_round_ != *m.base || ref_->size() != m.model->size()) {
+      PRSGD_LOG(warn, log_component) << "RESTART(" << m.round << ") is a change against round " << *m.base
+                                     << ", but this worker holds "
+                                     << (ref_ ? "round " + std::to_string(ref_round_) : std::string{"no model"})
+                                     << "; rejoining for the whole model";
+      rejoin(out);
+      return;
+    }
+    auto sum = std::make_shared<std::vector<float>>(*ref_);
+    const auto& d = *m.model;
+    for (std::size_t i = 0; i < sum->size(); ++i) {
+      (*sum)[i] += d[i];
+    }
+    model = std::move(sum);
+  }
   if (state_ == worker_state::training) {
     out.cancel_task = true;  // (5)
   }
+  ref_ = model;
+  ref_round_ = m.round;
   have_restart_ = true;
   round_ = m.round;
   interval_ = std::max<std::uint64_t>(m.interval, 1);
   mode_ = m.mode;
   state_ = worker_state::training;  // (3)/(6)
-  out.task = train_task{m.round,     m.model,          interval_,  m.step_size, m.mode, shard_index_,
+  out.task = train_task{m.round,     model,            interval_,  m.step_size, m.mode, shard_index_,
                         num_shards_, spec_.batch_size, spec_.seed, m.ranges,    member_};
 }
 
@@ -216,6 +242,18 @@ actions worker_core::on_trained(const train_result& r) {
   m.params = r.params;
   // The averager tells the mode in RESTART; gradient submissions are marked so it can check the kind.
   m.is_gradient = mode_ == training_mode::minibatch_sgd;
+  if (algorithms::lossy(spec_.wire) && r.params) {
+    // Send x_i − x̄_r (a gradient as it is), with what the encoding dropped last time added back in.
+    std::vector<float> v = *r.params;
+    m.delta = !m.is_gradient && ref_ && ref_->size() == v.size();
+    if (m.delta) {
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        v[i] -= (*ref_)[i];
+      }
+    }
+    m.params = std::make_shared<const std::vector<float>>(uplink_.compress(v, spec_.wire));
+    m.dtype = spec_.wire;
+  }
   send(out, std::move(m));
   ++models_sent_;
   last_finished_ = r.round;

@@ -13,6 +13,7 @@
 #include "prsgd/algorithms/averaging.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
 #include "prsgd/algorithms/schedule.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 #include "prsgd/common/log.hpp"
 
 namespace prsgd::cli {
@@ -267,6 +268,7 @@ expected<void> validate(const schedule_options& o) {
   }
   PRSGD_TRY(at_least(o.min_workers, 0, "--min-workers"));
   PRSGD_TRY(at_least(o.idle_rounds, 0, "--idle-rounds"));
+  PRSGD_TRY(parsed("--wire-dtype", algorithms::parse_wire_dtype(o.wire_dtype)));
   PRSGD_TRY(at_least(o.max_workers, 0, "--max-workers"));
   if (o.max_workers > 0 && o.max_workers < o.min_workers) {
     return bad("--max-workers must not be below --min-workers (got " + str(o.max_workers) + " < " + str(o.min_workers) +

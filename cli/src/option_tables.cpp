@@ -111,6 +111,8 @@ std::vector<option_def> schedule_table(schedule_options& o) {
       {"--max-workers", "Data shards: at most this many members train at once, more wait (0 = --min-workers)",
        &o.max_workers},
       {"--idle-rounds", "Remove a member that has not submitted for this many rounds (0 = never)", &o.idle_rounds},
+      {"--wire-dtype", "Model payloads on the wire: f32 | bf16 | f16 | int8 (lossy: changes with error feedback)",
+       &o.wire_dtype},
   };
 }
 

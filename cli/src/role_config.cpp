@@ -9,6 +9,7 @@
 #include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
 #include "prsgd/algorithms/schedule.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 
 namespace prsgd::cli {
 namespace {
@@ -100,6 +101,9 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
   core.spec.data = data_fingerprint(data);
   core.spec.batch_size = static_cast<std::uint64_t>(o.model.batch);
   core.spec.seed = o.model.seed;
+  auto wire = algorithms::parse_wire_dtype(s.wire_dtype);
+  PRSGD_TRY(wire);
+  core.spec.wire = *wire;
 
   cfg.model_name = o.model.model;
   cfg.model = data.model;

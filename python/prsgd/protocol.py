@@ -1,15 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The training protocol's messages on the wire (actors/PROTOCOL.md, version 2), for the worker side.
+"""The training protocol's messages on the wire (actors/PROTOCOL.md, version 4), for the worker side.
 
 One protocol message is one ZeroMQ message of the prsgd transport: a kind frame (b"D" for data), a header
 frame (a msgpack map with short string keys) and, for RESTART and MODEL, a payload frame of raw little-endian
-float32 values. `encode_*` build the frames a worker sends; `decode` checks what the averager sent and returns
-a `Message`, or raises `ProtocolError` with one line saying what is wrong.
+float32 values. This worker reads and writes f32 payloads only: its JOIN says so (`wds`), and an averager
+whose job uses another wire dtype (`prsgd averager --wire-dtype`) refuses it with REFUSED. `encode_*` build
+the frames a worker sends; `decode` checks what the averager sent and returns a `Message`, or raises
+`ProtocolError` with one line saying what is wrong.
 """
 import msgpack
 import numpy as np
 
-VERSION = 3
+VERSION = 4
 
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 NAMES = {JOIN: "JOIN", WELCOME: "WELCOME", LEAVE: "LEAVE", HEARTBEAT: "HEARTBEAT", MODEL: "MODEL",
@@ -67,7 +69,7 @@ def _clip(text):
 
 def encode_join(nonce, averager_incarnation, last_round, speed_hint, model_fingerprint, data_fingerprint):
     return [KIND_DATA, _header(JOIN, 0, nonce, averager_incarnation, last_round, s=float(speed_hint),
-                               mf=_clip(model_fingerprint), df=_clip(data_fingerprint))]
+                               mf=_clip(model_fingerprint), df=_clip(data_fingerprint), wds=["f32"])]
 
 
 def encode_heartbeat(member, nonce, averager_incarnation, round_, token):
@@ -190,6 +192,8 @@ def decode(frames):
     elif type_ == RESTART:
         f.update(iv=_uint(fields, "iv"), ss=_float(fields, "ss"), md=_uint(fields, "md", 8), n=_uint(fields, "n"))
         f["ranges"] = _ranges(fields)
+        if fields.get("wd", "f32") != "f32" or "wb" in fields:
+            raise ProtocolError(f"RESTART payload as {fields.get('wd')!r}: this worker reads f32 only")
         if f["n"] > MAX_MODEL_FLOATS:
             raise ProtocolError(f"model of {f['n']} floats is too large")
         if len(frames) != 2 or len(frames[1]) != 4 * f["n"]:

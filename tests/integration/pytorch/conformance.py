@@ -36,7 +36,7 @@ import msgpack
 import zmq
 
 SCALE = float(os.environ.get("PRSGD_TEST_TIME_SCALE", "1"))
-VERSION = 3
+VERSION = 4
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 MODEL_FLOATS = 535818
 # What `prsgd worker --model fmnist-mlp` declares (with protocol 3, DF ends with " labels=" and the hash of
@@ -190,6 +190,7 @@ def c_join(avg, w):
     expect(j["m"] == 0 and j["i"] != 0 and j["a"] == 0, f"JOIN header {j}")
     expect(j.get("mf") == MF, f"JOIN model fingerprint {j.get('mf')!r}")
     expect(j.get("df") == DF, f"JOIN data fingerprint {j.get('df')!r}")
+    expect(j.get("wds") == ["f32"], f"JOIN wire dtypes {j.get('wds')!r}: this worker reads f32 only")
     again = avg.recv(10, {JOIN})
     expect(again is not None and again["i"] == j["i"], "the unanswered JOIN was not repeated with its nonce")
 

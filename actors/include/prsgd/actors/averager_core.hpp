@@ -402,6 +402,9 @@ class averager_core {
     std::uint64_t missed = 0;
     /// The last round a RESTART was sent for (at most one per round).
     std::optional<round_t> restarted;
+    /// The round of the member's last accepted MODEL: the worker holds that round's x̄, so the next
+    /// RESTART may carry the change since (lossy wire dtypes).
+    std::optional<round_t> holds;
     /// RESTARTs of the open round the transport refused (on_send_failed), and when to send it again.
     std::uint32_t send_failures = 0;
     std::optional<clock_source::time_point> resend_at;
@@ -450,6 +453,11 @@ class averager_core {
   [[nodiscard]] std::vector<float> outer_step(std::vector<float> avg, bool averaged);
   void account();
   void advance_round(std::vector<float> next);
+  /// Returns x̄_{r+1} as the members will rebuild it: x̄_r plus the quantised change (lossy wire dtypes),
+  /// and keeps that change for the RESTARTs; returns `next` unchanged for f32.
+  [[nodiscard]] std::vector<float> settle_change(std::vector<float> next);
+  /// Returns the payload bytes of `m` on the wire.
+  [[nodiscard]] static std::uint64_t wire_bytes(const flat_buffer& values, algorithms::wire_dtype dtype);
   void request_checkpoint();
   void record_line(actions& out, round_metrics rm, bool last, bool trained);
   /// Returns true once max_rounds rounds have trained, or max_epochs passes are consumed (never for an
@@ -525,6 +533,10 @@ class averager_core {
   flat_buffer model_;
   std::size_t model_size_ = 0;
   std::optional<algorithms::outer_optimizer> outer_;
+  // Lossy wire dtypes: x̄_{r} − x̄_{r−1} as sent (quantised) for the RESTARTs of members that hold x̄_{r−1},
+  // and what the encoding dropped from earlier changes (carried into the next; not checkpointed).
+  flat_buffer restart_change_;
+  algorithms::error_feedback downlink_;
   std::vector<float> minibatch_momentum_;  // b, over the trainable prefix (minibatch_sgd mode)
 
   std::map<member_id, member_entry> members_;        // M_r

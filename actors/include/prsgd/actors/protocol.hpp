@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "prsgd/actors/status.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 #include "prsgd/common/expected.hpp"
 
 namespace prsgd::actors {
@@ -34,7 +36,7 @@ using flat_buffer = std::shared_ptr<const std::vector<float>>;
 using origin_t = std::uint64_t;
 
 /// Names the version of these protocol messages; bump on any field change.
-inline constexpr std::uint32_t protocol_version = 3;
+inline constexpr std::uint32_t protocol_version = 4;
 
 /// Lists the two training modes that share the barrier machinery.
 enum class training_mode : std::uint8_t {
@@ -69,6 +71,10 @@ struct job_spec {
   std::uint64_t batch_size = 0;
   /// Seed for shuffling and sharding.
   std::uint64_t seed = 0;
+  /// How MODEL and RESTART payloads travel. f32: whole models, lossless. A lossy dtype: a worker sends
+  /// its change x_i − x̄_r with error feedback, and the averager sends x̄_{r+1} − x̄_r (with its own error
+  /// feedback) to members that hold x̄_r, and the whole x̄ as f32 to everyone else.
+  algorithms::wire_dtype wire = algorithms::wire_dtype::f32;
 };
 
 /// Asks to join the job (worker -> averager). Sent at start, after being removed, and whenever the worker
@@ -86,6 +92,9 @@ struct join_msg {
   /// The worker's model and data fingerprints (job_spec::model, job_spec::data); empty = not declared.
   std::string model_fingerprint{};
   std::string data_fingerprint{};
+  /// The payload dtypes the worker can read and write (empty: f32 only). A job whose job_spec::wire is
+  /// not among them refuses the JOIN.
+  std::vector<algorithms::wire_dtype> wire_dtypes{};
 };
 
 /// Refuses a JOIN for good (averager -> worker): the worker does not fit the job (another model or data
@@ -165,6 +174,10 @@ struct model_msg {
   session_token token = 0;
   /// True when the worker ran fewer steps than assigned because the round was cut short.
   bool cut = false;
+  /// How `params` travels (job_spec::wire). The values are exactly representable in it (quantize()).
+  algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
+  /// True when `params` is the change x_i − x̄_round against the model of RESTART(round), not the model.
+  bool delta = false;
 };
 
 /// Names the training samples [first, second) of the data set.
@@ -179,7 +192,7 @@ struct restart_msg {
   incarnation_t incarnation = 0;
   incarnation_t averager_incarnation = 0;
   round_t round = 0;
-  /// x̄_round, shared by every recipient.
+  /// x̄_round, shared by every recipient; with `base` the change x̄_round − x̄_base instead.
   flat_buffer model;
   /// I_i: local steps this worker runs this round (1 in minibatch_sgd).
   std::uint64_t interval = 1;
@@ -189,6 +202,11 @@ struct restart_msg {
   /// The samples this member trains on this round: its batches are drawn from exactly these indices
   /// (interval x batch of them, or fewer at the end of the job). Empty: the member samples its own shard.
   std::vector<index_range> ranges;
+  /// How `model` travels: f32 for a whole model, job_spec::wire for a change.
+  algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
+  /// Set when `model` is a change against x̄_base, the model of the RESTART the member last trained from;
+  /// the worker adds it to that model in float32, so every member and the averager get the same x̄.
+  std::optional<round_t> base{};
 };
 
 /// Tells a worker the averager no longer counts it (averager -> worker), e.g. after a heartbeat timeout

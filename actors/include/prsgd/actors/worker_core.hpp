@@ -10,6 +10,7 @@
 
 #include "prsgd/actors/actions.hpp"
 #include "prsgd/actors/protocol.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 #include "prsgd/common/clock.hpp"
 
 namespace prsgd::actors {
@@ -72,6 +73,11 @@ enum class worker_state : std::uint8_t { joining, welcomed, training, submitted,
 /// A RESTART is accepted when it names this member and incarnation, comes from the newest averager
 /// incarnation seen, and its round is newer than the last accepted one of that incarnation; anything
 /// else is a duplicate, reordered or stale message and is ignored.
+///
+/// With a lossy job dtype (job_spec::wire) the core keeps the model of the last accepted RESTART: a
+/// RESTART that carries a change against it is added to it (a change against any other model makes the
+/// worker rejoin, which gets it the whole model), and MODEL carries x_i − that model, compressed with
+/// error feedback (a gradient is compressed as it is).
 class worker_core {
  public:
   /// Creates the core. @pre config.incarnation > 0
@@ -105,6 +111,8 @@ class worker_core {
   [[nodiscard]] std::uint64_t num_shards() const noexcept { return num_shards_; }
   /// Returns how many MODEL messages this worker has sent.
   [[nodiscard]] std::uint64_t models_sent() const noexcept { return models_sent_; }
+  /// Returns the model of the last accepted RESTART (empty before one, and after a rejoin).
+  [[nodiscard]] const flat_buffer& restart_model() const noexcept { return ref_; }
 
  private:
   [[nodiscard]] join_msg make_join() const;
@@ -132,6 +140,11 @@ class worker_core {
   clock_source::time_point last_heard_{};
   clock_source::time_point next_heartbeat_{};
   clock_source::time_point next_join_{};
+  // The model of the last accepted RESTART (round ref_round_), the base of RESTART changes and of MODEL
+  // deltas, and what the lossy dtype dropped from earlier MODELs.
+  flat_buffer ref_;
+  round_t ref_round_ = 0;
+  algorithms::error_feedback uplink_;
 };
 
 }  // namespace prsgd::actors

@@ -158,6 +158,9 @@ struct schedule_options {
   int max_workers = 0;
   /// Remove a member that heartbeats but has not submitted for this many rounds (0 = never).
   int idle_rounds = 2;
+  /// How MODEL and RESTART payloads travel: f32 | bf16 | f16 | int8 (the lossy ones send changes with
+  /// error feedback; actors/PROTOCOL.md).
+  std::string wire_dtype = "f32";
 
   friend bool operator==(const schedule_options&, const schedule_options&) = default;
 };
