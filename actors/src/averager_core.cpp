@@ -368,7 +368,14 @@ actions averager_core::on_heartbeat(const heartbeat_msg& m, origin_t from) {
   for (auto* set : {&members_, &pending_}) {
     if (auto it = set->find(m.member); it != set->end()) {
       if (it->second.incarnation == m.incarnation) {
-        it->second.last_seen = clock_->now();
+        auto& e = it->second;
+        e.last_seen = clock_->now();
+        if (m.transfer_bytes > 0) {
+          // Its MODEL is on the way behind this heartbeat: allow for the transfer.
+          e.transfer_until = std::max(e.transfer_until, e.last_seen + config_.heartbeat_timeout +
+                                                            transfer_allowance(m.transfer_bytes,
+                                                                               config_.slowest_link_bytes_per_s));
+        }
         return with_wakeup(std::move(out));
       }
       if (m.incarnation < it->second.incarnation) {
@@ -533,7 +540,7 @@ actions averager_core::tick() {
   std::vector<member_id> silent;
   for (const auto* set : {&members_, &pending_}) {
     for (const auto& [id, e] : *set) {
-      if (now - e.last_seen > config_.heartbeat_timeout) {
+      if (now >= silence_due(e)) {
         silent.push_back(id);
       }
     }
@@ -654,9 +661,11 @@ std::optional<clock_source::time_point> averager_core::next_wakeup() const {
   return t;
 }
 
-void averager_core::file_silence_due(member_id id, const member_entry& e) {
-  silence_due_.emplace(e.last_seen + config_.heartbeat_timeout + clock_source::duration{1}, id);
+clock_source::time_point averager_core::silence_due(const member_entry& e) const {
+  return std::max(e.last_seen + config_.heartbeat_timeout, e.transfer_until) + clock_source::duration{1};
 }
+
+void averager_core::file_silence_due(member_id id, const member_entry& e) { silence_due_.emplace(silence_due(e), id); }
 
 std::optional<clock_source::time_point> averager_core::earliest_silence_due() const {
   while (!silence_due_.empty()) {
@@ -666,7 +675,7 @@ std::optional<clock_source::time_point> averager_core::earliest_silence_due() co
       silence_due_.pop();  // removed since
       continue;
     }
-    const auto due = e->last_seen + config_.heartbeat_timeout + clock_source::duration{1};
+    const auto due = silence_due(*e);
     if (due == t) {
       return t;
     }

@@ -306,6 +306,11 @@ void averager_core::send_restart(actions& out, member_id id) {
   e.resend_at.reset();
   auto m = make_restart(id);
   const auto bytes = wire_bytes(m.model, m.dtype);
+  // Announce the payload on the same connection, ahead of it: the worker does not take us for gone
+  // while it is in flight (docs/decisions/0022).
+  heartbeat_msg hb{id, e.incarnation, incarnation_, round_, true};
+  hb.transfer_bytes = bytes;
+  send_to(out, id, hb);
   send_to(out, id, std::move(m));
   round_bytes_out_ += bytes;
   e.bytes_out += bytes;

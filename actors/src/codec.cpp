@@ -273,10 +273,11 @@ multipart encode_one(const restart_msg& m) {
 }
 
 multipart encode_one(const heartbeat_msg& m) {
-  header_writer w{wire_type::heartbeat, common_fields + 2};
+  header_writer w{wire_type::heartbeat, common_fields + 3};
   put_common(w, m);
   w.put("fa", m.from_averager);
   w.put("k", m.token);
+  w.put("tx", m.transfer_bytes);
   return {w.finish()};
 }
 
@@ -514,6 +515,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         get_common(r, m);
         m.from_averager = r.get<bool>("fa");
         m.token = r.get<session_token>("k");
+        m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
         return to_worker{m};
       }
       case wire_type::removed: {
@@ -573,6 +575,7 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         get_common(r, m);
         m.from_averager = r.get<bool>("fa");
         m.token = r.get<session_token>("k");
+        m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
         return to_averager{m};
       }
       case wire_type::model: {

@@ -193,6 +193,12 @@ actions worker_core::on_message(const to_worker& msg) {
             return;
           }
           last_heard_ = clock_->now();
+          if (m.transfer_bytes > 0) {
+            // A RESTART is on its way behind this heartbeat: allow for the transfer.
+            quiet_until_ = std::max(quiet_until_, last_heard_ + config_.averager_timeout +
+                                                      transfer_allowance(m.transfer_bytes,
+                                                                         config_.slowest_link_bytes_per_s));
+          }
           if (m.averager_incarnation > averager_incarnation_ && state_ != worker_state::joining) {
             PRSGD_LOG(info, log_component)
                 << "member " << member_ << " sees new averager incarnation " << m.averager_incarnation << "; rejoining";
@@ -254,6 +260,13 @@ actions worker_core::on_trained(const train_result& r) {
     m.params = std::make_shared<const std::vector<float>>(uplink_.compress(v, spec_.wire));
     m.dtype = spec_.wire;
   }
+  if (m.params) {
+    // Announce the payload on the same connection, ahead of it: the averager does not take us for gone
+    // while it is in flight (docs/decisions/0022).
+    heartbeat_msg hb{member_, config_.incarnation, averager_incarnation_, round_, false, token_};
+    hb.transfer_bytes = algorithms::encoded_size(m.dtype, m.params->size());
+    send(out, hb);
+  }
   send(out, std::move(m));
   ++models_sent_;
   last_finished_ = r.round;
@@ -267,7 +280,7 @@ actions worker_core::tick() {
     return with_wakeup(std::move(out));
   }
   const auto now = clock_->now();
-  if (state_ != worker_state::joining && now - last_heard_ > config_.averager_timeout) {
+  if (state_ != worker_state::joining && now - last_heard_ > config_.averager_timeout && now > quiet_until_) {
     PRSGD_LOG(warn, log_component) << "member " << member_ << ": averager silent; rejoining";
     rejoin(out);
     last_heard_ = now;  // one rejoin per silence period; JOIN retries continue below
@@ -306,7 +319,7 @@ std::optional<clock_source::time_point> worker_core::next_wakeup() const {
   if (state_ == worker_state::joining) {
     t = std::min(t, next_join_);
   } else {
-    t = std::min(t, last_heard_ + config_.averager_timeout + clock_source::duration{1});
+    t = std::min(t, std::max(last_heard_ + config_.averager_timeout, quiet_until_) + clock_source::duration{1});
   }
   return t;
 }

@@ -113,6 +113,10 @@ expected<void> validate(const liveness_options& o) {
     return bad("--heartbeat-timeout-ms must be greater than --heartbeat-ms (got " + str(o.heartbeat_timeout_ms) +
                " <= " + str(o.heartbeat_ms) + ")");
   }
+  if (!(o.slowest_link_mbit > 0) || !std::isfinite(o.slowest_link_mbit)) {
+    return bad("--slowest-link-mbit must be a positive number of Mbit/s (got " + std::to_string(o.slowest_link_mbit) +
+               ")");
+  }
   return {};
 }
 

@@ -53,6 +53,9 @@ std::vector<option_def> liveness_table(liveness_options& o) {
   return {
       {"--heartbeat-ms", "Heartbeat interval in ms", &o.heartbeat_ms},
       {"--heartbeat-timeout-ms", "Declare a silent peer dead after this many ms", &o.heartbeat_timeout_ms},
+      {"--slowest-link-mbit",
+       "A peer sending a model gets the timeout plus the model's transfer time at this rate (Mbit/s)",
+       &o.slowest_link_mbit},
   };
 }
 

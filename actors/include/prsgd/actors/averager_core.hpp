@@ -94,6 +94,10 @@ struct averager_config {
   /// How often the averager heartbeats each known worker, and how long a worker may stay silent.
   std::chrono::nanoseconds heartbeat_interval{std::chrono::seconds(1)};
   std::chrono::nanoseconds heartbeat_timeout{std::chrono::seconds(5)};
+  /// The slowest rate a payload is expected to move at, in bytes per second: after a HEARTBEAT that
+  /// announces a payload of B bytes, the member is not timed out before heartbeat_timeout + B / this
+  /// (docs/decisions/0022). RESTARTs are announced to the workers the same way. 0 = no allowance.
+  double slowest_link_bytes_per_s = 125'000;
   /// After resuming from a checkpoint, how long to wait for its members to rejoin before starting.
   std::chrono::nanoseconds rejoin_grace{std::chrono::seconds(2)};
 
@@ -389,6 +393,8 @@ class averager_core {
     /// The JOIN's nonce.
     incarnation_t incarnation = 0;
     clock_source::time_point last_seen{};
+    /// Not timed out before this: an announced payload is on its way (never moves back).
+    clock_source::time_point transfer_until{};
     std::uint64_t interval = 1;
     double speed = 0;
     session_token token = 0;
@@ -512,6 +518,9 @@ class averager_core {
   [[nodiscard]] job_summary summary(bool job_over) const;
   /// Sets the wakeup of `out` and returns it (every public event handler ends with it).
   [[nodiscard]] actions with_wakeup(actions out) const;
+  /// Returns when `e` counts as silent: heartbeat_timeout after it was last heard from, or later while an
+  /// announced payload may still be on its way.
+  [[nodiscard]] clock_source::time_point silence_due(const member_entry& e) const;
   /// Files `id`'s heartbeat deadline (a new member or joiner) for next_wakeup.
   void file_silence_due(member_id id, const member_entry& e);
   /// Returns the earliest heartbeat deadline of the members and joiners, after dropping or re-filing the

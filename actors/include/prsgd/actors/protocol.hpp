@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -151,7 +152,20 @@ struct heartbeat_msg {
   bool from_averager = false;
   /// The member's session token (the recipient's, when the averager sent it).
   session_token token = 0;
+  /// Bytes of the payload the sender's next message carries (0 = none announced). Sent right before a
+  /// MODEL or RESTART, so that the receiver does not take the sender for gone while the payload is in
+  /// flight behind this heartbeat (docs/decisions/0022).
+  std::uint64_t transfer_bytes = 0;
 };
+
+/// Returns how long a transfer of `bytes` may take at `bytes_per_s` (0 for no bytes or no rate).
+[[nodiscard]] inline std::chrono::nanoseconds transfer_allowance(std::uint64_t bytes, double bytes_per_s) noexcept {
+  if (bytes == 0 || !(bytes_per_s > 0)) {
+    return std::chrono::nanoseconds{0};
+  }
+  const double ns = static_cast<double>(bytes) / bytes_per_s * 1e9;
+  return std::chrono::nanoseconds{static_cast<std::int64_t>(std::min(ns, 1e17))};
+}
 
 /// Submits a worker's result for a round (worker -> averager): its model after I_i local steps
 /// (restarted_sgd) or one mini-batch gradient at x̄_r (minibatch_sgd, `is_gradient` = true).

@@ -32,6 +32,10 @@ struct worker_config {
   std::chrono::nanoseconds join_retry{std::chrono::seconds(1)};
   /// Treat the averager as gone (and keep sending JOIN) after this much silence.
   std::chrono::nanoseconds averager_timeout{std::chrono::seconds(5)};
+  /// The slowest rate a payload is expected to move at, in bytes per second: after a HEARTBEAT that
+  /// announces a RESTART of B bytes, the averager is not taken for gone before averager_timeout + B / this
+  /// (docs/decisions/0022). Each MODEL is announced to the averager the same way. 0 = no allowance.
+  double slowest_link_bytes_per_s = 125'000;
 };
 
 /// Reports a finished train_task to the worker_core.
@@ -138,6 +142,7 @@ class worker_core {
   round_t last_finished_ = 0;
   std::uint64_t models_sent_ = 0;
   clock_source::time_point last_heard_{};
+  clock_source::time_point quiet_until_{};  // an announced RESTART may still be on its way until then
   clock_source::time_point next_heartbeat_{};
   clock_source::time_point next_join_{};
   // The model of the last accepted RESTART (round ref_round_), the base of RESTART changes and of MODEL
