@@ -372,9 +372,9 @@ actions averager_core::on_heartbeat(const heartbeat_msg& m, origin_t from) {
         e.last_seen = clock_->now();
         if (m.transfer_bytes > 0) {
           // Its MODEL is on the way behind this heartbeat: allow for the transfer.
-          e.transfer_until = std::max(e.transfer_until, e.last_seen + config_.heartbeat_timeout +
-                                                            transfer_allowance(m.transfer_bytes,
-                                                                               config_.slowest_link_bytes_per_s));
+          e.transfer_until =
+              std::max(e.transfer_until, e.last_seen + config_.heartbeat_timeout +
+                                             transfer_allowance(m.transfer_bytes, config_.slowest_link_bytes_per_s));
         }
         return with_wakeup(std::move(out));
       }

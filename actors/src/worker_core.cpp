@@ -149,8 +149,8 @@ void worker_core::accept_restart(const restart_msg& m, actions& out) {
   interval_ = std::max<std::uint64_t>(m.interval, 1);
   mode_ = m.mode;
   state_ = worker_state::training;  // (3)/(6)
-  out.task = train_task{m.round,     model,            interval_,  m.step_size, m.mode, shard_index_,
-                        num_shards_, spec_.batch_size, spec_.seed, m.ranges,    member_};
+  out.task = train_task{m.round,          model,      interval_, m.step_size, m.mode, shard_index_, num_shards_,
+                        spec_.batch_size, spec_.seed, m.ranges,  member_};
 }
 
 actions worker_core::on_message(const to_worker& msg) {
@@ -195,9 +195,9 @@ actions worker_core::on_message(const to_worker& msg) {
           last_heard_ = clock_->now();
           if (m.transfer_bytes > 0) {
             // A RESTART is on its way behind this heartbeat: allow for the transfer.
-            quiet_until_ = std::max(quiet_until_, last_heard_ + config_.averager_timeout +
-                                                      transfer_allowance(m.transfer_bytes,
-                                                                         config_.slowest_link_bytes_per_s));
+            quiet_until_ =
+                std::max(quiet_until_, last_heard_ + config_.averager_timeout +
+                                           transfer_allowance(m.transfer_bytes, config_.slowest_link_bytes_per_s));
           }
           if (m.averager_incarnation > averager_incarnation_ && state_ != worker_state::joining) {
             PRSGD_LOG(info, log_component)

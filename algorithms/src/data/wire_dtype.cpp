@@ -245,8 +245,7 @@ expected<void> decode(std::span<const std::byte> in, wire_dtype dtype, std::span
 std::vector<float> quantize(std::span<const float> in, wire_dtype dtype) {
   std::vector<float> out(in.begin(), in.end());
   switch (dtype) {
-    case wire_dtype::f32:
-      break;
+    case wire_dtype::f32: break;
     case wire_dtype::f16:
       for (auto& x : out) {
         x = f16_to_float(float_to_f16(x));

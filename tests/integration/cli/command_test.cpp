@@ -147,9 +147,8 @@ TEST_F(CommandTest, LocalJobFinishesWithEveryWireDtype) {
   for (const std::string dtype : {"f32", "bf16", "f16", "int8"}) {
     SCOPED_TRACE(dtype);
     const std::string metrics = "m-" + dtype + ".jsonl";
-    auto r = run({"local", "--workers", "2", "--rounds", "4", "--interval", "2", "--batch", "16", "--wire-dtype",
-                  dtype, "--metrics-jsonl", metrics, "--log-dir", "logs-" + dtype, "--progress", "off", "--grace-s",
-                  "1"});
+    auto r = run({"local", "--workers", "2", "--rounds", "4", "--interval", "2", "--batch", "16", "--wire-dtype", dtype,
+                  "--metrics-jsonl", metrics, "--log-dir", "logs-" + dtype, "--progress", "off", "--grace-s", "1"});
     ASSERT_EQ(r.status, 0) << r.err << read(path("logs-" + dtype + "/averager.log"));
     double bytes = 0;
     int rounds = 0;

@@ -365,9 +365,17 @@ TEST(CodecWireDtypeTest, PayloadSizeMustMatchTheDtypeAndUnknownDtypesAreRefused)
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
   pk.pack_map(14);
-  for (const auto& [k, v] : std::vector<std::pair<std::string, std::uint64_t>>{
-           {"v", protocol_version}, {"t", 5}, {"m", 1}, {"i", 1}, {"a", 1}, {"r", 0}, {"k", 0}, {"st", 1}, {"sa", 1},
-           {"lc", 0}, {"n", 2}}) {
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::uint64_t>>{{"v", protocol_version},
+                                                                               {"t", 5},
+                                                                               {"m", 1},
+                                                                               {"i", 1},
+                                                                               {"a", 1},
+                                                                               {"r", 0},
+                                                                               {"k", 0},
+                                                                               {"st", 1},
+                                                                               {"sa", 1},
+                                                                               {"lc", 0},
+                                                                               {"n", 2}}) {
     pk.pack(k);
     pk.pack(v);
   }

@@ -230,15 +230,16 @@ TEST_P(WireDtypeJobTest, AJoinThatCannotReadTheDtypeIsRefusedWithOneLine) {
   if (algorithms::lossy(GetParam())) {
     const auto* refused = std::get_if<refused_msg>(&out.sends[0].msg);
     ASSERT_NE(refused, nullptr);
-    EXPECT_EQ(refused->reason, "wire dtype mismatch: the job sends " +
-                                   std::string{algorithms::to_string(GetParam())} +
+    EXPECT_EQ(refused->reason, "wire dtype mismatch: the job sends " + std::string{algorithms::to_string(GetParam())} +
                                    " payloads, the worker reads f32 only");
   } else {
     EXPECT_NE(std::get_if<welcome_msg>(&out.sends[0].msg), nullptr);
   }
 }
 
-std::string dtype_name(const ::testing::TestParamInfo<wire_dtype>& p) { return std::string{algorithms::to_string(p.param)}; }
+std::string dtype_name(const ::testing::TestParamInfo<wire_dtype>& p) {
+  return std::string{algorithms::to_string(p.param)};
+}
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, WireDtypeJobTest,
                          ::testing::Values(wire_dtype::f32, wire_dtype::bf16, wire_dtype::f16, wire_dtype::int8),

@@ -548,7 +548,7 @@ class averager_core {
   algorithms::error_feedback downlink_;
   std::vector<float> minibatch_momentum_;  // b, over the trainable prefix (minibatch_sgd mode)
 
-  std::map<member_id, member_entry> members_;        // M_r
+  std::map<member_id, member_entry> members_;  // M_r
   /// Due times of next_wakeup, earliest first, so that it does not walk every member after each event.
   /// Both are lazy: an entry is checked against its member when it reaches the front. silence_due_ holds at
   /// most one entry per member or joiner, filed when it joins, never later than its real deadline

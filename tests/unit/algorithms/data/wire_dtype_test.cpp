@@ -251,8 +251,8 @@ TEST(ErrorFeedbackTest, AccumulatedSentDeltasTrackTheTrueSumWithinOneQuantum) {
         quantum = std::max(quantum, std::abs(s[i]));
       }
       // One rounding step of this vector: relative 2^-8 (bf16), 2^-11 (f16), max/127 per block (int8).
-      const double step = dtype == wire_dtype::int8 ? quantum / 127.0
-                                                    : quantum * (dtype == wire_dtype::bf16 ? 0x1p-8 : 0x1p-11);
+      const double step =
+          dtype == wire_dtype::int8 ? quantum / 127.0 : quantum * (dtype == wire_dtype::bf16 ? 0x1p-8 : 0x1p-11);
       ASSERT_EQ(ef.residual().size(), n);
       for (std::size_t i = 0; i < n; ++i) {
         // sum(sent) + residual == sum(fed), up to float rounding of the running sums.
