@@ -190,7 +190,7 @@ def c_join(avg, w):
     expect(j["m"] == 0 and j["i"] != 0 and j["a"] == 0, f"JOIN header {j}")
     expect(j.get("mf") == MF, f"JOIN model fingerprint {j.get('mf')!r}")
     expect(j.get("df") == DF, f"JOIN data fingerprint {j.get('df')!r}")
-    expect(j.get("wds") == ["f32"], f"JOIN wire dtypes {j.get('wds')!r}: this worker reads f32 only")
+    expect("f32" in j.get("wds", ["f32"]), f"JOIN wire dtypes {j.get('wds')!r} without f32")
     again = avg.recv(10, {JOIN})
     expect(again is not None and again["i"] == j["i"], "the unanswered JOIN was not repeated with its nonce")
 
