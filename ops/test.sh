@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # The README's test command: installs dependencies, checks layering, documentation links and the C++
 # formatting (.clang-format), builds and runs every unit and integration test twice (Release with -Werror,
-# then ASan+UBSan), builds a consumer project against the installed package, and fuzzes the decoders that
-# need no library briefly (ops/fuzz.sh). Prints ctest's summary for each run and the fuzzers' execution counts.
+# then ASan+UBSan; each build after the first runs beside the previous suite at the lowest priority), builds
+# a consumer project against the installed package, and fuzzes the decoders that need no library briefly
+# (ops/fuzz.sh). Prints ctest's summary for each run and the fuzzers' execution counts.
 #   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
 #   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again),
 #                        the container image built from source, the .deb installed in a container,
@@ -20,7 +21,7 @@ fuzz_quick=(codec checkpoint safetensors)
 for arg in "$@"; do
   case "$arg" in
     --full) full=1 ;;
-    -h|--help) sed -n '3,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ops/test.sh: unknown argument '$arg' (use --full or --help)" >&2; exit 2 ;;
   esac
 done
@@ -30,18 +31,55 @@ ops/ci/check_deps.sh
 python3 ops/ci/check_links.py
 ops/ci/check_format.sh
 
+# While a suite runs, its tests leave much of the CPU idle (they wait on sockets, child processes and
+# training rounds), so the next build runs beside it at the lowest priority (nice 19) and gets only that
+# idle time; the tests keep the CPU whenever they want it. A background build's output goes to a log file,
+# whose last lines are printed if it fails.
+bg_pid="" bg_log="" bg_name=""
+start_background() {
+  bg_name="$1" bg_log="$2"
+  shift 2
+  # Its own process group, so that an early exit stops the whole build (cmake, ninja and the compilers).
+  setsid nice -n 19 "$@" >"$bg_log" 2>&1 &
+  bg_pid=$!
+}
+finish_background() {
+  local status=0
+  wait "$bg_pid" || status=$?
+  bg_pid=""
+  if ((status != 0)); then
+    echo "ops/test.sh: the $bg_name failed (exit $status); the end of $bg_log:" >&2
+    tail -n 60 "$bg_log" >&2
+    exit 1
+  fi
+  echo "$bg_name: done (log $bg_log)"
+}
+stop_background() {
+  if [[ -n "$bg_pid" ]]; then
+    kill -- "-$bg_pid" 2>/dev/null || true
+    wait "$bg_pid" 2>/dev/null || true
+  fi
+}
+trap stop_background EXIT
+mkdir -p build
+
 echo "=== release build (-Werror) ==="
 cmake --preset ci-release >/dev/null
 cmake --build --preset ci-release -j "$jobs"
+
+echo "=== release suite; the ASan + UBSan build beside it ==="
+cmake --preset ci >/dev/null
+start_background "ASan + UBSan build" build/ci-build.log cmake --build --preset ci -j "$jobs"
 ctest --preset ci-release -j "$jobs"
 
 echo "=== install + find_package(prsgd) consumer ==="
 ops/ci/check_consumer.sh build/ci-release build/install build/consumer
+finish_background
 
-echo "=== ASan + UBSan build ==="
-cmake --preset ci >/dev/null
-cmake --build --preset ci -j "$jobs"
+echo "=== ASan + UBSan suite; the fuzz targets' build beside it ==="
+start_background "fuzz targets' build" build/fuzz-build.log ops/fuzz.sh --build-only "${fuzz_quick[@]}"
 ctest --preset ci -j "$jobs"
+finish_background
 
 echo "=== fuzz targets ${fuzz_quick[*]}, ${fuzz_seconds} s each (clang, ASan + UBSan) ==="
 ops/fuzz.sh --seconds "$fuzz_seconds" "${fuzz_quick[@]}"

@@ -2,9 +2,11 @@
 #include "prsgd/actors/averager_actor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 
+#include "prsgd/actors/shard_owner_core.hpp"
 #include "prsgd/algorithms/model.hpp"
 #include "prsgd/common/log.hpp"
 
@@ -15,16 +17,34 @@ averager_actor::averager_actor(averager_actor_config config) : config_(std::move
 averager_actor::~averager_actor() = default;
 
 void averager_actor::on_start() {
-  auto initial = algorithms::model_registry::instance().make(config_.model_name, config_.model);
-  if (!initial) {
-    PRSGD_LOG(error, "averager") << "cannot build model '" << config_.model_name << "': " << initial.error().message();
-    quit(initial.error());
-    return;
-  }
-  std::vector<float> params((*initial)->params().begin(), (*initial)->params().end());
-  config_.core.trainable_params = (*initial)->num_trainable();
-  if (config_.test_set) {
-    idle_evaluators_.push_back(std::move(*initial));
+  std::vector<float> params;
+  if (config_.external_size > 0) {
+    // An external model: only its size is known here; x̄_0 is the --init-model file or the first member's.
+    if (!config_.initial_model.empty() && config_.initial_model.size() != config_.external_size) {
+      const error e{errc::invalid_argument, "the initial model has " + std::to_string(config_.initial_model.size()) +
+                                                " floats, the job's model " + std::to_string(config_.external_size)};
+      PRSGD_LOG(error, "averager") << "cannot start: " << e.message();
+      quit(e);
+      return;
+    }
+    config_.core.initial_from_join = config_.initial_model.empty();
+    params = config_.initial_model.empty() ? std::vector<float>(config_.external_size, 0.0F)
+                                           : std::move(config_.initial_model);
+    config_.initial_model = {};
+    config_.core.trainable_params = 0;
+  } else {
+    auto initial = algorithms::model_registry::instance().make(config_.model_name, config_.model);
+    if (!initial) {
+      PRSGD_LOG(error, "averager") << "cannot build model '" << config_.model_name
+                                   << "': " << initial.error().message();
+      quit(initial.error());
+      return;
+    }
+    params.assign((*initial)->params().begin(), (*initial)->params().end());
+    config_.core.trainable_params = (*initial)->num_trainable();
+    if (config_.test_set) {
+      idle_evaluators_.push_back(std::move(*initial));
+    }
   }
 
   averager_setup setup;
@@ -63,7 +83,7 @@ void averager_actor::on_start() {
     }
     return;
   }
-  setup.evaluations = config_.test_set != nullptr;
+  setup.evaluations = config_.test_set != nullptr || config_.external_size > 0;
   auto core = averager_core::make(config_.core, system().engine()->time(), std::move(params), std::move(setup));
   if (!core) {
     PRSGD_LOG(error, "averager") << "cannot start: " << core.error().message();
@@ -91,6 +111,14 @@ void averager_actor::on_start() {
                                 << *core_->resumed_from();
   } else {
     PRSGD_LOG(info, "averager") << "incarnation " << core_->incarnation() << " starts at round " << core_->round();
+  }
+  if (core_->sharded()) {
+    owners_.resize(config_.core.shard_owners);
+    owners_round_ = core_->round();
+    xbar_[core_->round()] = core_->model();
+    PRSGD_LOG(info, "averager") << "sharded averaging: waiting for " << owners_.size()
+                                << " shard owners before workers may join";
+    check_owners();
   }
   rearm(core_->next_wakeup());
 }
@@ -120,10 +148,20 @@ void averager_actor::on_queued(peer_id peer, multipart msg, std::size_t bytes) {
 }
 
 void averager_actor::on_wire(peer_id peer, multipart msg) {
-  if (!core_ || done_) {
+  // Sharded: the owners' reports still count after the end, which waits for the final x̄ from them.
+  if (!core_ || (done_ && owners_.empty())) {
     return;
   }
   auto decoded = decode_to_averager(msg, config_.limits);
+  if (!decoded && core_->sharded()) {
+    if (auto shard = decode_shard(msg, config_.limits)) {
+      on_shard(peer, *shard);
+      return;
+    }
+  }
+  if (done_) {
+    return;
+  }
   if (!decoded) {
     // Malformed input never reaches the core; it is counted (on_drop) and logged here, rate-limited.
     if (config_.on_drop) {
@@ -135,11 +173,272 @@ void averager_actor::on_wire(peer_id peer, multipart msg) {
     }
     return;
   }
+  if (const auto* spec = std::get_if<spec_request_msg>(&*decoded)) {
+    send({0, core_->spec_reply(*spec), peer});  // anyone who may connect may learn the job's spec
+    return;
+  }
   if (std::holds_alternative<status_request_msg>(*decoded) || std::holds_alternative<control_msg>(*decoded)) {
     on_operator(peer, *decoded);
     return;
   }
+  if (std::holds_alternative<evaluator_hello_msg>(*decoded) || std::holds_alternative<evaluation_msg>(*decoded)) {
+    on_evaluator(peer, *decoded);
+    return;
+  }
+  if (core_->sharded()) {
+    if (std::holds_alternative<join_msg>(*decoded) && !owners_ready_) {
+      return;  // not before every owner holds its slice; the worker repeats its JOIN
+    }
+    if (const auto* m = std::get_if<model_msg>(&*decoded); m != nullptr && m->sliced) {
+      hold_model(*m, peer);
+      return;
+    }
+  }
   apply(core_->on_message(*decoded, peer));
+}
+
+// ---- sharded averaging: the shard owners ---------------------------------------------------------------
+
+void averager_actor::on_shard(peer_id peer, const shard_msg& msg) {
+  if (failed_) {
+    return;
+  }
+  if (const auto* hello = std::get_if<shard_hello_msg>(&msg)) {
+    if (hello->shards != owners_.size()) {
+      if (shard_warnings_.allow(now())) {
+        PRSGD_LOG(warn, "averager") << "ignored shard owner " << hello->shard << "/" << hello->shards << " at "
+                                    << hello->endpoint << ": this job has " << owners_.size() << " shards"
+                                    << shard_warnings_.suffix();
+      }
+      return;
+    }
+    auto& slot = owners_[hello->shard];
+    if (slot.nonce != hello->incarnation) {
+      if (slot.ready && (orders_sent_ || owners_ready_)) {
+        fail_job("shard owner " + std::to_string(hello->shard) + "/" + std::to_string(owners_.size()) +
+                 " restarted (now at " + hello->endpoint + "); its slice of x̄ and of the open round are gone");
+        return;
+      }
+      slot = owner_slot{peer, hello->incarnation, hello->endpoint, now(), false};
+      PRSGD_LOG(info, "averager") << "shard owner " << hello->shard << "/" << owners_.size() << " at "
+                                  << hello->endpoint << " registered";
+    }
+    slot.peer = peer;
+    slot.last_seen = now();
+    if (hello->ready && hello->averager_incarnation == core_->incarnation()) {
+      slot.ready = true;
+    } else if (!orders_sent_) {
+      // Its slice of x̄ as of the start (a fresh job's x̄_0, or the checkpoint's x̄).
+      const auto& x = *core_->model();
+      const std::uint64_t begin = slice_begin(x.size(), owners_.size(), hello->shard);
+      const std::uint64_t end = slice_begin(x.size(), owners_.size(), hello->shard + 1);
+      shard_setup_msg setup{hello->incarnation,
+                            core_->incarnation(),
+                            core_->round(),
+                            hello->shard,
+                            owners_.size(),
+                            begin,
+                            x.size(),
+                            config_.core.heartbeat_interval,
+                            std::make_shared<const std::vector<float>>(x.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                                       x.begin() + static_cast<std::ptrdiff_t>(end))};
+      (void)link_->send(peer, encode(shard_msg{std::move(setup)}));
+    } else {
+      fail_job("shard owner " + std::to_string(hello->shard) + "/" + std::to_string(owners_.size()) +
+               " lost its slice of x̄ after the job started");
+      return;
+    }
+    if (!owners_ready_ && std::all_of(owners_.begin(), owners_.end(), [](const auto& o) { return o.ready; })) {
+      owners_ready_ = true;
+      PRSGD_LOG(info, "averager") << "all " << owners_.size() << " shard owners hold their slices; workers may join";
+    }
+    return;
+  }
+  // Acks and reports count only from the connection the owner registered on.
+  const auto from_owner = [&](std::uint64_t k) { return k < owners_.size() && owners_[k].peer == peer; };
+  if (const auto* ack = std::get_if<shard_ack_msg>(&msg)) {
+    if (!from_owner(ack->shard) || ack->round != core_->round()) {
+      return;
+    }
+    owners_[ack->shard].last_seen = now();
+    const auto key = std::make_tuple(ack->round, ack->member, ack->token);
+    auto& held = held_models_[key];
+    held.acked.resize(owners_.size(), false);
+    if (!held.acked[ack->shard]) {
+      held.acked[ack->shard] = true;
+      held.ok = held.ok && ack->ok;
+      held.norm2 += ack->norm2;
+    }
+    release_model(key);
+    return;
+  }
+  if (const auto* report = std::get_if<shard_report_msg>(&msg)) {
+    if (!from_owner(report->shard) || report->averager_incarnation != core_->incarnation()) {
+      return;
+    }
+    owners_[report->shard].last_seen = now();
+    const std::string who = "shard owner " + std::to_string(report->shard) + "/" + std::to_string(owners_.size());
+    if (!report->ok) {
+      fail_job(who + " cannot go on: " + report->why);
+      return;
+    }
+    if (!report->model) {
+      return;
+    }
+    if (slice_checksum(*report->model) != report->checksum) {
+      fail_job(who + " reported a slice of round " + std::to_string(report->round) +
+               " that does not match its checksum");
+      return;
+    }
+    auto& parts = assembling_[report->round];
+    parts.resize(owners_.size());
+    parts[report->shard] = report->model;
+    if (std::any_of(parts.begin(), parts.end(), [](const flat_buffer& b) { return !b; })) {
+      return;
+    }
+    auto x = std::make_shared<std::vector<float>>();
+    for (const auto& part : parts) {
+      x->insert(x->end(), part->begin(), part->end());
+    }
+    assembling_.erase(report->round);
+    fetching_.erase(report->round);
+    xbar_[report->round] = std::move(x);
+    while (xbar_.size() > 4) {
+      xbar_.erase(xbar_.begin());
+    }
+    const flat_buffer ready = xbar_[report->round];
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (auto& [round, use] : waiting) {
+      if (round == report->round) {
+        use(ready);
+      } else {
+        waiting_.emplace_back(round, std::move(use));
+      }
+    }
+  }
+}
+
+void averager_actor::hold_model(const model_msg& m, peer_id from) {
+  if (m.round != core_->round()) {
+    apply(core_->on_message(m, from));  // the core counts it as late or rejected
+    return;
+  }
+  const auto key = std::make_tuple(m.round, m.member, m.token);
+  auto& held = held_models_[key];
+  if (!held.has_header) {
+    held.header = m;
+    held.has_header = true;
+    held.from = from;
+  }
+  release_model(key);
+}
+
+void averager_actor::release_model(const std::tuple<round_t, member_id, session_token>& key) {
+  auto it = held_models_.find(key);
+  if (it == held_models_.end() || !it->second.has_header || it->second.acked.size() != owners_.size() ||
+      !std::all_of(it->second.acked.begin(), it->second.acked.end(), [](bool b) { return b; })) {
+    return;
+  }
+  model_msg m = it->second.header;
+  m.slices_ok = it->second.ok;
+  m.update_norm2 = it->second.norm2;
+  const peer_id from = it->second.from;
+  held_models_.erase(it);
+  apply(core_->on_message(m, from));
+}
+
+void averager_actor::send_order(const shard_round_msg& order) {
+  orders_sent_ = true;
+  owners_round_ = std::max(owners_round_, order.round);
+  if (order.fetch) {
+    fetching_.insert(order.round);
+  }
+  const multipart wire = encode(shard_msg{order});
+  for (const auto& o : owners_) {
+    if (auto sent = link_->send(o.peer, wire); !sent) {
+      PRSGD_LOG(warn, "averager") << "order for round " << order.round << " to shard owner at " << o.endpoint
+                                  << " failed: " << sent.error().message();
+    }
+  }
+  // Receipts of rounds that closed can no longer count.
+  while (!held_models_.empty() && std::get<0>(held_models_.begin()->first) < core_->round()) {
+    const bool has_header = held_models_.begin()->second.has_header;
+    const model_msg late = held_models_.begin()->second.header;
+    const peer_id from = held_models_.begin()->second.from;
+    held_models_.erase(held_models_.begin());
+    if (has_header) {
+      apply(core_->on_message(late, from));
+    }
+  }
+}
+
+void averager_actor::with_model(round_t round, std::function<void(const flat_buffer&)> use) {
+  if (auto it = xbar_.find(round); it != xbar_.end()) {
+    use(it->second);
+    return;
+  }
+  if (failed_) {
+    return;
+  }
+  if (round != owners_round_) {
+    PRSGD_LOG(error, "averager") << "x̄ of round " << round << " is no longer held by the shard owners (they hold round "
+                                 << owners_round_ << "); skipped";
+    return;
+  }
+  waiting_.emplace_back(round, std::move(use));
+  if (!fetching_.contains(round)) {
+    shard_round_msg fetch;
+    fetch.averager_incarnation = core_->incarnation();
+    fetch.round = round;
+    fetch.fetch = true;
+    send_order(fetch);
+  }
+}
+
+void averager_actor::check_owners() {
+  owner_timer_ = schedule_once(config_.core.heartbeat_interval, [this] {
+    owner_timer_.reset();
+    if (done_ || failed_) {
+      return;
+    }
+    for (std::size_t k = 0; k < owners_.size(); ++k) {
+      const auto& o = owners_[k];
+      if (o.ready && now() - o.last_seen > config_.core.heartbeat_timeout) {
+        fail_job("shard owner " + std::to_string(k) + "/" + std::to_string(owners_.size()) + " at " + o.endpoint +
+                 " went silent for more than " +
+                 std::to_string(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(config_.core.heartbeat_timeout).count()) +
+                 " ms; its slice of x̄ is lost");
+        return;
+      }
+    }
+    check_owners();
+  });
+}
+
+void averager_actor::fail_job(const std::string& why) {
+  if (failed_ || done_) {
+    return;
+  }
+  failed_ = true;
+  PRSGD_LOG(error, "averager") << why << "; the job stops (restart the owners and the averager with "
+                               << "--checkpoint-dir to resume from the last checkpoint)";
+  const multipart stop = encode(shard_msg{stop_msg{0, 0, core_->incarnation(), core_->round()}});
+  for (const auto& o : owners_) {
+    if (o.peer != 0) {
+      (void)link_->send(o.peer, stop);
+    }
+  }
+  apply(core_->stop());  // STOP to the workers; the summary waits for an x̄ that never comes
+  done_ = true;
+  if (timer_) {
+    cancel_timer(*timer_);
+    timer_.reset();
+  }
+  if (config_.on_failed) {
+    config_.on_failed(why);
+  }
 }
 
 // Hands the growth of the core's drop counters that the owner's metrics show (forwarded_drops) to on_drop.
@@ -240,6 +539,9 @@ void averager_actor::on_peer(const peer_event& event) {
       peer_info_[event.peer] = {event.address, event.client_key};
     } else {
       peer_info_.erase(event.peer);
+      if (evaluators_.erase(event.peer) != 0) {
+        fail_evaluations_of(event.peer, "its connection went down");
+      }
     }
   }
   PRSGD_LOG(debug, "averager") << "peer " << event.peer << (event.up ? " up" : " down") << " node '" << event.node
@@ -293,11 +595,23 @@ void averager_actor::apply(actions a) {
   for (const auto& r : a.routes) {
     peers_[r.member] = r.via;
   }
+  if (!owners_.empty()) {
+    for (auto& o : a.sends) {
+      if (auto* w = std::get_if<welcome_msg>(&o.msg)) {
+        for (const auto& owner : owners_) {
+          w->owners.push_back(owner.endpoint);
+        }
+      }
+    }
+  }
   std::vector<std::pair<const outbound*, errc>> failed;
   for (const auto& o : a.sends) {
     if (auto code = send(o); code != errc::none) {
       failed.emplace_back(&o, code);
     }
+  }
+  for (const auto& order : a.shard_orders) {
+    send_order(order);
   }
   for (auto& e : a.evaluations) {
     evaluate(std::move(e));
@@ -322,8 +636,17 @@ void averager_actor::apply(actions a) {
   }
 }
 
-void averager_actor::write_checkpoint(const checkpoint_state& s) {
+void averager_actor::write_checkpoint(const checkpoint_state& s, bool filled) {
   if (!store_) {
+    return;
+  }
+  if (!owners_.empty() && !filled) {
+    // Sharded: x̄ of the checkpoint's round comes from the owners.
+    with_model(s.round, [this, s](const flat_buffer& x) {
+      checkpoint_state with_x = s;
+      with_x.model = *x;
+      write_checkpoint(with_x, true);
+    });
     return;
   }
   if (auto ok = store_->write(s); !ok) {
@@ -359,7 +682,19 @@ errc averager_actor::send(const outbound& o) {
   return o.via ? errc::none : sent.error().code;  // a reply to a stranger is not retried
 }
 
-void averager_actor::evaluate(evaluation_request request) {
+void averager_actor::evaluate(evaluation_request request, bool filled) {
+  if (!owners_.empty() && !filled) {
+    // Sharded: x̄ of the evaluated round comes from the owners.
+    with_model(request.rounds, [this, request](const flat_buffer& x) mutable {
+      request.model = x;
+      evaluate(std::move(request), true);
+    });
+    return;
+  }
+  if (config_.external_size > 0) {
+    evaluate_remotely(std::move(request));
+    return;
+  }
   std::shared_ptr<algorithms::model> model;
   if (!idle_evaluators_.empty()) {
     model = std::move(idle_evaluators_.back());
@@ -397,7 +732,10 @@ void averager_actor::on_evaluated(evaluation_request request, expected<double> a
   if (!core_) {
     return;
   }
-  if (!accuracy) {
+  if (!accuracy && accuracy.error().code == errc::not_found) {
+    PRSGD_LOG(info, "averager") << "x̄ after round " << request.rounds
+                                << " is not evaluated: " << accuracy.error().message();
+  } else if (!accuracy) {
     PRSGD_LOG(error, "averager") << "evaluation of x̄ after round " << request.rounds
                                  << " failed: " << accuracy.error().message();
   }
@@ -419,7 +757,28 @@ void averager_actor::write_line(const round_metrics& m) {
 }
 
 // Here the shell holds the final x̄ (s.model) and, when the job is over, writes the done line.
-void averager_actor::report_done(const job_summary& s) {
+void averager_actor::report_done(const job_summary& s, bool filled) {
+  if (!owners_.empty() && !filled) {
+    if (failed_) {
+      return;
+    }
+    done_ = true;  // nothing else reaches the core meanwhile
+    with_model(s.rounds, [this, s](const flat_buffer& x) {
+      job_summary with_x = s;
+      with_x.model = x;
+      if (with_x.final_checkpoint) {
+        with_x.final_checkpoint->model = *x;
+      }
+      report_done(with_x, true);
+    });
+    return;
+  }
+  if (!owners_.empty() && s.job_over) {
+    const multipart stop = encode(shard_msg{stop_msg{0, 0, core_->incarnation(), core_->round()}});
+    for (const auto& o : owners_) {
+      (void)link_->send(o.peer, stop);  // the job is over: the owners end
+    }
+  }
   done_ = true;
   if (s.job_over && writer_) {
     if (auto ok = writer_->write_done(s.test_acc, s.rounds, s.trained_rounds, s.wall_s); !ok) {
@@ -427,7 +786,19 @@ void averager_actor::report_done(const job_summary& s) {
     }
   }
   if (s.final_checkpoint) {
-    write_checkpoint(*s.final_checkpoint);  // after the done line: a crash in between runs the end again
+    write_checkpoint(*s.final_checkpoint, true);  // after the done line: a crash in between runs the end again
+  }
+  if (s.job_over) {
+    // Evaluators end with the job; after a suspend they stay and offer themselves to the next incarnation.
+    for (const auto& [peer, e] : evaluators_) {
+      (void)link_->send(peer, encode(to_evaluator{stop_msg{0, e.nonce, core_->incarnation(), s.rounds}}));
+    }
+  }
+  evaluators_.clear();
+  remote_evaluations_.clear();
+  if (evaluator_timer_) {
+    cancel_timer(*evaluator_timer_);
+    evaluator_timer_.reset();
   }
   PRSGD_LOG(info, "averager") << (s.job_over ? "done" : "incarnation over") << " after " << s.rounds << " rounds";
   if (s.job_over && config_.on_model) {
@@ -452,6 +823,147 @@ void averager_actor::rearm(std::optional<clock_source::time_point> wakeup) {
     if (core_ && !done_) {
       apply(core_->tick());
     }
+  });
+}
+
+// ---- evaluator processes (external models) -------------------------------------------------------------
+
+void averager_actor::on_evaluator(peer_id peer, const to_averager& msg) {
+  if (const auto* hello = std::get_if<evaluator_hello_msg>(&msg)) {
+    const std::string& job = config_.core.spec.model;
+    if (!job.empty() && hello->model_fingerprint != job) {
+      const std::string why =
+          "model mismatch: the job trains " + job + ", the evaluator has " +
+          (hello->model_fingerprint.empty() ? std::string{"no model fingerprint"} : hello->model_fingerprint);
+      if (evaluator_warnings_.allow(now())) {
+        PRSGD_LOG(warn, "averager") << "refused an evaluator on connection " << peer << ": " << why
+                                    << evaluator_warnings_.suffix();
+      }
+      (void)link_->send(
+          peer, encode(to_evaluator{refused_msg{0, hello->incarnation, core_->incarnation(), core_->round(), why}}));
+      return;
+    }
+    auto [it, fresh] = evaluators_.try_emplace(peer);
+    if (!fresh && it->second.nonce != hello->incarnation) {
+      fail_evaluations_of(peer, "it restarted");  // another evaluator process on the same connection id
+      it->second.in_flight = 0;
+    }
+    it->second.nonce = hello->incarnation;
+    it->second.last_seen = now();
+    if (fresh) {
+      PRSGD_LOG(info, "averager") << "evaluator on connection " << peer << " connected (" << evaluators_.size()
+                                  << " now)";
+      watch_evaluators();
+    }
+    return;
+  }
+  const auto& result = std::get<evaluation_msg>(msg);
+  auto it = remote_evaluations_.find(result.request);
+  // Only the connection the request went to may answer it, once, naming this incarnation and the request's
+  // round; anything else is dropped (a result meant for an earlier incarnation may carry a reused id).
+  if (it == remote_evaluations_.end() || it->second.peer != peer ||
+      result.averager_incarnation != core_->incarnation() || result.round != it->second.request.rounds) {
+    if (evaluator_warnings_.allow(now())) {
+      PRSGD_LOG(warn, "averager") << "dropped an evaluation result for request " << result.request
+                                  << " from connection " << peer << ": no such request is open for it"
+                                  << evaluator_warnings_.suffix();
+    }
+    return;
+  }
+  auto request = std::move(it->second.request);
+  remote_evaluations_.erase(it);
+  if (auto e = evaluators_.find(peer); e != evaluators_.end()) {
+    e->second.in_flight -= std::min<std::size_t>(e->second.in_flight, 1);
+    e->second.last_seen = now();
+  }
+  if (!(std::isfinite(result.accuracy) && result.accuracy >= 0 && result.accuracy <= 1)) {
+    on_evaluated(std::move(request), error{errc::protocol_error, "the evaluator reported an accuracy outside [0, 1]"});
+    return;
+  }
+  on_evaluated(std::move(request), result.accuracy);
+}
+
+void averager_actor::evaluate_remotely(evaluation_request request) {
+  // The least busy evaluator gets it (ties: the lowest connection id).
+  auto best = evaluators_.end();
+  for (auto it = evaluators_.begin(); it != evaluators_.end(); ++it) {
+    if (best == evaluators_.end() || it->second.in_flight < best->second.in_flight) {
+      best = it;
+    }
+  }
+  if (best == evaluators_.end()) {
+    // Nobody to score x̄: the round's test_acc stays null. Reported from a timer, never from inside apply().
+    schedule_once(clock_source::duration::zero(), [this, request = std::move(request)]() mutable {
+      on_evaluated(std::move(request), error{errc::not_found, "no evaluator is connected"});
+    });
+    return;
+  }
+  const peer_id peer = best->first;
+  evaluate_msg m{0, best->second.nonce, core_->incarnation(), request.rounds, request.id, request.model};
+  if (auto sent = link_->send(peer, encode(to_evaluator{m})); !sent) {
+    schedule_once(clock_source::duration::zero(), [this, request = std::move(request), e = sent.error()]() mutable {
+      on_evaluated(std::move(request), e);
+    });
+    return;
+  }
+  ++best->second.in_flight;
+  const std::uint64_t id = request.id;
+  remote_evaluations_[id] = remote_evaluation{std::move(request), peer, now() + config_.evaluation_timeout};
+  watch_evaluators();
+}
+
+void averager_actor::fail_evaluations_of(peer_id peer, const char* why) {
+  std::vector<evaluation_request> failed;
+  for (auto it = remote_evaluations_.begin(); it != remote_evaluations_.end();) {
+    if (it->second.peer == peer) {
+      failed.push_back(std::move(it->second.request));
+      it = remote_evaluations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& request : failed) {
+    on_evaluated(std::move(request), error{errc::peer_unreachable, std::string{"the evaluator left: "} + why});
+  }
+}
+
+void averager_actor::watch_evaluators() {
+  if (evaluator_timer_ || done_ || (evaluators_.empty() && remote_evaluations_.empty())) {
+    return;
+  }
+  evaluator_timer_ = schedule_once(config_.core.heartbeat_interval, [this] {
+    evaluator_timer_.reset();
+    if (done_) {
+      return;
+    }
+    const auto t = now();
+    std::vector<peer_id> silent;
+    for (const auto& [peer, e] : evaluators_) {
+      if (t - e.last_seen > config_.core.heartbeat_timeout) {
+        silent.push_back(peer);
+      }
+    }
+    for (const peer_id peer : silent) {
+      PRSGD_LOG(warn, "averager") << "evaluator on connection " << peer << " went silent; forgetting it";
+      evaluators_.erase(peer);
+      fail_evaluations_of(peer, "it went silent");
+    }
+    std::vector<evaluation_request> late;
+    for (auto it = remote_evaluations_.begin(); it != remote_evaluations_.end();) {
+      if (t >= it->second.deadline) {
+        if (auto e = evaluators_.find(it->second.peer); e != evaluators_.end()) {
+          e->second.in_flight -= std::min<std::size_t>(e->second.in_flight, 1);
+        }
+        late.push_back(std::move(it->second.request));
+        it = remote_evaluations_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& request : late) {
+      on_evaluated(std::move(request), error{errc::timeout, "the evaluator did not answer in time"});
+    }
+    watch_evaluators();
   });
 }
 

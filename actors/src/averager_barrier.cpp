@@ -82,15 +82,11 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
     rm.aggregate = std::string(algorithms::to_string(config_.aggregate.rule));
     bool averaged = false;
     std::vector<float> avg = average(inputs, rule, averaged);
-    if (config_.consensus_every > 0 && round_ % config_.consensus_every == 0) {
+    if (!sharded() && config_.consensus_every > 0 && round_ % config_.consensus_every == 0) {
       rm.consensus_distance = consensus_distance(inputs.contributions, avg);
     }
     // The optimiser states change only if x̄_{r+1} is adopted.
-    // (Copied by hand: GCC 12 misreads a copy of the whole optional as possibly uninitialised.)
-    std::optional<algorithms::outer_optimizer> outer_before;
-    if (outer_) {
-      outer_before.emplace(*outer_);
-    }
+    auto outer_before = outer_;
     auto momentum_before = minibatch_momentum_;
     next = outer_step(std::move(avg), averaged);
     if (!all_finite(next)) {
@@ -143,12 +139,27 @@ void averager_core::close_barrier(actions& out, bool by_deadline) {
   } else if (config_.rounds_per_epoch > 0) {
     rm.epoch = static_cast<double>(rounds_completed_) / static_cast<double>(config_.rounds_per_epoch);
   }
+  // Sharded: the owners combine what entered x̄ (after the screen; nothing when the round was empty).
+  std::optional<shard_round_msg> combine;
+  if (sharded()) {
+    combine = make_combine(trained ? last_rule_.value_or(algorithms::averaging_rule::by_samples)
+                                   : algorithms::averaging_rule::by_samples);
+  }
   advance_round(std::move(next));
+  const std::size_t checkpoints_before = held_checkpoints_.size();
   if (trained) {
     request_checkpoint();
   }
   const bool last = work_done();
+  const std::uint64_t evals_before = next_eval_id_;
   record_line(out, std::move(rm), last, trained);
+  if (combine) {
+    // x̄_{r+1} comes back to this process only when a checkpoint, an evaluation or the end needs it.
+    combine->round = round_;
+    combine->fetch = last || held_checkpoints_.size() != checkpoints_before || next_eval_id_ != evals_before ||
+                     !out.checkpoints.empty();
+    out.shard_orders.push_back(std::move(*combine));
+  }
   if (last) {
     end_job(out);  // (8)
   } else {
@@ -186,8 +197,9 @@ averager_core::round_inputs averager_core::collect(round_metrics& rm) {
   clock_source::time_point first = now;
   const auto first_steps = submissions_.begin()->second.msg.steps;
   for (const auto& [id, s] : submissions_) {
-    in.contributions.push_back(
-        {std::span<const float>(*s.msg.params), static_cast<double>(s.msg.samples), static_cast<double>(s.msg.steps)});
+    // Sharded: the parameters are at the owners; the weights need only samples and steps.
+    in.contributions.push_back({s.msg.params ? std::span<const float>(*s.msg.params) : std::span<const float>{},
+                                static_cast<double>(s.msg.samples), static_cast<double>(s.msg.steps)});
     in.steps_differ = in.steps_differ || s.msg.steps != first_steps;
     rm.samples += s.msg.samples;
     if (s.msg.loss_count > 0) {
@@ -231,8 +243,16 @@ void averager_core::screen(round_inputs& in, round_metrics& rm) {
     return;
   }
   const bool gradients = config_.mode == training_mode::minibatch_sgd;
-  const auto norms = algorithms::update_norms(in.contributions,
-                                              gradients ? std::span<const float>{} : std::span<const float>(*model_));
+  expected<std::vector<double>> norms = std::vector<double>{};
+  if (sharded()) {
+    // The owners measured ‖x_i − x̄‖² slice by slice (SHARD_ACK); the shell summed them.
+    for (const auto& [id, s] : submissions_) {
+      norms->push_back(std::sqrt(std::max(s.msg.update_norm2, 0.0)));
+    }
+  } else {
+    norms = algorithms::update_norms(in.contributions,
+                                     gradients ? std::span<const float>{} : std::span<const float>(*model_));
+  }
   if (!norms) {
     return;  // every size was checked on receipt
   }
@@ -270,6 +290,16 @@ void averager_core::screen(round_inputs& in, round_metrics& rm) {
 
 // Combines the submissions into a new buffer; `ok` says whether it succeeded (else x̄ is kept).
 std::vector<float> averager_core::average(const round_inputs& in, algorithms::averaging_rule rule, bool& ok) const {
+  if (sharded()) {
+    // The owners combine the slices (order_combine); validate the weights here as star would.
+    auto weights = algorithms::averaging_weights(in.contributions, rule);
+    ok = weights.has_value();
+    if (!ok) {
+      PRSGD_LOG(error, log_component) << "round " << round_ << ": averaging failed (" << weights.error().message()
+                                      << ")";
+    }
+    return *model_;
+  }
   std::vector<float> avg(model_size_);
   const auto combine = [&]() -> expected<void> {
     if (config_.aggregate.rule == algorithms::aggregate_rule::mean) {

@@ -104,6 +104,21 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
     return fail(errc::invalid_argument,
                 "averager: intervals must satisfy 1 <= min_interval <= max_interval, interval >= 1");
   }
+  if (config.shard_owners > 0) {
+    if (config.mode != training_mode::restarted_sgd) {
+      return fail(errc::invalid_argument, "averager: sharded averaging needs restarted SGD (not minibatch mode)");
+    }
+    if (config.outer) {
+      return fail(errc::invalid_argument, "averager: sharded averaging has no outer optimiser (--outer)");
+    }
+    if (config.aggregate.rule == algorithms::aggregate_rule::norm_clip) {
+      return fail(errc::invalid_argument,
+                  "averager: sharded averaging runs mean, trimmed-mean and median at the owners, not norm-clip");
+    }
+    if (config.shard_owners > initial_model.size()) {
+      return fail(errc::invalid_argument, "averager: more shard owners than model values");
+    }
+  }
   if (config.heartbeat_timeout <= clock_source::duration::zero() ||
       config.heartbeat_interval <= clock_source::duration::zero()) {
     return fail(errc::invalid_argument, "averager: heartbeat interval and timeout must be positive");
@@ -227,7 +242,9 @@ expected<averager_core> averager_core::make(averager_config config, const clock_
                                    << ", waiting for " << core.restored_.size() << " members to rejoin";
   } else {
     core.model_ = std::make_shared<const std::vector<float>>(std::move(initial_model));
-    PRSGD_LOG(info, log_component) << "incarnation " << core.incarnation_ << " starts at round 0";
+    core.awaiting_initial_ = core.config_.initial_from_join;
+    PRSGD_LOG(info, log_component) << "incarnation " << core.incarnation_ << " starts at round 0"
+                                   << (core.awaiting_initial_ ? " from the first member's model" : "");
   }
   if (core.config_.outer && !core.outer_) {
     auto outer = algorithms::outer_optimizer::make(*core.config_.outer, core.model_size_);
@@ -254,7 +271,8 @@ actions averager_core::on_message(const to_averager& m, origin_t from) {
         } else if constexpr (std::is_same_v<M, model_msg>) {
           return on_model(msg, from);
         } else {
-          // STATUS and CONTROL come from operator clients; the shell answers them (status, on_control).
+          // STATUS, CONTROL and SPEC come from clients that are not members; the shell answers them (status,
+          // on_control, spec_reply).
           return with_wakeup(actions{});
         }
       },
@@ -278,7 +296,13 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
     reply(out, m.member, stop_msg{m.member, m.incarnation, incarnation_, round_}, from);
     return with_wakeup(std::move(out));
   }
-  if (auto why = mismatch(m)) {
+  auto why = mismatch(m);
+  if (!why && sharded() && !m.sharding) {
+    why =
+        "this job averages in shards (--topology sharded) and this worker cannot take part: it sends whole "
+        "models (the Python worker does); run `prsgd worker`, or a star job";
+  }
+  if (why) {
     ++counters_.refused;
     ++drops_["refused"];
     if (warnings_->refused_join.allow(clock_->now())) {
@@ -287,6 +311,20 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
     }
     reply(out, 0, refused_msg{0, m.incarnation, incarnation_, round_, *why}, from);
     return with_wakeup(std::move(out));
+  }
+  if (awaiting_initial_) {
+    if (auto refusal = adopt_initial_model(m)) {
+      ++counters_.refused;
+      ++drops_["refused"];
+      PRSGD_LOG(warn, log_component) << "refused a JOIN from connection " << from << ": " << *refusal;
+      reply(out, 0, refused_msg{0, m.incarnation, incarnation_, round_, *refusal}, from);
+      return with_wakeup(std::move(out));
+    }
+  }
+  if (config_.labels_from_members && declared_labels_.empty()) {
+    if (const auto at = m.data_fingerprint.find(" labels="); at != std::string::npos) {
+      declared_labels_ = m.data_fingerprint.substr(at);
+    }
   }
   // The same JOIN again (same nonce, same connection): the worker has not seen our WELCOME yet. Answer with
   // the WELCOME once more, and with the round's RESTART only if none went to the member this round.
@@ -477,10 +515,16 @@ actions averager_core::on_model(const model_msg& msg, origin_t from) {
   if (m.is_gradient != want_gradient) {
     reason = want_gradient ? "a model in minibatch_sgd mode" : "a gradient in restarted_sgd mode";
     code = "kind";
-  } else if (!m.params) {
+  } else if (m.sliced != sharded()) {
+    reason = sharded() ? "a whole model, but this job averages in shards" : "a sliced model, but this job is a star";
+    code = "kind";
+  } else if (sharded() && !m.slices_ok) {
+    reason = "a slice the owners found not finite or of the wrong size";
+    code = "non_finite";
+  } else if (!sharded() && !m.params) {
     reason = "no parameters";
     code = "size";
-  } else if (m.params->size() != model_size_) {
+  } else if (!sharded() && m.params->size() != model_size_) {
     reason = "size " + std::to_string(m.params->size()) + " != model size " + std::to_string(model_size_);
     code = "size";
   } else if (m.steps == 0 || m.samples == 0) {
@@ -501,7 +545,7 @@ actions averager_core::on_model(const model_msg& msg, origin_t from) {
   } else if (!std::isfinite(m.loss_sum) || m.loss_count > m.samples) {
     reason = std::isfinite(m.loss_sum) ? "loss covers more samples than claimed" : "non-finite loss";
     code = "loss";
-  } else if (!all_finite(*m.params)) {
+  } else if (!sharded() && !all_finite(*m.params)) {
     reason = "NaN/Inf in parameters";
     code = "non_finite";
   }
@@ -602,7 +646,7 @@ actions averager_core::suspend() {
   }
   eval_queue_.clear();
   evaluating_.clear();
-  if (checkpoints_) {
+  if (checkpoints_ && !awaiting_initial_) {
     held_checkpoints_.push_back(snapshot());  // the open round: a later incarnation resumes it
   }
   flush_lines(out);

@@ -219,8 +219,10 @@ welcome_msg averager_core::make_welcome(member_id id, const member_entry& e, rou
 
 restart_msg averager_core::make_restart(member_id id) const {
   const auto& e = members_.at(id);
-  restart_msg m{id, e.incarnation, incarnation_, round_, model_, e.interval, round_step_size_, config_.mode, {}};
-  if (restart_change_ && round_ > 0 && e.holds == round_ - 1) {
+  // Sharded: the header only; the member assembles x̄_r from the owners' slices.
+  restart_msg m{id,         e.incarnation,    incarnation_, round_, sharded() ? flat_buffer{} : model_,
+                e.interval, round_step_size_, config_.mode, {}};
+  if (!sharded() && restart_change_ && round_ > 0 && e.holds == round_ - 1) {
     m.model = restart_change_;  // the member rebuilds x̄_r from the x̄_{r−1} it trained from
     m.dtype = config_.spec.wire;
     m.base = round_ - 1;
@@ -306,14 +308,44 @@ void averager_core::send_restart(actions& out, member_id id) {
   e.resend_at.reset();
   auto m = make_restart(id);
   const auto bytes = wire_bytes(m.model, m.dtype);
-  // Announce the payload on the same connection, ahead of it: the worker does not take us for gone
-  // while it is in flight (docs/decisions/0022).
-  heartbeat_msg hb{id, e.incarnation, incarnation_, round_, true};
-  hb.transfer_bytes = bytes;
-  send_to(out, id, hb);
+  if (bytes > 0) {
+    // Announce the payload on the same connection, ahead of it: the worker does not take us for gone
+    // while it is in flight (docs/decisions/0024).
+    heartbeat_msg hb{id, e.incarnation, incarnation_, round_, true};
+    hb.transfer_bytes = bytes;
+    send_to(out, id, hb);
+  }
   send_to(out, id, std::move(m));
+  if (sharded()) {
+    order_recipient(out, id);
+    return;
+  }
   round_bytes_out_ += bytes;
   e.bytes_out += bytes;
+}
+
+void averager_core::order_recipient(actions& out, member_id id) const {
+  const shard_recipient to{id, members_.at(id).token};
+  if (out.shard_orders.empty() || out.shard_orders.back().combine || out.shard_orders.back().round != round_) {
+    shard_round_msg order;
+    order.averager_incarnation = incarnation_;
+    order.round = round_;
+    out.shard_orders.push_back(std::move(order));
+  }
+  out.shard_orders.back().recipients.push_back(to);
+}
+
+shard_round_msg averager_core::make_combine(algorithms::averaging_rule rule) const {
+  shard_round_msg order;
+  order.averager_incarnation = incarnation_;
+  order.combine = true;
+  for (const auto& [id, sub] : submissions_) {
+    order.inputs.push_back({id, sub.msg.token, sub.msg.samples, sub.msg.steps});
+  }
+  order.rule = static_cast<std::uint8_t>(rule);
+  order.aggregate = static_cast<std::uint8_t>(config_.aggregate.rule);
+  order.trim = config_.aggregate.trim;
+  return order;
 }
 
 actions averager_core::on_send_failed(member_id member, const any_msg& msg, errc code) {
@@ -422,9 +454,18 @@ std::optional<std::string> averager_core::mismatch(const join_msg& m) const {
     return "model mismatch: the job trains " + config_.spec.model + ", the worker has " +
            (m.model_fingerprint.empty() ? std::string{"no model fingerprint"} : m.model_fingerprint);
   }
-  if (differs(config_.spec.data, m.data_fingerprint)) {
+  std::string data = m.data_fingerprint;
+  std::string labels;
+  if (const auto at = data.find(" labels="); config_.labels_from_members && at != std::string::npos) {
+    labels = data.substr(at);
+    data.resize(at);
+  }
+  if (differs(config_.spec.data, data)) {
     return "data mismatch: the job trains on " + config_.spec.data + ", the worker has " +
            (m.data_fingerprint.empty() ? std::string{"no data fingerprint"} : m.data_fingerprint);
+  }
+  if (!labels.empty() && !declared_labels_.empty() && labels != declared_labels_) {
+    return "data mismatch: the job's members train on" + declared_labels_ + ", the worker has" + labels;
   }
   const auto wire = config_.spec.wire;
   const bool reads = wire == algorithms::wire_dtype::f32 ||
@@ -437,6 +478,25 @@ std::optional<std::string> averager_core::mismatch(const join_msg& m) const {
     return "wire dtype mismatch: the job sends " + std::string{algorithms::to_string(wire)} +
            " payloads, the worker reads " + (has.empty() ? std::string{"f32"} : has) + " only";
   }
+  return std::nullopt;
+}
+
+std::optional<std::string> averager_core::adopt_initial_model(const join_msg& m) {
+  if (!m.initial_model) {
+    return std::string{
+        "the job has no model yet: the first member must send its initial model with its JOIN "
+        "(or the averager needs --init-model)"};
+  }
+  if (m.initial_model->size() != model_size_) {
+    return "initial model mismatch: the job's model has " + std::to_string(model_size_) + " floats, the worker's " +
+           std::to_string(m.initial_model->size());
+  }
+  if (!core_detail::all_finite(*m.initial_model)) {
+    return std::string{"the worker's initial model holds NaN or Inf"};
+  }
+  model_ = m.initial_model;
+  awaiting_initial_ = false;
+  PRSGD_LOG(info, log_component) << "x̄_0 is the model of the first member's JOIN (" << model_size_ << " floats)";
   return std::nullopt;
 }
 

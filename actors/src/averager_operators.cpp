@@ -3,7 +3,6 @@
 
 #include "averager_core_detail.hpp"
 
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -49,7 +48,7 @@ void averager_core::maybe_done(actions& out) {
   if (done_ || state_ != averager_state::stopped) {
     return;
   }
-  if (evaluations_ && !suspended_ && !final_eval_requested_) {
+  if (evaluations_ && !suspended_ && !final_eval_requested_ && !awaiting_initial_) {
     // Stopped without closing a final round (stop() from the shell): score the current x̄ once more.
     request_evaluation(out, round_, true);
   }
@@ -201,6 +200,9 @@ averager_core::control_outcome averager_core::on_control(control_op op, std::str
       if (!checkpoints_) {
         return done(false, "this averager keeps no checkpoints (start it with --checkpoint-dir)");
       }
+      if (awaiting_initial_) {
+        return done(false, "no model to checkpoint yet: it comes with the first member's JOIN");
+      }
       held_checkpoints_.push_back(snapshot());
       flush_lines(o.act);
       return done(true, "checkpoint of round " + std::to_string(round_));
@@ -209,6 +211,17 @@ averager_core::control_outcome averager_core::on_control(control_op op, std::str
       return done(true, "stopping after " + std::to_string(rounds_completed_) + " trained rounds");
   }
   return done(false, "unknown action");
+}
+
+spec_reply_msg averager_core::spec_reply(const spec_request_msg& m) const {
+  spec_reply_msg r;
+  r.incarnation = m.incarnation;
+  r.averager_incarnation = incarnation_;
+  r.round = round_;
+  r.spec = config_.spec;
+  r.mode = config_.mode;
+  r.model_size = model_size_;
+  return r;
 }
 
 job_status averager_core::status(const std::function<std::string(origin_t)>& host_of) const {

@@ -4,10 +4,12 @@
 #include <msgpack.hpp>
 
 #include <cstring>
-#include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -29,15 +31,36 @@ enum class wire_type : std::uint8_t {
   status_reply = 11,
   control = 12,
   control_reply = 13,
+  evaluator_hello = 14,
+  evaluate = 15,
+  evaluation = 16,
+  shard_hello = 17,
+  shard_setup = 18,
+  shard_round = 19,
+  shard_slice = 20,
+  shard_ack = 21,
+  shard_average = 22,
+  shard_report = 23,
+  spec = 24,
+  spec_reply = 25,
 };
 
 // A STATUS_REPLY's payload (the msgpack job_status) is at most this long.
 constexpr std::size_t max_status_bytes = std::size_t{4} << 20;
+// Its lists (members, joiners, removed members) hold at most this many entries, its maps this many keys
+// (job_status has 28 fields; newer senders may add some), nested this deep (status, list, entry, and one
+// spare level). msgpack allocates an array's elements when it reads the array's length, before their
+// bytes: without these limits a few bytes claiming 2^32 elements would ask for 128 GiB.
+constexpr std::size_t max_status_list = 65536;
+constexpr std::size_t max_status_keys = 256;
+constexpr std::size_t max_status_depth = 4;
 
 // msgpack strings in a header are at most 256 bytes (parse_header's unpack limit).
 constexpr std::size_t max_header_string = 256;
 // Arrays in a header hold at most this many elements (RESTART's `ranges`, and each [begin, end) pair).
 constexpr std::size_t max_header_array = max_restart_ranges;
+// The first chunk of the zone a header is decoded into.
+constexpr std::size_t header_zone_bytes = 1024;
 
 std::string clipped(const std::string& text) {
   return text.size() <= max_header_string ? text : text.substr(0, max_header_string);
@@ -92,38 +115,44 @@ frame payload_of(const flat_buffer& buf, algorithms::wire_dtype dtype = algorith
 
 std::string dtype_name(algorithms::wire_dtype dtype) { return std::string{algorithms::to_string(dtype)}; }
 
-// Reads fields from a decoded header map; every getter validates type and presence.
+// Reads fields from a decoded header map; every getter validates type and presence. Looks keys up by a
+// linear scan of the map (headers have a dozen keys, a status entry a few dozen): no copies, no allocation.
+// When a key repeats, the first occurrence counts.
 class header_reader {
  public:
-  explicit header_reader(const msgpack::object& map) {
-    for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
-      const auto& kv = map.via.map.ptr[i];
-      if (kv.key.type != msgpack::type::STR) {
+  explicit header_reader(const msgpack::object& map) : map_(map.via.map) {
+    for (std::uint32_t i = 0; i < map_.size; ++i) {
+      if (map_.ptr[i].key.type != msgpack::type::STR) {
         throw std::runtime_error("header key is not a string");
       }
-      fields_.emplace(std::string{kv.key.via.str.ptr, kv.key.via.str.size}, &kv.val);
     }
   }
   template <class T>
   T get(const char* key) const {
-    auto it = fields_.find(key);
-    if (it == fields_.end()) {
+    const msgpack::object* v = find(key);
+    if (v == nullptr) {
       throw std::runtime_error(std::string{"missing header field '"} + key + "'");
     }
-    return it->second->as<T>();
+    return v->as<T>();
   }
   [[nodiscard]] const msgpack::object* find(const char* key) const {
-    auto it = fields_.find(key);
-    return it == fields_.end() ? nullptr : it->second;
+    const std::string_view k{key};
+    for (std::uint32_t i = 0; i < map_.size; ++i) {
+      const auto& kv = map_.ptr[i];
+      if (std::string_view{kv.key.via.str.ptr, kv.key.via.str.size} == k) {
+        return &kv.val;
+      }
+    }
+    return nullptr;
   }
   template <class T>
   T get_or(const char* key, T fallback) const {
-    auto it = fields_.find(key);
-    return it == fields_.end() ? fallback : it->second->as<T>();
+    const msgpack::object* v = find(key);
+    return v == nullptr ? fallback : v->as<T>();
   }
 
  private:
-  std::map<std::string, const msgpack::object*, std::less<>> fields_;
+  msgpack::object_map map_;
 };
 
 template <class M>
@@ -168,9 +197,14 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
   }
   parsed_header out;
   try {
-    // Bounded unpacking: no array, map or string in a header can make msgpack allocate much.
-    out.handle = msgpack::unpack(reinterpret_cast<const char*>(h.data()), h.size(), nullptr, nullptr,
-                                 msgpack::unpack_limit(max_header_array, 64, 256, 256, 16, 4));
+    // Bounded unpacking: no array, map or string in a header can make msgpack allocate much. The zone
+    // starts at 1 KiB (a header's objects fit; it grows when not) instead of msgpack's 8 KiB default.
+    auto zone = std::make_unique<msgpack::zone>(header_zone_bytes);
+    std::size_t offset = 0;
+    const msgpack::object obj =
+        msgpack::unpack(*zone, reinterpret_cast<const char*>(h.data()), h.size(), offset, nullptr, nullptr,
+                        msgpack::unpack_limit(max_header_array, 64, 256, 256, 16, 4));
+    out.handle = msgpack::object_handle(obj, std::move(zone));
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, std::string{"header is not msgpack: "} + e.what());
   }
@@ -186,7 +220,7 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
                   "protocol version " + std::to_string(v) + ", this build speaks " + std::to_string(protocol_version));
     }
     const auto t = r.get<std::uint8_t>("t");
-    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::control_reply)) {
+    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::spec_reply)) {
       return fail(errc::protocol_error, "unknown message type " + std::to_string(t));
     }
     out.type = static_cast<wire_type>(t);
@@ -197,8 +231,8 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
 }
 
 // Decodes frame 1 (`declared` values sent as `dtype`) into a fresh float buffer after checking its size.
-expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared, algorithms::wire_dtype dtype,
-                                   const codec_limits& limits) {
+expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared, const codec_limits& limits,
+                                   algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) {
   if (declared > limits.max_model_floats) {
     return fail(errc::too_large, "model of " + std::to_string(declared) + " floats exceeds the limit of " +
                                      std::to_string(limits.max_model_floats));
@@ -233,7 +267,7 @@ expected<void> expect_no_payload(const multipart& msg) {
 
 // One encoder per message type; the variant overloads below dispatch to them.
 multipart encode_one(const welcome_msg& m) {
-  header_writer w{wire_type::welcome, common_fields + 12};
+  header_writer w{wire_type::welcome, common_fields + 12 + (m.owners.empty() ? 0 : 1)};
   put_common(w, m);
   w.put("ad", m.admitted_round);
   w.put("md", static_cast<std::uint8_t>(m.mode));
@@ -247,6 +281,13 @@ multipart encode_one(const welcome_msg& m) {
   w.put("bs", m.spec.batch_size);
   w.put("sd", m.spec.seed);
   w.put("wd", dtype_name(m.spec.wire));
+  if (!m.owners.empty()) {
+    std::vector<std::string> owners;
+    for (const auto& o : m.owners) {
+      owners.push_back(clipped(o));
+    }
+    w.put("ow", owners);
+  }
   return {w.finish()};
 }
 
@@ -294,8 +335,9 @@ multipart encode_one(const stop_msg& m) {
 }
 
 multipart encode_one(const join_msg& m) {
-  header_writer w{wire_type::join, common_fields + 4};
+  header_writer w{wire_type::join, common_fields + 5 + (m.initial_model ? 1 : 0)};
   put_common(w, m);
+  w.put("sc", m.sharding);
   w.put("s", m.speed_hint);
   w.put("mf", clipped(m.model_fingerprint));
   w.put("df", clipped(m.data_fingerprint));
@@ -304,6 +346,33 @@ multipart encode_one(const join_msg& m) {
     dtypes.push_back(dtype_name(d));
   }
   w.put("wds", dtypes);
+  if (!m.initial_model) {
+    return {w.finish()};
+  }
+  w.put("n", static_cast<std::uint64_t>(m.initial_model->size()));
+  return {w.finish(), payload_of(m.initial_model)};
+}
+
+multipart encode_one(const evaluator_hello_msg& m) {
+  header_writer w{wire_type::evaluator_hello, common_fields + 1};
+  put_common(w, m);
+  w.put("mf", clipped(m.model_fingerprint));
+  return {w.finish()};
+}
+
+multipart encode_one(const evaluate_msg& m) {
+  header_writer w{wire_type::evaluate, common_fields + 2};
+  put_common(w, m);
+  w.put("q", m.request);
+  w.put("n", static_cast<std::uint64_t>(m.model ? m.model->size() : 0));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const evaluation_msg& m) {
+  header_writer w{wire_type::evaluation, common_fields + 2};
+  put_common(w, m);
+  w.put("q", m.request);
+  w.put("acc", m.accuracy);
   return {w.finish()};
 }
 
@@ -315,8 +384,11 @@ multipart encode_one(const leave_msg& m) {
 }
 
 multipart encode_one(const model_msg& m) {
-  header_writer w{wire_type::model, common_fields + 10};
+  header_writer w{wire_type::model, common_fields + 10 + (m.sliced ? 1 : 0)};
   put_common(w, m);
+  if (m.sliced) {
+    w.put("sl", true);
+  }
   w.put("k", m.token);
   w.put("ct", m.cut);
   w.put("st", m.steps);
@@ -432,7 +504,166 @@ multipart encode_one(const control_reply_msg& m) {
   return {w.finish()};
 }
 
+// Sharded averaging (shard owners). Payload frames follow the same rule as RESTART and MODEL.
+using shard_pairs = std::vector<std::tuple<std::uint64_t, std::uint64_t>>;
+using shard_quads = std::vector<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>>;
+
+std::uint64_t floats_in(const flat_buffer& b) { return b ? b->size() : 0; }
+
+multipart encode_one(const shard_hello_msg& m) {
+  header_writer w{wire_type::shard_hello, common_fields + 4};
+  w.put("m", std::uint64_t{0});
+  w.put("i", m.incarnation);
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
+  w.put("sk", m.shard);
+  w.put("sn", m.shards);
+  w.put("ep", clipped(m.endpoint));
+  w.put("rd", m.ready);
+  return {w.finish()};
+}
+
+multipart encode_one(const shard_setup_msg& m) {
+  header_writer w{wire_type::shard_setup, common_fields + 6};
+  w.put("m", std::uint64_t{0});
+  w.put("i", m.incarnation);
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
+  w.put("sk", m.shard);
+  w.put("sn", m.shards);
+  w.put("of", m.offset);
+  w.put("ms", m.model_size);
+  w.put("hb", static_cast<std::int64_t>(m.heartbeat_interval.count()));
+  w.put("n", floats_in(m.model));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const shard_round_msg& m) {
+  header_writer w{wire_type::shard_round, common_fields + 7};
+  w.put("m", std::uint64_t{0});
+  w.put("i", std::uint64_t{0});
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
+  w.put("cb", m.combine);
+  shard_quads inputs;
+  for (const auto& in : m.inputs) {
+    inputs.emplace_back(in.member, in.token, in.samples, in.steps);
+  }
+  w.put("in", inputs);
+  w.put("ru", m.rule);
+  w.put("ag", m.aggregate);
+  w.put("tr", m.trim);
+  shard_pairs to;
+  for (const auto& t : m.recipients) {
+    to.emplace_back(t.member, t.token);
+  }
+  w.put("to", to);
+  w.put("f", m.fetch);
+  return {w.finish()};
+}
+
+multipart encode_one(const shard_slice_msg& m) {
+  header_writer w{wire_type::shard_slice, common_fields + 3};
+  w.put("m", m.member);
+  w.put("i", std::uint64_t{0});
+  w.put("a", std::uint64_t{0});
+  w.put("r", m.round);
+  w.put("k", m.token);
+  w.put("sk", m.shard);
+  w.put("n", floats_in(m.model));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const shard_ack_msg& m) {
+  header_writer w{wire_type::shard_ack, common_fields + 4};
+  w.put("m", m.member);
+  w.put("i", std::uint64_t{0});
+  w.put("a", std::uint64_t{0});
+  w.put("r", m.round);
+  w.put("k", m.token);
+  w.put("sk", m.shard);
+  w.put("ok", m.ok);
+  w.put("sq", m.norm2);
+  return {w.finish()};
+}
+
+multipart encode_one(const shard_average_msg& m) {
+  header_writer w{wire_type::shard_average, common_fields + 3};
+  w.put("m", m.member);
+  w.put("i", std::uint64_t{0});
+  w.put("a", std::uint64_t{0});
+  w.put("r", m.round);
+  w.put("k", m.token);
+  w.put("sk", m.shard);
+  w.put("n", floats_in(m.model));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const shard_report_msg& m) {
+  header_writer w{wire_type::shard_report, common_fields + 5};
+  w.put("m", std::uint64_t{0});
+  w.put("i", m.incarnation);
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
+  w.put("sk", m.shard);
+  w.put("cs", m.checksum);
+  w.put("ok", m.ok);
+  w.put("why", clipped(m.why));
+  w.put("n", floats_in(m.model));
+  return {w.finish(), payload_of(m.model)};
+}
+
+multipart encode_one(const spec_request_msg& m) {
+  header_writer w{wire_type::spec, common_fields};
+  put_common(w, m);
+  return {w.finish()};
+}
+
+multipart encode_one(const spec_reply_msg& m) {
+  header_writer w{wire_type::spec_reply, common_fields + 15};
+  put_common(w, m);
+  w.put("mf", clipped(m.spec.model));
+  w.put("df", clipped(m.spec.data));
+  w.put("bs", m.spec.batch_size);
+  w.put("sd", m.spec.seed);
+  // Names are never clipped: a clipped one would name another model. The averager checks their length.
+  w.put("mn", m.spec.model_name);
+  w.put("dn", m.spec.dataset);
+  w.put("do", m.spec.data_options);
+  w.put("ni", m.spec.non_iid);
+  w.put("da", m.spec.dirichlet_alpha);
+  w.put("lr", m.spec.lr);
+  w.put("mo", m.spec.momentum);
+  w.put("km", m.spec.keep_momentum);
+  w.put("wd", dtype_name(m.spec.wire));
+  w.put("md", static_cast<std::uint8_t>(m.mode));
+  w.put("ms", m.model_size);
+  return {w.finish()};
+}
+
 }  // namespace
+
+expected<void> check_spec_fits(const job_spec& spec) {
+  const auto too_long = [](const std::string& text) { return text.size() > max_header_string; };
+  if (too_long(spec.model_name)) {
+    return fail(errc::invalid_argument, "the model name is longer than " + std::to_string(max_header_string) +
+                                            " bytes: a worker could not be told it");
+  }
+  if (too_long(spec.dataset)) {
+    return fail(errc::invalid_argument, "the data set name is longer than " + std::to_string(max_header_string) +
+                                            " bytes: a worker could not be told it");
+  }
+  if (spec.data_options.size() > max_header_array) {
+    return fail(errc::invalid_argument, "more than " + std::to_string(max_header_array) + " data options");
+  }
+  for (const auto& o : spec.data_options) {
+    if (too_long(o)) {
+      return fail(errc::invalid_argument, "the data option '" + o.substr(0, 40) + "...' is longer than " +
+                                              std::to_string(max_header_string) + " bytes");
+    }
+  }
+  return {};
+}
 
 multipart encode(const to_worker& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
@@ -443,6 +674,10 @@ multipart encode(const to_averager& msg) {
 }
 
 multipart encode(const to_operator& msg) {
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
+}
+
+multipart encode(const to_evaluator& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }
 
@@ -477,6 +712,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.spec.batch_size = r.get<std::uint64_t>("bs");
         m.spec.seed = r.get<std::uint64_t>("sd");
         m.spec.wire = get_dtype(r, "wd");
+        m.owners = r.get_or<std::vector<std::string>>("ow", {});
         return to_worker{m};
       }
       case wire_type::refused: {
@@ -502,7 +738,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         if (r.find("wb") != nullptr) {
           m.base = r.get<round_t>("wb");
         }
-        auto model = read_payload(msg, r.get<std::uint64_t>("n"), m.dtype, limits);
+        auto model = read_payload(msg, r.get<std::uint64_t>("n"), limits, m.dtype);
         if (!model) {
           return std::move(model).error();
         }
@@ -548,7 +784,6 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
     header_reader r{parsed->handle.get()};
     switch (parsed->type) {
       case wire_type::join: {
-        PRSGD_TRY(expect_no_payload(msg));
         join_msg m;
         get_common(r, m);
         m.speed_hint = r.get_or<double>("s", 0.0);
@@ -560,6 +795,31 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
             m.wire_dtypes.push_back(*d);
           }
         }
+        m.sharding = r.get_or<bool>("sc", false);
+        if (r.find("n") == nullptr) {
+          PRSGD_TRY(expect_no_payload(msg));
+          return to_averager{m};
+        }
+        auto initial = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        if (!initial) {
+          return std::move(initial).error();
+        }
+        m.initial_model = std::move(*initial);
+        return to_averager{std::move(m)};
+      }
+      case wire_type::evaluator_hello: {
+        PRSGD_TRY(expect_no_payload(msg));
+        evaluator_hello_msg m;
+        get_common(r, m);
+        m.model_fingerprint = r.get_or<std::string>("mf", {});
+        return to_averager{m};
+      }
+      case wire_type::evaluation: {
+        PRSGD_TRY(expect_no_payload(msg));
+        evaluation_msg m;
+        get_common(r, m);
+        m.request = r.get<std::uint64_t>("q");
+        m.accuracy = r.get<double>("acc");
         return to_averager{m};
       }
       case wire_type::leave: {
@@ -590,7 +850,11 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.cut = r.get_or<bool>("ct", false);
         m.dtype = get_dtype(r, "wd");
         m.delta = r.get_or<bool>("dl", false);
-        auto params = read_payload(msg, r.get<std::uint64_t>("n"), m.dtype, limits);
+        m.sliced = r.get_or<bool>("sl", false);
+        if (m.sliced && r.get<std::uint64_t>("n") != 0) {
+          return fail(errc::protocol_error, "a sliced MODEL carries no payload");
+        }
+        auto params = read_payload(msg, r.get<std::uint64_t>("n"), limits, m.dtype);
         if (!params) {
           return std::move(params).error();
         }
@@ -600,6 +864,12 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
       case wire_type::status: {
         PRSGD_TRY(expect_no_payload(msg));
         status_request_msg m;
+        get_common(r, m);
+        return to_averager{m};
+      }
+      case wire_type::spec: {
+        PRSGD_TRY(expect_no_payload(msg));
+        spec_request_msg m;
         get_common(r, m);
         return to_averager{m};
       }
@@ -638,7 +908,17 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
         if (msg.size() != 2 || msg[1].size() > max_status_bytes) {
           return fail(errc::protocol_error, "STATUS_REPLY needs one payload frame of at most 4 MiB");
         }
-        const auto handle = msgpack::unpack(reinterpret_cast<const char*>(msg[1].data()), msg[1].size());
+        msgpack::object_handle handle;
+        try {
+          handle = msgpack::unpack(reinterpret_cast<const char*>(msg[1].data()), msg[1].size(), nullptr, nullptr,
+                                   msgpack::unpack_limit(max_status_list, max_status_keys, max_status_bytes,
+                                                         max_status_bytes, max_status_bytes, max_status_depth));
+        } catch (const msgpack::size_overflow& e) {
+          return fail(errc::too_large, std::string{"STATUS_REPLY's status is over a decoding limit ("} + e.what() +
+                                           "; at most " + std::to_string(max_status_list) + " list entries, " +
+                                           std::to_string(max_status_keys) + " keys, nesting " +
+                                           std::to_string(max_status_depth) + ")");
+        }
         auto status = std::make_shared<job_status>();
         status_unpacker::object(handle.get(), *status);
         m.status = std::move(status);
@@ -652,9 +932,200 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
         m.text = r.get<std::string>("why");
         return to_operator{m};
       }
+      case wire_type::spec_reply: {
+        PRSGD_TRY(expect_no_payload(msg));
+        spec_reply_msg m;
+        get_common(r, m);
+        m.spec.model = r.get<std::string>("mf");
+        m.spec.data = r.get<std::string>("df");
+        m.spec.batch_size = r.get<std::uint64_t>("bs");
+        m.spec.seed = r.get<std::uint64_t>("sd");
+        m.spec.model_name = r.get<std::string>("mn");
+        m.spec.dataset = r.get<std::string>("dn");
+        m.spec.data_options = r.get<std::vector<std::string>>("do");
+        m.spec.non_iid = r.get<bool>("ni");
+        m.spec.dirichlet_alpha = r.get<double>("da");
+        m.spec.lr = r.get<double>("lr");
+        m.spec.momentum = r.get<double>("mo");
+        m.spec.keep_momentum = r.get<bool>("km");
+        m.spec.wire = get_dtype(r, "wd");
+        m.mode = get_mode(r);
+        m.model_size = r.get<std::uint64_t>("ms");
+        return to_operator{std::move(m)};
+      }
       default:
         return fail(errc::protocol_error,
                     "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an operator");
+    }
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+expected<to_evaluator> decode_to_evaluator(const multipart& msg, const codec_limits& limits) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  try {
+    header_reader r{parsed->handle.get()};
+    switch (parsed->type) {
+      case wire_type::evaluate: {
+        evaluate_msg m;
+        get_common(r, m);
+        m.request = r.get<std::uint64_t>("q");
+        auto model = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        if (!model) {
+          return std::move(model).error();
+        }
+        m.model = std::move(*model);
+        return to_evaluator{std::move(m)};
+      }
+      case wire_type::stop:
+      case wire_type::refused: {
+        // The same STOP and REFUSED a worker gets.
+        auto as_worker = decode_to_worker(msg, limits);
+        if (!as_worker) {
+          return std::move(as_worker).error();
+        }
+        if (const auto* stop = std::get_if<stop_msg>(&*as_worker)) {
+          return to_evaluator{*stop};
+        }
+        return to_evaluator{std::get<refused_msg>(*as_worker)};
+      }
+      default:
+        return fail(errc::protocol_error,
+                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an evaluator");
+    }
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+multipart encode(const shard_msg& msg) {
+  return std::visit([](const auto& m) { return encode_one(m); }, msg);
+}
+
+expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limits) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  // Reads frame 1; an empty payload means "no model".
+  const auto payload = [&](const header_reader& r) -> expected<flat_buffer> {
+    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+    if (!p) {
+      return std::move(p).error();
+    }
+    return (*p)->empty() ? flat_buffer{} : std::move(*p);
+  };
+  try {
+    header_reader r{parsed->handle.get()};
+    switch (parsed->type) {
+      case wire_type::shard_hello: {
+        PRSGD_TRY(expect_no_payload(msg));
+        shard_hello_msg m;
+        m.incarnation = r.get<incarnation_t>("i");
+        m.averager_incarnation = r.get<incarnation_t>("a");
+        m.round = r.get<round_t>("r");
+        m.shard = r.get<std::uint64_t>("sk");
+        m.shards = r.get<std::uint64_t>("sn");
+        m.endpoint = r.get<std::string>("ep");
+        m.ready = r.get<bool>("rd");
+        if (m.shards == 0 || m.shard >= m.shards) {
+          throw std::range_error("shard " + std::to_string(m.shard) + " of " + std::to_string(m.shards));
+        }
+        return shard_msg{m};
+      }
+      case wire_type::shard_setup: {
+        shard_setup_msg m;
+        m.incarnation = r.get<incarnation_t>("i");
+        m.averager_incarnation = r.get<incarnation_t>("a");
+        m.round = r.get<round_t>("r");
+        m.shard = r.get<std::uint64_t>("sk");
+        m.shards = r.get<std::uint64_t>("sn");
+        m.offset = r.get<std::uint64_t>("of");
+        m.model_size = r.get<std::uint64_t>("ms");
+        m.heartbeat_interval = std::chrono::nanoseconds{r.get<std::int64_t>("hb")};
+        if (m.shards == 0 || m.shard >= m.shards) {
+          throw std::range_error("shard " + std::to_string(m.shard) + " of " + std::to_string(m.shards));
+        }
+        auto p = payload(r);
+        if (!p) {
+          return std::move(p).error();
+        }
+        m.model = std::move(*p);
+        return shard_msg{std::move(m)};
+      }
+      case wire_type::shard_round: {
+        PRSGD_TRY(expect_no_payload(msg));
+        shard_round_msg m;
+        m.averager_incarnation = r.get<incarnation_t>("a");
+        m.round = r.get<round_t>("r");
+        m.combine = r.get<bool>("cb");
+        for (const auto& [id, token, samples, steps] : r.get<shard_quads>("in")) {
+          m.inputs.push_back({id, token, samples, steps});
+        }
+        m.rule = r.get<std::uint8_t>("ru");
+        m.aggregate = r.get<std::uint8_t>("ag");
+        m.trim = r.get<double>("tr");
+        for (const auto& [id, token] : r.get<shard_pairs>("to")) {
+          m.recipients.push_back({id, token});
+        }
+        m.fetch = r.get<bool>("f");
+        return shard_msg{std::move(m)};
+      }
+      case wire_type::shard_slice:
+      case wire_type::shard_average: {
+        const member_id member = r.get<member_id>("m");
+        const session_token token = r.get<session_token>("k");
+        const round_t round = r.get<round_t>("r");
+        const auto shard = r.get<std::uint64_t>("sk");
+        auto p = payload(r);
+        if (!p) {
+          return std::move(p).error();
+        }
+        if (parsed->type == wire_type::shard_slice) {
+          return shard_msg{shard_slice_msg{member, token, round, shard, std::move(*p)}};
+        }
+        return shard_msg{shard_average_msg{member, token, round, shard, std::move(*p)}};
+      }
+      case wire_type::shard_ack: {
+        PRSGD_TRY(expect_no_payload(msg));
+        shard_ack_msg m;
+        m.member = r.get<member_id>("m");
+        m.token = r.get<session_token>("k");
+        m.round = r.get<round_t>("r");
+        m.shard = r.get<std::uint64_t>("sk");
+        m.ok = r.get<bool>("ok");
+        m.norm2 = r.get<double>("sq");
+        return shard_msg{m};
+      }
+      case wire_type::shard_report: {
+        shard_report_msg m;
+        m.incarnation = r.get<incarnation_t>("i");
+        m.averager_incarnation = r.get<incarnation_t>("a");
+        m.round = r.get<round_t>("r");
+        m.shard = r.get<std::uint64_t>("sk");
+        m.checksum = r.get<std::uint64_t>("cs");
+        m.ok = r.get<bool>("ok");
+        m.why = r.get<std::string>("why");
+        auto p = payload(r);
+        if (!p) {
+          return std::move(p).error();
+        }
+        m.model = std::move(*p);
+        return shard_msg{std::move(m)};
+      }
+      case wire_type::stop: {
+        PRSGD_TRY(expect_no_payload(msg));
+        stop_msg m;
+        get_common(r, m);
+        return shard_msg{m};
+      }
+      default:
+        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
+                                              " is not part of sharded averaging");
     }
   } catch (const std::exception& e) {
     return fail(errc::decode_failed, e.what());

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/worker_actor.hpp"
 
+#include "wire_link.hpp"
+
 #include <algorithm>
 #include <thread>
 #include <tuple>
@@ -175,7 +177,13 @@ void worker_actor::attach(std::shared_ptr<transport> link, peer_id averager) {
 }
 
 void worker_actor::on_wire(peer_id peer, multipart msg) {
-  if (finished_ || peer != averager_) {
+  if (finished_) {
+    return;
+  }
+  if (peer != averager_) {
+    if (auto it = std::find(owners_.begin(), owners_.end(), peer); it != owners_.end()) {
+      on_owner(static_cast<std::size_t>(it - owners_.begin()), std::move(msg));
+    }
     return;
   }
   auto decoded = decode_to_worker(msg, config_.limits);
@@ -186,10 +194,111 @@ void worker_actor::on_wire(peer_id peer, multipart msg) {
     }
     return;
   }
+  if (const auto* w = std::get_if<welcome_msg>(&*decoded); w != nullptr && !w->owners.empty()) {
+    attach_owners(*w);
+  }
   if (const auto* r = std::get_if<restart_msg>(&*decoded)) {
     PRSGD_LOG(debug, "worker") << "RESTART round " << r->round << " I=" << r->interval;
+    if ((!r->model || r->model->empty()) && !owners_.empty()) {
+      // Sharded: x̄ comes from the owners, slice by slice.
+      if (!held_restart_ || held_restart_->round <= r->round) {
+        held_restart_ = *r;
+      }
+      try_restart();
+      return;
+    }
   }
   apply(core_->on_message(*decoded));
+}
+
+// ---- sharded averaging ---------------------------------------------------------------------------------
+
+void worker_actor::attach_owners(const welcome_msg& w) {
+  if (w.owners != owner_endpoints_) {
+    for (peer_id p : owners_) {
+      (void)link_->disconnect(p);
+    }
+    owners_.clear();
+    for (const auto& ep : w.owners) {
+      auto peer = link_->connect(ep, config_.owner_connect);
+      if (!peer) {
+        PRSGD_LOG(error, "worker") << "cannot connect to shard owner " << ep << ": " << peer.error().message();
+        owners_.clear();
+        owner_endpoints_.clear();
+        return;
+      }
+      owners_.push_back(*peer);
+    }
+    owner_endpoints_ = w.owners;
+    PRSGD_LOG(info, "worker") << "sharded averaging over " << owners_.size() << " shard owners";
+  }
+  model_size_ = w.model_size;
+  if (w.member != member_ || w.token != token_) {
+    // A new membership (a rejoin, perhaps with a new averager incarnation): rounds start over.
+    member_ = w.member;
+    token_ = w.token;
+    held_restart_.reset();
+    slices_round_ = 0;
+    slices_.clear();
+  }
+  for (std::size_t k = 0; k < owners_.size(); ++k) {
+    // Tells owner k the connection to send this member's slices of x̄ on.
+    (void)link_->send(owners_[k], encode(shard_msg{shard_slice_msg{member_, token_, 0, k, {}}}));
+  }
+}
+
+void worker_actor::on_owner(std::size_t k, multipart msg) {
+  auto decoded = decode_shard(msg, config_.limits);
+  const auto* avg = decoded ? std::get_if<shard_average_msg>(&*decoded) : nullptr;
+  if (avg == nullptr || avg->member != member_ || avg->token != token_ || avg->shard != k || !avg->model) {
+    return;
+  }
+  const std::uint64_t size =
+      slice_begin(model_size_, owners_.size(), k + 1) - slice_begin(model_size_, owners_.size(), k);
+  if (avg->model->size() != size || avg->round < slices_round_) {
+    return;
+  }
+  if (avg->round > slices_round_ || slices_.size() != owners_.size()) {
+    slices_round_ = avg->round;
+    slices_.assign(owners_.size(), flat_buffer{});
+  }
+  slices_[k] = avg->model;
+  try_restart();
+}
+
+void worker_actor::try_restart() {
+  if (!held_restart_ || held_restart_->round != slices_round_ || slices_.size() != owners_.size() ||
+      std::any_of(slices_.begin(), slices_.end(), [](const flat_buffer& b) { return !b; })) {
+    return;
+  }
+  auto x = std::make_shared<std::vector<float>>();
+  x->reserve(model_size_);
+  for (const auto& part : slices_) {
+    x->insert(x->end(), part->begin(), part->end());
+  }
+  restart_msg r = std::move(*held_restart_);
+  held_restart_.reset();
+  r.model = std::move(x);
+  apply(core_->on_message(to_worker{std::move(r)}));
+}
+
+void worker_actor::send_sliced(const model_msg& m) {
+  const std::uint64_t size = m.params->size();
+  for (std::size_t k = 0; k < owners_.size(); ++k) {
+    const auto begin = static_cast<std::ptrdiff_t>(slice_begin(size, owners_.size(), k));
+    const auto end = static_cast<std::ptrdiff_t>(slice_begin(size, owners_.size(), k + 1));
+    auto part = std::make_shared<const std::vector<float>>(m.params->begin() + begin, m.params->begin() + end);
+    if (auto sent = link_->send(owners_[k], encode(shard_msg{shard_slice_msg{m.member, m.token, m.round, k, part}}));
+        !sent) {
+      PRSGD_LOG(debug, "worker") << "send to shard owner " << k << " failed: " << sent.error().message();
+    }
+  }
+  model_msg header = m;
+  header.params.reset();
+  header.sliced = true;
+  if (auto sent = link_->send(averager_, encode(to_averager{header})); !sent) {
+    PRSGD_LOG(debug, "worker") << "send to averager failed: " << sent.error().message();
+  }
 }
 
 void worker_actor::leave() {
@@ -205,7 +314,14 @@ worker_state worker_actor::state() const { return core_->state(); }
 
 void worker_actor::apply(actions a) {
   if (link_) {
-    for (const auto& o : a.sends) {
+    for (auto& o : a.sends) {
+      if (auto* join = std::get_if<join_msg>(&o.msg)) {
+        join->sharding = true;  // this worker can send slices to shard owners
+      }
+      if (const auto* m = std::get_if<model_msg>(&o.msg); m != nullptr && !owners_.empty() && m->params) {
+        send_sliced(*m);
+        continue;
+      }
       auto sent = link_->send(averager_, encode(o.msg));
       if (!sent) {
         PRSGD_LOG(debug, "worker") << "send to averager failed: " << sent.error().message();
@@ -306,16 +422,11 @@ expected<actor_ref<worker_actor>> start_worker(actor_system& system, worker_acto
     return std::move(ref).error();
   }
   auto handle = *ref;
-  transport_handlers handlers;
-  handlers.on_message = [handle](peer_id peer, multipart msg) {
-    handle.tell(&worker_actor::on_wire, peer, std::move(msg));
-  };
-  handlers.on_peer = [](const peer_event&) {};
-  auto link = make_link(std::move(handlers));
+  auto link = open_wire_link(make_link, handle);
   if (!link) {
     return std::move(link).error();
   }
-  std::shared_ptr<transport> shared{std::move(*link)};
+  std::shared_ptr<transport> shared = std::move(*link);
   auto peer = shared->connect(averager_endpoint, connect);
   if (!peer) {
     return std::move(peer).error();

@@ -262,7 +262,7 @@ actions worker_core::on_trained(const train_result& r) {
   }
   if (m.params) {
     // Announce the payload on the same connection, ahead of it: the averager does not take us for gone
-    // while it is in flight (docs/decisions/0022).
+    // while it is in flight (docs/decisions/0024).
     heartbeat_msg hb{member_, config_.incarnation, averager_incarnation_, round_, false, token_};
     hb.transfer_bytes = algorithms::encoded_size(m.dtype, m.params->size());
     send(out, hb);

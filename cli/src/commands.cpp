@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "dashboard_server.hpp"
 #include "prsgd/algorithms/dataset_registry.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/algorithms/model_spec.hpp"
@@ -33,6 +34,25 @@ namespace {
 volatile sig_atomic_t g_caught_signal = 0;
 
 extern "C" void remember_stop_signal(int sig) { g_caught_signal = sig; }
+
+/// Checks the dashboard and operator options of `prsgd local` before anything starts, so a bad one is one line
+/// here instead of an averager that exits before it listens.
+expected<void> check_local_operations(const operations_options& o) {
+  for (const auto& file : o.operator_keys) {
+    if (auto key = read_key_file(file); !key) {
+      return fail(key.error().code, "--operator-key: " + key.error().context);
+    }
+  }
+  if (!o.http_bind.empty()) {
+    PRSGD_TRY(parse_http_bind(o.http_bind));
+  }
+  if (!o.http_token_file.empty()) {
+    if (auto token = read_token_file(o.http_token_file); !token) {
+      return fail(token.error().code, "--http-token-file: " + token.error().context);
+    }
+  }
+  return {};
+}
 
 /// Writes a fresh key pair for one `prsgd local` job to LOG_DIR/keys/job.{public,secret} (the directory
 /// mode 0700, the secret 0600), replacing the previous job's.
@@ -107,12 +127,8 @@ expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, co
     }
   }
   if (!model.empty() && !registry.contains(model)) {
-    std::string known;
-    for (const auto& n : registry.names()) {
-      known += (known.empty() ? "" : ", ") + n;
-    }
-    return fail(errc::invalid_argument,
-                "unknown model '" + model + "' (registered: " + known + "; a --plugin can add more)");
+    return fail(errc::invalid_argument, "unknown model '" + model + "' (registered: " + comma_list(registry.names()) +
+                                            "; a --plugin can add more)");
   }
   return plugins;
 }
@@ -171,6 +187,10 @@ int run_local(const local_options& o) {
     std::fprintf(stderr, "prsgd local: %s\n", fits.error().message().c_str());
     return exit_usage;
   }
+  if (auto ops = check_local_operations(o.operations); !ops) {
+    std::fprintf(stderr, "prsgd local: %s\n", ops.error().message().c_str());
+    return exit_usage;
+  }
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) {
@@ -207,6 +227,12 @@ int run_local(const local_options& o) {
       std::filesystem::remove(c.endpoint_file, ec);  // a file from an earlier run is not this child's
     }
   }
+  // The dashboard's URL, once the averager serves it (an old file is an earlier run's).
+  const std::string url_file = local_operations(o).http_url_file;
+  if (!url_file.empty()) {
+    std::filesystem::remove(url_file, ec);
+  }
+  bool url_announced = url_file.empty();
 
   auto reporter = make_progress_reporter(o.output.progress);
   metrics_follower follower{metrics};
@@ -219,6 +245,13 @@ int run_local(const local_options& o) {
   lo.log_dir = o.log_dir;
   lo.grace = std::chrono::seconds{o.grace_s};
   lo.on_tick = [&] {
+    if (!url_announced) {
+      if (auto url = read_endpoint_file(url_file)) {
+        url_announced = true;
+        PRSGD_LOG(info, "local") << "dashboard on " << *url << " (the averager's endpoint is in "
+                                 << (std::filesystem::path{o.log_dir} / "averager.endpoint").string() << ")";
+      }
+    }
     bool changed = false;
     for (const auto& line : follower.poll()) {
       if (auto m = parse_metrics_line(line)) {

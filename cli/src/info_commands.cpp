@@ -374,7 +374,7 @@ int run_plot(const plot_options& o) {
   if (format == "auto") {
     format = o.out.ends_with(".svg") ? "svg" : "png";
   }
-  plot_request request{o.runs, o.labels, o.y, o.x};
+  plot_request request{o.runs, o.labels, o.y, o.x, o.log_x, o.dashed};
   auto series = read_plot_series(request);
   if (!series) {
     std::fprintf(stderr, "prsgd plot: %s\n", series.error().message().c_str());
@@ -382,7 +382,7 @@ int run_plot(const plot_options& o) {
   }
   std::size_t drawn = 0;
   for (const auto& s : *series) {
-    drawn += s.points.empty() ? 0 : 1;
+    drawn += std::any_of(s.points.begin(), s.points.end(), [&](const auto& p) { return !o.log_x || p.first > 0; });
   }
   if (drawn == 0) {
     std::fprintf(stderr, "prsgd plot: nothing to draw: no round in %s has a value for --y %s against --x %s\n",

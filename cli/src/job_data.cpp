@@ -89,12 +89,18 @@ expected<job_data> load_job_data(const model_options& o, data_need need) {
   return out;
 }
 
-std::string unknown_dataset_message(const std::string& name) {
-  std::string known;
-  for (const auto& n : algorithms::dataset_registry::instance().names()) {
-    known += (known.empty() ? "" : ", ") + n;
+std::string comma_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    out += (out.empty() ? "" : ", ") + n;
   }
-  return "unknown --dataset '" + name + "' (registered: " + known + "; a --plugin can add more)";
+  return out;
+}
+
+std::string unknown_dataset_message(const std::string& name) {
+  return "unknown --dataset '" + name +
+         "' (registered: " + comma_list(algorithms::dataset_registry::instance().names()) +
+         "; a --plugin can add more)";
 }
 
 namespace {

@@ -495,6 +495,14 @@ void add_common(std::vector<std::string>& a, const local_options& o) {
 
 }  // namespace
 
+operations_options local_operations(const local_options& o) {
+  operations_options out = o.operations;
+  if (!out.http_bind.empty() && out.http_url_file.empty()) {
+    out.http_url_file = (std::filesystem::path{o.log_dir} / "averager.url").string();
+  }
+  return out;
+}
+
 std::vector<child_spec> build_local_cluster(const local_options& o, const std::string& exe,
                                             const local_endpoints& endpoints, const std::string& metrics_jsonl,
                                             const key_file_paths& keys) {
@@ -538,6 +546,9 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   if (schedule.min_workers == 0) {
     schedule.min_workers = o.workers;
   }
+  if (schedule.topology == "sharded" && schedule.shards == 0) {
+    schedule.shards = o.workers;  // one owner per worker, as a ring all-reduce would have
+  }
   append(avg.argv, to_arguments(schedule));
   if (!metrics_jsonl.empty()) {
     add(avg.argv, "--metrics-jsonl", std::filesystem::absolute(metrics_jsonl).string());
@@ -550,7 +561,26 @@ std::vector<child_spec> build_local_cluster(const local_options& o, const std::s
   }
   // The trained model: the averager writes it.
   append(avg.argv, to_arguments(o.save));
+  // The dashboard and the operators. An operator connects with its own key, so the averager also admits it.
+  append(avg.argv, to_arguments(local_operations(o)));
+  if (!keys.public_path.empty()) {
+    for (const auto& key : o.operations.operator_keys) {
+      add(avg.argv, "--curve-allow", std::filesystem::absolute(key).string());
+    }
+  }
   out.push_back(std::move(avg));
+
+  // Sharded averaging: the owners register with the averager, which tells the workers where they are.
+  for (int k = 0; schedule.topology == "sharded" && k < schedule.shards; ++k) {
+    const std::string shard = std::to_string(k) + "/" + std::to_string(schedule.shards);
+    child_spec owner{"owner-" + std::to_string(k),
+                     {exe, "averager", "--shard", shard, "--coordinator", endpoints.averager, "--listen",
+                      "tcp://127.0.0.1:*", "--progress", "off"},
+                     child_role::service};
+    add_common(owner.argv, o);
+    add_keys(owner.argv, 's');
+    out.push_back(std::move(owner));
+  }
 
   for (int i = 0; i < o.workers; ++i) {
     child_spec w{"worker-" + std::to_string(i), {exe, "worker", "--progress", "off"}, child_role::normal};

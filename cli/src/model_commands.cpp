@@ -167,6 +167,14 @@ expected<std::unique_ptr<model_saver>> model_saver::make(const save_options& sav
   return std::unique_ptr<model_saver>(new model_saver(save, std::move(*layout), std::move(metadata)));
 }
 
+std::unique_ptr<model_saver> model_saver::make_external(const save_options& save, external_model layout,
+                                                        std::map<std::string, std::string> metadata) {
+  auto saver = std::unique_ptr<model_saver>(new model_saver(save, nullptr, std::move(metadata)));
+  saver->external_ = std::move(layout);
+  saver->external_.initial.clear();
+  return saver;
+}
+
 void model_saver::offer(const actors::model_snapshot& snapshot) {
   std::vector<job> jobs;
   if (snapshot.final) {
@@ -194,6 +202,9 @@ expected<void> model_saver::write(const job& j) const {
   md["prsgd.round"] = std::to_string(j.snapshot.rounds);
   if (j.snapshot.test_acc) {
     md["prsgd.test_accuracy"] = number(*j.snapshot.test_acc);
+  }
+  if (!layout_) {
+    return write_external(j.path, external_, *j.snapshot.params, std::move(md));
   }
   return write_weights(j.path, *layout_, *j.snapshot.params, std::move(md));
 }
@@ -273,6 +284,29 @@ expected<std::unique_ptr<model_saver>> prepare_model_output(actors::averager_act
     return saver.error();
   }
   cfg.on_model = [s = saver->get()](const actors::model_snapshot& snapshot) { s->offer(snapshot); };
+  return saver;
+}
+
+std::unique_ptr<model_saver> prepare_external_output(actors::averager_actor_config& cfg, const save_options& save,
+                                                     const external_model& model, std::uint64_t train_size,
+                                                     std::uint64_t seed) {
+  std::uint64_t h = 14695981039346656037ULL;
+  for (const unsigned char c : external_model_fingerprint(model.size) + " " + external_data_fingerprint(train_size) +
+                                   " seed=" + std::to_string(seed)) {
+    h = (h ^ c) * 1099511628211ULL;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  cfg.core.model_identity = actors::checkpoint_model{external_model_name, 0, 0, 0, 0, external_model_name, hex};
+  if (save.save_model.empty()) {
+    return nullptr;
+  }
+  std::map<std::string, std::string> md{{"format", "pt"},
+                                        {"prsgd.model", external_model_name},
+                                        {"prsgd.version", PRSGD_VERSION_STRING},
+                                        {"prsgd.fingerprint", hex}};
+  auto saver = model_saver::make_external(save, model, std::move(md));
+  cfg.on_model = [s = saver.get()](const actors::model_snapshot& snapshot) { s->offer(snapshot); };
   return saver;
 }
 
@@ -434,10 +468,14 @@ int run_eval(const eval_options& o) {
   std::vector<std::int32_t> predicted(test.size());
   double loss_sum = 0;
   constexpr std::size_t batch = 256;
+  std::vector<float> inputs;  // the batch as floats, from either storage (a shared byte cache or floats)
   for (std::size_t start = 0; start < test.size(); start += batch) {
     const std::size_t n = std::min(batch, test.size() - start);
-    const algorithms::tensor& logits =
-        (*net)->predict(std::span<const float>(test.sample(start), n * test.sample_size()), n);
+    inputs.resize(n * test.sample_size());
+    for (std::size_t i = 0; i < n; ++i) {
+      test.copy_sample(start + i, inputs.data() + i * test.sample_size());
+    }
+    const algorithms::tensor& logits = (*net)->predict(std::span<const float>(inputs), n);
     const std::span<const std::int32_t> labels(test.labels.data() + start, n);
     loss_sum +=
         static_cast<double>(algorithms::softmax_cross_entropy(logits, labels, nullptr)) * static_cast<double>(n);

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "external_model.hpp"
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/algorithms/model.hpp"
 #include "prsgd/cli/job_data.hpp"
@@ -32,6 +33,9 @@ class model_saver {
                                                                    const std::string& model_name,
                                                                    const algorithms::model_config& config,
                                                                    std::map<std::string, std::string> metadata);
+  /// Writes an external model's x̄ (write_external: the spec's tensors, or one flat tensor).
+  [[nodiscard]] static std::unique_ptr<model_saver> make_external(const save_options& save, external_model layout,
+                                                                  std::map<std::string, std::string> metadata);
   model_saver(const model_saver&) = delete;
   model_saver& operator=(const model_saver&) = delete;
   ~model_saver();
@@ -54,7 +58,8 @@ class model_saver {
   expected<void> write(const job& j) const;
 
   save_options save_;
-  std::unique_ptr<algorithms::model> layout_;
+  std::unique_ptr<algorithms::model> layout_;  // null for an external model
+  external_model external_;
   std::map<std::string, std::string> metadata_;
   std::optional<double> best_acc_;  // on the strand only
   bool final_seen_ = false;         // on the strand only; read by finish() after the strand stopped
@@ -70,6 +75,13 @@ class model_saver {
 /// names and shapes, the data set name and training-set size, and the seed.
 [[nodiscard]] std::string job_fingerprint(const algorithms::model& m, const std::string& dataset,
                                           std::size_t train_size, std::uint64_t seed);
+
+/// Prepares the same for `--model external`: the identity names the model "external" and fingerprints its
+/// size, the training-set size and the seed; --save-model writes write_external's file.
+[[nodiscard]] std::unique_ptr<model_saver> prepare_external_output(actors::averager_actor_config& cfg,
+                                                                   const save_options& save,
+                                                                   const external_model& model,
+                                                                   std::uint64_t train_size, std::uint64_t seed);
 
 /// Prepares what the averager records about its model: the identity its checkpoints carry (set in
 /// `cfg.core.model_identity`) and, with --save-model, a saver hooked to `cfg.on_model` (null without).

@@ -215,6 +215,21 @@ expected<void> validate(const schedule_options& o) {
   if (o.epochs == 0 && o.rounds == 0) {
     return bad("one of --epochs or --rounds must be > 0");
   }
+  PRSGD_TRY(one_of(o.topology, {"star", "sharded"}, "--topology"));
+  PRSGD_TRY(at_least(o.shards, 0, "--shards"));
+  if (o.topology == "sharded") {
+    if (o.mode != "restarted") {
+      return bad("--topology sharded needs --mode restarted (the owners average models, not gradients)");
+    }
+    if (o.outer != "none") {
+      return bad("--topology sharded has no outer optimiser: drop --outer");
+    }
+    if (o.aggregate == "norm-clip") {
+      return bad("--topology sharded runs mean, trimmed-mean and median at the owners, not norm-clip");
+    }
+  } else if (o.shards != 0) {
+    return bad("--shards needs --topology sharded");
+  }
   PRSGD_TRY(at_least(o.interval, 1, "--interval"));
   for (int i : o.intervals) {
     PRSGD_TRY(at_least(i, 1, "every --intervals value"));
@@ -293,12 +308,76 @@ expected<void> validate(const head_options& o) {
   return require_curve_off_loopback(o.listen, "--listen", o.security);
 }
 
+namespace {
+
+// --model external and its options: they go together, and the job must be one the averager can run
+// without the model (restarted SGD on IID sample ranges).
+expected<void> validate_external(const averager_options& o) {
+  const external_options& e = o.external;
+  const bool external = o.model.model == "external";
+  if (!external) {
+    if (e.model_size != 0 || !e.model_spec.empty() || !e.init_model.empty() || e.train_size != 0) {
+      return bad("--model-size, --model-spec, --init-model and --train-size apply to --model external only");
+    }
+    return {};
+  }
+  if (e.model_size == 0 && e.model_spec.empty()) {
+    return bad("--model external needs --model-size P (floats in the flat model) or --model-spec FILE");
+  }
+  if (e.train_size == 0) {
+    return bad("--model external needs --train-size N (training samples in the workers' data set)");
+  }
+  if (o.schedule.mode != "restarted") {
+    return bad(
+        "--model external trains with --mode restarted only (the averager cannot tell parameters "
+        "from buffers to step them itself)");
+  }
+  if (o.model.non_iid) {
+    return bad("--model external hands out IID sample ranges; --non-iid needs a model the averager knows");
+  }
+  PRSGD_TRY(at_least(e.eval_timeout_ms, 1, "--eval-timeout-ms"));
+  return {};
+}
+
+}  // namespace
+
+expected<std::pair<std::uint64_t, std::uint64_t>> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  std::uint64_t k = 0;
+  std::uint64_t n = 0;
+  const auto digits = [](std::string_view v) {
+    return !v.empty() && v.size() < 10 && v.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (slash != std::string::npos && digits(std::string_view{text}.substr(0, slash)) &&
+      digits(std::string_view{text}.substr(slash + 1))) {
+    k = std::stoull(text.substr(0, slash));
+    n = std::stoull(text.substr(slash + 1));
+  }
+  if (n == 0 || k >= n) {
+    return bad("--shard must be k/K with 0 <= k < K, e.g. --shard 0/4 (got '" + text + "')");
+  }
+  return std::make_pair(k, n);
+}
+
 expected<void> validate(const averager_options& o) {
   PRSGD_TRY(validate(o.output));
   PRSGD_TRY(validate(o.liveness));
   PRSGD_TRY(validate(o.security));
   PRSGD_TRY(validate(o.model));
   PRSGD_TRY(validate(o.schedule));
+  PRSGD_TRY(validate_external(o));
+  if (o.model.model == "external" && (o.schedule.topology == "sharded" || !o.shard.empty())) {
+    return bad("--model external runs with --topology star only");
+  }
+  if (!o.shard.empty() || !o.coordinator.empty()) {
+    PRSGD_TRY(parse_shard(o.shard));
+    if (o.coordinator.empty()) {
+      return bad("--shard needs --coordinator ENDPOINT: the `prsgd averager --topology sharded` process");
+    }
+    PRSGD_TRY(validate_endpoint(o.coordinator, "--coordinator"));
+  } else if (o.schedule.topology == "sharded" && o.schedule.shards < 1) {
+    return bad("--topology sharded needs --shards K (the number of `prsgd averager --shard k/K` processes)");
+  }
   if (o.listen.empty()) {
     return bad("needs --listen ENDPOINT, e.g. --listen tcp://0.0.0.0:7500");
   }
@@ -308,7 +387,15 @@ expected<void> validate(const averager_options& o) {
     PRSGD_TRY(validate_endpoint(o.head, "--head"));
     PRSGD_TRY(require_curve_off_loopback(o.head, "--head", o.security));
   }
+  PRSGD_TRY(validate(o.operations));
   return validate(o.save);
+}
+
+expected<void> validate(const operations_options& o) {
+  if (o.http_bind.empty() && (!o.http_token_file.empty() || !o.http_url_file.empty())) {
+    return bad("--http-token-file and --http-url-file need --http-bind");
+  }
+  return {};
 }
 
 namespace {
@@ -337,6 +424,9 @@ expected<void> validate(const worker_options& o) {
   PRSGD_TRY(validate(o.liveness));
   PRSGD_TRY(validate(o.security));
   PRSGD_TRY(validate(o.model));
+  if (o.model.model == "external") {
+    return bad("--model external is for the averager; its workers are Python processes (prsgd.torch)");
+  }
   PRSGD_TRY(validate_averager_or_head(o.averager, o.head, o.security));
   PRSGD_TRY(at_least(o.head_timeout_ms, 1, "--head-timeout-ms"));
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
@@ -350,6 +440,9 @@ expected<void> validate(const local_options& o) {
   PRSGD_TRY(validate(o.liveness));
   PRSGD_TRY(validate(o.model));
   PRSGD_TRY(validate(o.schedule));
+  if (o.model.model == "external") {
+    return bad("--model external has no C++ workers: run `prsgd averager --model external` with Python workers");
+  }
   PRSGD_TRY(at_least(o.workers, 1, "--workers"));
   if (o.slowdown_ms.size() > 1 && o.slowdown_ms.size() != static_cast<std::size_t>(o.workers)) {
     return bad("--slowdown-ms needs one value or one per worker (got " + str(o.slowdown_ms.size()) + " for " +
@@ -374,6 +467,7 @@ expected<void> validate(const local_options& o) {
     return bad("--port must be 0..65535 (got " + str(o.port) + ")");
   }
   PRSGD_TRY(validate(o.save));
+  PRSGD_TRY(validate(o.operations));
   return at_least(o.grace_s, 0, "--grace-s");
 }
 
@@ -488,7 +582,7 @@ expected<void> validate(const plot_options& o) {
     return bad("needs -o FILE");
   }
   PRSGD_TRY(one_of(o.y, {"accuracy", "loss", "idle", "bytes"}, "--y"));
-  PRSGD_TRY(one_of(o.x, {"round", "epoch", "wall"}, "--x"));
+  PRSGD_TRY(one_of(o.x, {"round", "rounds", "epoch", "wall"}, "--x"));
   PRSGD_TRY(one_of(o.format, {"auto", "png", "svg"}, "--format"));
   if (o.labels.size() > o.runs.size()) {
     return bad("--label given " + str(o.labels.size()) + " times for " + str(o.runs.size()) + " runs");
@@ -517,8 +611,10 @@ expected<void> validate(const completion_options& o) { return one_of(o.shell, {"
 expected<host_port> parse_host_port(const std::string& text, const std::string& what) {
   const auto colon = text.rfind(':');
   const auto usage = [&] {
-    return bad(what + " must be ADDR:PORT with an IPv4 address and a port 1..65535, e.g. 0.0.0.0:9400 (got '" + text +
-               "')");
+    return bad(
+        what +
+        " must be ADDR:PORT with an IPv4 address and a port 0..65535 (0: any free one), e.g. 0.0.0.0:9400 (got '" +
+        text + "')");
   };
   if (colon == std::string::npos || colon == 0) {
     return usage();
@@ -527,7 +623,7 @@ expected<host_port> parse_host_port(const std::string& text, const std::string& 
   out.host = text.substr(0, colon);
   const std::string port = text.substr(colon + 1);
   const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), out.port);
-  if (ec != std::errc{} || end != port.data() + port.size() || out.port < 1 || out.port > 65535) {
+  if (ec != std::errc{} || end != port.data() + port.size() || out.port < 0 || out.port > 65535) {
     return usage();
   }
   in_addr addr{};

@@ -116,6 +116,9 @@ std::vector<option_def> schedule_table(schedule_options& o) {
       {"--idle-rounds", "Remove a member that has not submitted for this many rounds (0 = never)", &o.idle_rounds},
       {"--wire-dtype", "Model payloads on the wire: f32 | bf16 | f16 | int8 (lossy: changes with error feedback)",
        &o.wire_dtype},
+      {"--topology", "star (the averager averages whole models) | sharded (--shards owner processes average slices)",
+       &o.topology},
+      {"--shards", "Shard owner processes of a sharded job (local: 0 = one per worker)", &o.shards},
   };
 }
 
@@ -136,10 +139,12 @@ void add_table(CLI::App& app, const std::vector<option_def>& table, const std::s
         },
         def.field);
     opt->group(group);
+    if (!def.type_name.empty()) {
+      opt->type_name(def.type_name);
+    }
   }
 }
 
-// Shortest text that reads back as the same double (0.05 -> "0.05").
 std::string number_text(double v) {
   char buf[64];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
@@ -168,7 +173,7 @@ std::vector<std::string> table_arguments(const std::vector<option_def>& table) {
           } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
             for (const auto& value : *field) {
               out.push_back(def.name);
-              out.push_back(value);
+              out.push_back(def.path ? std::filesystem::absolute(value).string() : value);
             }
           } else if constexpr (std::is_same_v<T, std::string>) {
             if (!field->empty()) {
@@ -227,6 +232,24 @@ std::vector<option_def> save_table(save_options& o) {
 
 void add_save(CLI::App& app, save_options& o) { add_table(app, save_table(o), "Model output"); }
 
+// ---- watching and steering a running job: the operators and the dashboard ------------------------
+
+std::vector<option_def> operations_table(operations_options& o) {
+  return {
+      {"--operator-key",
+       "Public key file of a client that may steer the job with `prsgd ctl` (repeatable; with CURVE; without "
+       "CURVE only loopback clients may steer)",
+       &o.operator_keys, true, "FILE"},
+      {"--http-bind", "Serve the dashboard and /api on ADDR:PORT (PORT alone: 127.0.0.1; 0: any free port)",
+       &o.http_bind, false, "ADDR:PORT"},
+      {"--http-token-file", "File with a bearer token that allows steering over HTTP (default: read-only)",
+       &o.http_token_file, true, "FILE"},
+      {"--http-url-file", "Once the dashboard listens, write its URL to FILE", &o.http_url_file, true, "FILE"},
+  };
+}
+
+void add_operations(CLI::App& app, operations_options& o) { add_table(app, operations_table(o), "Operations"); }
+
 void add_tool_output(CLI::App& app, output_options& o) {
   app.add_option("--config", o.config_file, "YAML file with any of these options; flags override it")
       ->type_name("FILE")
@@ -266,6 +289,11 @@ std::vector<std::string> to_arguments(const model_options& o) {
 std::vector<std::string> to_arguments(const save_options& o) {
   auto copy = o;
   return detail::table_arguments(detail::save_table(copy));
+}
+
+std::vector<std::string> to_arguments(const operations_options& o) {
+  auto copy = o;
+  return detail::table_arguments(detail::operations_table(copy));
 }
 
 std::vector<std::string> to_arguments(const schedule_options& o) {

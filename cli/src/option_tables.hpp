@@ -28,6 +28,9 @@ std::string str(const T& v) {
   return out.str();
 }
 
+// Shortest text that reads back as the same double (0.05 -> "0.05").
+std::string number_text(double v);
+
 inline prsgd::unexpected bad(const std::string& what) { return fail(errc::invalid_argument, what); }
 
 // Vector options collect every occurrence (flags and file are not merged: see apply_config).
@@ -46,13 +49,15 @@ struct option_def {
   std::string name;  // with the leading dashes
   std::string help;
   field_ref field;
-  bool path = false;  // a file or directory: passed on as an absolute path
+  bool path = false;           // a file or directory: passed on as an absolute path
+  std::string type_name = {};  // the value's name in --help ("" = CLI11's, from the type)
 };
 
 std::vector<option_def> liveness_table(liveness_options& o);
 std::vector<option_def> model_table(model_options& o);
 std::vector<option_def> schedule_table(schedule_options& o);
 std::vector<option_def> save_table(save_options& o);
+std::vector<option_def> operations_table(operations_options& o);
 
 void add_table(CLI::App& app, const std::vector<option_def>& table, const std::string& group);
 std::vector<std::string> table_arguments(const std::vector<option_def>& table);
@@ -66,6 +71,7 @@ void add_security(CLI::App& app, security_options& o, bool server, bool client);
 void add_model(CLI::App& app, model_options& o);
 void add_schedule(CLI::App& app, schedule_options& o);
 void add_save(CLI::App& app, save_options& o);
+void add_operations(CLI::App& app, operations_options& o);
 // --config, --log-level and --plugin: the output options that apply to the model tools.
 void add_tool_output(CLI::App& app, output_options& o);
 // --model (default: the weights file's), --dataset, --data-dir.

@@ -103,11 +103,22 @@ struct parser {
         "Example: prsgd local --workers 4 --model fmnist-mlp --interval 8 --epochs 2 "
         "--metrics-jsonl run.jsonl");
     add_save(*local_cmd, local.save);
+    add_operations(*local_cmd, local.operations);
 
     averager_cmd = app.add_subcommand("averager", "Run the averager: restart barrier, averaging, checkpoints");
     averager_cmd->add_option("--listen", averager.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7500 (required)")
         ->group("Network");
     averager_cmd->add_option("--head", averager.head, "Head endpoint to register with (optional)")->group("Network");
+    averager_cmd
+        ->add_option("--shard", averager.shard,
+                     "Run as shard owner k of K of a sharded job (with --coordinator; --listen is for the workers)")
+        ->type_name("k/K")
+        ->group("Network");
+    averager_cmd
+        ->add_option("--coordinator", averager.coordinator,
+                     "A shard owner's coordinator: the endpoint of `prsgd averager --topology sharded`")
+        ->type_name("ENDPOINT")
+        ->group("Network");
     averager_cmd->add_option("--endpoint-file", averager.endpoint_file, endpoint_file_help)
         ->type_name("FILE")
         ->group("Network");
@@ -119,25 +130,29 @@ struct parser {
     averager_cmd->footer("Example: prsgd averager --listen tcp://0.0.0.0:7500 --model fmnist-mlp --interval 8");
     add_save(*averager_cmd, averager.save);
     averager_cmd
-        ->add_option("--operator-key", averager.operator_keys,
-                     "Public key file of a client that may steer the job with `prsgd ctl` (repeatable; "
-                     "with CURVE; without CURVE only loopback clients may steer)")
-        ->type_name("FILE")
-        ->group("Operations");
+        ->add_option("--model-size", averager.external.model_size,
+                     "--model external: floats in the workers' flat model (or take them from --model-spec)")
+        ->group("External model");
     averager_cmd
-        ->add_option("--http-bind", averager.http_bind,
-                     "Serve the dashboard and /api on ADDR:PORT (PORT alone: 127.0.0.1; 0: any free port)")
-        ->type_name("ADDR:PORT")
-        ->group("Operations");
-    averager_cmd
-        ->add_option("--http-token-file", averager.http_token_file,
-                     "File with a bearer token that allows steering over HTTP (default: read-only)")
+        ->add_option("--model-spec", averager.external.model_spec,
+                     "--model external: JSON/YAML list of {name, shape} in flat order (names for --save-model)")
         ->type_name("FILE")
-        ->group("Operations");
+        ->group("External model");
     averager_cmd
-        ->add_option("--http-url-file", averager.http_url_file, "Once the dashboard listens, write its URL to FILE")
+        ->add_option("--init-model", averager.external.init_model,
+                     "--model external: start from this safetensors file (default: the first member's model)")
         ->type_name("FILE")
-        ->group("Operations");
+        ->group("External model");
+    averager_cmd
+        ->add_option("--train-size", averager.external.train_size,
+                     "--model external: training samples in the workers' data set (for ranges and epochs)")
+        ->group("External model");
+    averager_cmd
+        ->add_option("--eval-timeout-ms", averager.external.eval_timeout_ms,
+                     "--model external: an evaluator's answer later than this leaves the round's test_acc null")
+        ->capture_default_str()
+        ->group("External model");
+    add_operations(*averager_cmd, averager.operations);
 
     worker_cmd = app.add_subcommand("worker", "Run a worker: local SGD on one shard, joins an averager");
     worker_cmd->add_option("--averager", worker.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
@@ -155,7 +170,9 @@ struct parser {
     add_model(*worker_cmd, worker.model);
     add_liveness(*worker_cmd, worker.liveness);
     add_security(*worker_cmd, worker.security, false, true);
-    worker_cmd->footer("Example: prsgd worker --averager tcp://127.0.0.1:7500 --model fmnist-mlp");
+    worker_cmd->footer(
+        "Example: prsgd worker --averager tcp://127.0.0.1:7500 (the averager tells the model, data set and "
+        "optimiser)");
 
     head_cmd = app.add_subcommand("head", "Run the head node: membership and names for a multi-host cluster");
     head_cmd->add_option("--listen", head.listen, "Endpoint to bind, e.g. tcp://0.0.0.0:7400 (required)")
@@ -228,7 +245,12 @@ struct parser {
     plot_cmd->add_option("-o,--out", plot.out, "Picture to write (required)")->type_name("FILE");
     plot_cmd->add_option("--y", plot.y, "accuracy | loss | idle | bytes (idle: per worker, cumulative)")
         ->capture_default_str();
-    plot_cmd->add_option("--x", plot.x, "round | epoch | wall")->capture_default_str();
+    plot_cmd->add_option("--x", plot.x, "round | rounds (trained so far, from 1) | epoch | wall")
+        ->capture_default_str();
+    plot_cmd->add_flag("--log-x", plot.log_x, "Logarithmic x axis (points at x <= 0 are left out)");
+    plot_cmd->add_option("--dashed", plot.dashed, "Draw the run with this label dashed (repeatable)")
+        ->type_name("LABEL")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     plot_cmd->add_option("--format", plot.format, "auto (svg for a .svg --out, else png) | png | svg")
         ->capture_default_str();
     plot_cmd->add_option("--label", plot.labels, "Legend title of each run, in order (repeatable)")
@@ -389,7 +411,16 @@ expected<command> parse_command_line(const std::vector<std::string>& args) {
     return finish(*p.averager_cmd, p.averager, p.averager.output.config_file);
   }
   if (p.worker_cmd->parsed()) {
-    return finish(*p.worker_cmd, p.worker, p.worker.output.config_file);
+    auto done = finish(*p.worker_cmd, p.worker, p.worker.output.config_file);
+    if (done) {
+      model_options unused;
+      for (const auto& def : model_table(unused)) {
+        if (p.worker_cmd->get_option(def.name)->count() > 0) {
+          std::get<worker_options>(*done).given.push_back(def.name);
+        }
+      }
+    }
+    return done;
   }
   if (p.head_cmd->parsed()) {
     return finish(*p.head_cmd, p.head, p.head.output.config_file);

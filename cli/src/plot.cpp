@@ -55,6 +55,8 @@ class run_reader {
     std::optional<double> x;
     if (r_.x == "round") {
       x = round;
+    } else if (r_.x == "rounds") {
+      x = number(line, "trained_rounds");
     } else if (r_.x == "epoch") {
       x = number(line, "epoch");
     } else if (const auto wall = number(line, "wall_s")) {
@@ -82,17 +84,22 @@ class run_reader {
   }
 
   std::vector<plot_series> finish() {
+    const bool dashed = std::find(r_.dashed.begin(), r_.dashed.end(), label_) != r_.dashed.end();
     if (r_.y != "idle") {
       main_.title = label_;
+      main_.dashed = dashed;
       return {std::move(main_)};
     }
     std::vector<plot_series> out;
     for (auto& [id, s] : workers_) {
       s.title = label_ + " w" + std::to_string(id);
+      s.dashed = dashed;
       out.push_back(std::move(s));
     }
     return out;
   }
+
+  [[nodiscard]] const std::string& label() const noexcept { return label_; }
 
  private:
   // Each worker's idle time at the barrier so far: round_s minus its arrival offset, over its rounds.
@@ -143,6 +150,9 @@ std::string axis_label(const std::string& axis) {
   if (axis == "round") {
     return "round";
   }
+  if (axis == "rounds") {
+    return "rounds trained";
+  }
   if (axis == "epoch") {
     return "epoch";
   }
@@ -168,8 +178,17 @@ expected<std::vector<plot_series>> read_plot_series(const plot_request& request)
   if (y != "accuracy" && y != "loss" && y != "idle" && y != "bytes") {
     return fail(errc::invalid_argument, "--y must be one of accuracy|loss|idle|bytes (got '" + y + "')");
   }
-  if (request.x != "round" && request.x != "epoch" && request.x != "wall") {
-    return fail(errc::invalid_argument, "--x must be one of round|epoch|wall (got '" + request.x + "')");
+  if (request.x != "round" && request.x != "rounds" && request.x != "epoch" && request.x != "wall") {
+    return fail(errc::invalid_argument, "--x must be one of round|rounds|epoch|wall (got '" + request.x + "')");
+  }
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < request.runs.size(); ++i) {
+    labels.push_back(i < request.labels.size() ? request.labels[i] : default_label(request.runs[i]));
+  }
+  for (const auto& d : request.dashed) {
+    if (std::find(labels.begin(), labels.end(), d) == labels.end()) {
+      return fail(errc::invalid_argument, "--dashed '" + d + "' is not the label of any run");
+    }
   }
   std::vector<plot_series> out;
   for (std::size_t i = 0; i < request.runs.size(); ++i) {
@@ -178,7 +197,7 @@ expected<std::vector<plot_series>> read_plot_series(const plot_request& request)
     if (!in) {
       return fail(errc::not_found, "cannot read metrics file '" + file + "'");
     }
-    run_reader run{request, i < request.labels.size() ? request.labels[i] : default_label(file)};
+    run_reader run{request, labels[i]};
     std::string text;
     for (long n = 1; std::getline(in, text); ++n) {
       if (text.find_first_not_of(" \t\r") == std::string::npos) {
@@ -220,23 +239,29 @@ std::string gnuplot_script(const plot_request& request, const std::vector<plot_s
   s += "set xlabel " + quoted(axis_label(request.x)) + "\n";
   s += "set ylabel " + quoted(axis_label(request.y)) + "\n";
   s += "set grid\n";
+  if (request.log_x) {
+    s += "set logscale x\n";
+  }
   s += request.y == "loss" ? "set key top right\n" : "set key bottom right\n";
   std::string plot;
   char buf[64];
   for (std::size_t i = 0; i < series.size(); ++i) {
-    if (series[i].points.empty()) {
+    std::string data;
+    for (const auto& [x, y] : series[i].points) {
+      if (request.log_x && !(x > 0)) {
+        continue;  // no place on a log scale
+      }
+      std::snprintf(buf, sizeof buf, "%.9g %.9g\n", x, y);
+      data += buf;
+    }
+    if (data.empty()) {
       continue;
     }
     const std::string block = "$s" + std::to_string(i);
-    s += block + " << EOD\n";
-    for (const auto& [x, y] : series[i].points) {
-      std::snprintf(buf, sizeof buf, "%.9g %.9g\n", x, y);
-      s += buf;
-    }
-    s += "EOD\n";
+    s += block + " << EOD\n" + data + "EOD\n";
     plot += (plot.empty() ? "plot " : ", \\\n     ") + block + " using 1:2 with " +
-            (request.y == "accuracy" ? "linespoints pointtype 7 pointsize 0.6" : "lines") + " linewidth 2 title " +
-            quoted(series[i].title);
+            (request.y == "accuracy" ? "linespoints pointtype 7 pointsize 0.6" : "lines") + " linewidth 2" +
+            (series[i].dashed ? " dashtype 2" : "") + " title " + quoted(series[i].title);
   }
   s += plot + "\n";
   return s;

@@ -174,8 +174,8 @@ prometheus_metrics::~prometheus_metrics() {
 
 expected<std::unique_ptr<prometheus_metrics>> prometheus_metrics::bind(int port, const std::string& host,
                                                                        const std::string& option) {
-  if (port < 1 || port > 65535) {
-    return fail(errc::invalid_argument, option + " port must be 1..65535 (got " + std::to_string(port) + ")");
+  if (port < 0 || port > 65535) {
+    return fail(errc::invalid_argument, option + " port must be 0..65535 (got " + std::to_string(port) + ")");
   }
   auto p = std::make_unique<impl>(port);
   const std::string address = host + ":" + std::to_string(port);
@@ -183,6 +183,10 @@ expected<std::unique_ptr<prometheus_metrics>> prometheus_metrics::bind(int port,
     p->exposer =
         std::make_unique<prometheus::Exposer>(std::vector<std::string>{"listening_ports", address, "num_threads", "2"});
     p->exposer->RegisterCollectable(p->collectable);
+    // Port 0 asks for any free port: the one the server got.
+    if (const auto ports = p->exposer->GetListeningPorts(); !ports.empty()) {
+      p->port = ports.front();
+    }
   } catch (const std::exception& e) {
     return fail(errc::io_error, "cannot serve metrics on " + address + " (" + option +
                                     "): port in use, address not on this host, or not allowed (" + e.what() + ")");

@@ -23,7 +23,8 @@ class prometheus_metrics {
  public:
   /// Starts serving on `host`:`port` (an IPv4 address; 127.0.0.1 unless the user chose another with
   /// --metrics-bind). Returns io_error naming the address and `option` when it cannot be bound (in use, no
-  /// permission, not an address of this host), invalid_argument when `port` is not in 1..65535.
+  /// permission, not an address of this host), invalid_argument when `port` is not in 0..65535 (0: any free
+  /// port, which port() then names).
   [[nodiscard]] static expected<std::unique_ptr<prometheus_metrics>> bind(int port,
                                                                           const std::string& host = "127.0.0.1",
                                                                           const std::string& option = "--metrics-port");

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/cli/role_config.hpp"
 
+#include "external_model.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
+#include "option_tables.hpp"
+#include "prsgd/actors/codec.hpp"
 #include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
 #include "prsgd/algorithms/schedule.hpp"
@@ -96,12 +101,19 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
   core.min_workers = static_cast<std::size_t>(std::max(s.min_workers, 1));
   core.idle_rounds = static_cast<std::uint64_t>(s.idle_rounds);
   core.shards = static_cast<std::size_t>(std::max(s.max_workers, 0));
-  auto fingerprint = model_fingerprint(o.model, data);
-  PRSGD_TRY(fingerprint);
-  core.spec.model = std::move(*fingerprint);
-  core.spec.data = data_fingerprint(data);
-  core.spec.batch_size = static_cast<std::uint64_t>(o.model.batch);
-  core.spec.seed = o.model.seed;
+  core.shard_owners = s.topology == "sharded" ? static_cast<std::size_t>(std::max(s.shards, 1)) : 0;
+  if (o.model.model == external_model_name) {
+    // The averager never sees an external job's data: members declare the label hash (labels_from_members).
+    core.spec.model = external_model_fingerprint(static_cast<std::size_t>(o.external.model_size));
+    core.spec.data = external_data_fingerprint(o.external.train_size);
+    core.labels_from_members = true;
+    core.spec.batch_size = static_cast<std::uint64_t>(o.model.batch);
+    core.spec.seed = o.model.seed;
+  } else {
+    auto spec = job_spec_from(o.model, data);
+    PRSGD_TRY(spec);
+    core.spec = std::move(*spec);
+  }
   auto wire = algorithms::parse_wire_dtype(s.wire_dtype);
   PRSGD_TRY(wire);
   core.spec.wire = *wire;
@@ -157,6 +169,115 @@ expected<actors::worker_actor_config> worker_config_from(const worker_options& o
   cfg.batch_size = static_cast<std::size_t>(o.model.batch);
   cfg.slowdown = std::chrono::milliseconds{o.slowdown_ms};
   return cfg;
+}
+
+expected<actors::job_spec> job_spec_from(const model_options& m, const job_data& data) {
+  actors::job_spec spec;
+  auto fingerprint = model_fingerprint(m, data);
+  PRSGD_TRY(fingerprint);
+  spec.model = std::move(*fingerprint);
+  spec.data = data_fingerprint(data);
+  spec.batch_size = static_cast<std::uint64_t>(m.batch);
+  spec.seed = m.seed;
+  spec.model_name = m.model;
+  spec.dataset = data.name;
+  spec.data_options = m.data_options;
+  spec.non_iid = m.non_iid;
+  spec.dirichlet_alpha = m.dirichlet_alpha;
+  spec.lr = m.lr;
+  spec.momentum = m.momentum;
+  spec.keep_momentum = m.momentum_on_restart != "reset";
+  PRSGD_TRY(actors::check_spec_fits(spec));
+  return spec;
+}
+
+namespace {
+
+// "batch mismatch: --batch 32 was given, the job at tcp://h:7500 uses 64".
+prsgd::unexpected mismatch(const std::string& field, const std::string& option, const std::string& given,
+                           const std::string& averager, const std::string& verb, const std::string& job) {
+  return fail(errc::invalid_argument, field + " mismatch: " + option + " " + given + " was given, the job at " +
+                                          averager + " " + verb + " " + job);
+}
+
+std::string data_options_text(const std::vector<std::string>& options) {
+  if (options.empty()) {
+    return "none";
+  }
+  std::string out;
+  for (const auto& kv : options) {
+    out += (out.empty() ? "" : ",") + kv;
+  }
+  return out;
+}
+
+}  // namespace
+
+expected<model_options> adopt_job_spec(const actors::job_spec& spec, const model_options& o,
+                                       const std::vector<std::string>& given, const std::string& averager) {
+  const auto is_given = [&](std::string_view name) {
+    return std::find(given.begin(), given.end(), name) != given.end();
+  };
+  model_options out = o;
+  out.model = spec.model_name;
+  out.dataset = spec.dataset;
+  out.data_options = spec.data_options;
+  out.batch = static_cast<int>(spec.batch_size);
+  out.lr = spec.lr;
+  out.momentum = spec.momentum;
+  out.momentum_on_restart = spec.keep_momentum ? "keep" : "reset";
+  out.seed = spec.seed;
+  out.non_iid = spec.non_iid;
+  out.dirichlet_alpha = spec.dirichlet_alpha;
+  // In the order of --help, so that the first disagreement named is the first option listed.
+  if (is_given("--model") && o.model != spec.model_name) {
+    return mismatch("model", "--model", o.model, averager, "trains", spec.model_name);
+  }
+  if (is_given("--dataset")) {
+    // "auto" means the data set of the model: the given one, else the job's.
+    model_options resolved = o;
+    resolved.model = is_given("--model") ? o.model : spec.model_name;
+    if (resolve_dataset(resolved) != spec.dataset) {
+      return mismatch("data set", "--dataset", o.dataset, averager, "trains on", spec.dataset);
+    }
+  }
+  if (is_given("--data-option")) {
+    auto mine = parse_data_options(o.data_options);
+    PRSGD_TRY(mine);
+    auto theirs = parse_data_options(spec.data_options);
+    PRSGD_TRY(theirs);
+    if (*mine != *theirs) {
+      return mismatch("data option", "--data-option", data_options_text(o.data_options), averager, "uses",
+                      data_options_text(spec.data_options));
+    }
+  }
+  if (is_given("--batch") && static_cast<std::uint64_t>(o.batch) != spec.batch_size) {
+    return mismatch("batch", "--batch", std::to_string(o.batch), averager, "uses", std::to_string(spec.batch_size));
+  }
+  if (is_given("--lr") && o.lr != spec.lr) {
+    return mismatch("step size", "--lr", detail::number_text(o.lr), averager, "uses", detail::number_text(spec.lr));
+  }
+  if (is_given("--momentum") && o.momentum != spec.momentum) {
+    return mismatch("momentum", "--momentum", detail::number_text(o.momentum), averager, "uses",
+                    detail::number_text(spec.momentum));
+  }
+  if (is_given("--momentum-on-restart") && o.momentum_on_restart != out.momentum_on_restart) {
+    return mismatch("momentum on restart", "--momentum-on-restart", o.momentum_on_restart, averager, "uses",
+                    out.momentum_on_restart);
+  }
+  if (is_given("--seed") && o.seed != spec.seed) {
+    return mismatch("seed", "--seed", std::to_string(o.seed), averager, "uses", std::to_string(spec.seed));
+  }
+  if (is_given("--non-iid") && o.non_iid != spec.non_iid) {
+    return fail(errc::invalid_argument, std::string{"sharding mismatch: "} +
+                                            (o.non_iid ? "--non-iid was given, the job at " + averager + " is IID"
+                                                       : "the job at " + averager + " shards non-IID (--non-iid)"));
+  }
+  if (is_given("--dirichlet-alpha") && spec.non_iid && o.dirichlet_alpha != spec.dirichlet_alpha) {
+    return mismatch("label skew", "--dirichlet-alpha", detail::number_text(o.dirichlet_alpha), averager, "uses",
+                    detail::number_text(spec.dirichlet_alpha));
+  }
+  return out;
 }
 
 expected<void> limit_frames_to_model(transport_config& cfg, std::size_t num_params) {

@@ -26,15 +26,23 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <variant>
 
+#include "averager_client.hpp"
 #include "commands.hpp"
 #include "dashboard_server.hpp"
+#include "external_model.hpp"
 #include "head_role.hpp"
 #include "model_commands.hpp"
 #include "prometheus_metrics.hpp"
 #include "prsgd/actors/averager_actor.hpp"
+#include "prsgd/actors/codec.hpp"
+#include "prsgd/actors/shard_owner_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
+#include "prsgd/algorithms/dataset_registry.hpp"
+#include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/cli/job_data.hpp"
 #include "prsgd/cli/key_files.hpp"
 #include "prsgd/cli/progress.hpp"
@@ -142,19 +150,179 @@ std::optional<int> open_checkpoints(const averager_options& o, actors::averager_
   return std::nullopt;
 }
 
+/// Asks the averager at `endpoint` for the job's spec (SPEC), repeating the question until it is answered:
+/// the averager may not be up yet. Returns the reply, or the exit status: 3 when a stop signal came first, 2
+/// for bad key files, 1 when the connection cannot be made.
+std::variant<actors::spec_reply_msg, int> ask_job_spec(const worker_options& o, const std::string& endpoint,
+                                                       const sigset_t& signals) {
+  auto client = averager_client::connect(endpoint, o.security);
+  if (!client) {
+    std::fprintf(stderr, "prsgd worker: cannot connect to %s: %s\n", endpoint.c_str(),
+                 client.error().message().c_str());
+    return client.error().code == errc::not_found || client.error().code == errc::decode_failed ? exit_usage
+                                                                                                : exit_failure;
+  }
+  actors::spec_request_msg request;
+  request.incarnation = secure_random_u64();
+  const auto repeat = std::max<std::chrono::milliseconds>(std::chrono::milliseconds{o.liveness.heartbeat_ms}, 200ms);
+  bool waiting_said = false;
+  while (true) {
+    auto reply = (*client)->ask(actors::any_msg{request}, request.incarnation, true, 1s, repeat);
+    if (reply) {
+      if (const auto* spec = std::get_if<actors::spec_reply_msg>(&*reply)) {
+        return *spec;
+      }
+      std::fprintf(stderr, "prsgd worker: the averager at %s answered SPEC with something else\n", endpoint.c_str());
+      return exit_failure;
+    }
+    if (reply.error().code != errc::timeout) {
+      std::fprintf(stderr, "prsgd worker: %s\n", reply.error().message().c_str());
+      return exit_failure;
+    }
+    if (!waiting_said) {
+      PRSGD_LOG(info, "worker") << "waiting for the averager at " << endpoint << " to describe the job";
+      waiting_said = true;
+    }
+    if (const int sig = take_signal(signals, 0ms); sig != 0) {
+      PRSGD_LOG(info, "worker") << "signal " << sig << ": stopping before joining";
+      return exit_stopped;
+    }
+  }
+}
+
+/// Returns invalid_argument when this process does not know the job's model or data set (one line; a model or
+/// data set from a plugin needs that plugin on the worker too).
+expected<void> check_job_known(const model_options& m) {
+  const auto& models = algorithms::model_registry::instance();
+  if (!models.contains(m.model)) {
+    return fail(errc::invalid_argument,
+                "the job trains model '" + m.model + "', which this worker does not know (registered: " +
+                    comma_list(models.names()) + "); a model from a plugin needs the plugin here too: --plugin PATH");
+  }
+  const auto& datasets = algorithms::dataset_registry::instance();
+  if (!datasets.contains(m.dataset)) {
+    return fail(errc::invalid_argument,
+                "the job trains on data set '" + m.dataset +
+                    "', which this worker does not know (registered: " + comma_list(datasets.names()) +
+                    "); a data set from a plugin needs the plugin here too: --plugin PATH");
+  }
+  return {};
+}
+
 actors::incarnation_t now_ms() {
   return static_cast<actors::incarnation_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());
 }
 
-}  // namespace
-
-int run_averager(const averager_options& o) {
-  const sigset_t signals = block_stop_signals();
+/// Runs `prsgd averager --shard k/K --coordinator EP`: one shard owner of a sharded job. It needs no
+/// data and no model: the coordinator hands it its slice of x̄. Exits 0 when the coordinator ends the
+/// job, 1 when the owner cannot go on, 3 on SIGINT/SIGTERM.
+int run_shard_owner(const averager_options& o, const sigset_t& signals) {
+  auto shard = parse_shard(o.shard);
+  if (!shard) {
+    std::fprintf(stderr, "prsgd averager: %s\n", shard.error().message().c_str());
+    return exit_usage;
+  }
   if (auto p = prepare_process(o.output, o.model.model, resolve_dataset(o.model)); !p) {
     std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
     return exit_usage;
+  }
+  auto tcfg = make_transport_config("shard-" + std::to_string(shard->first), o.liveness, o.security);
+  if (!tcfg) {
+    std::fprintf(stderr, "prsgd averager: %s\n", tcfg.error().message().c_str());
+    return exit_usage;
+  }
+  auto curve = load_curve(o.security);
+  if (!curve) {
+    std::fprintf(stderr, "prsgd averager: %s\n", curve.error().message().c_str());
+    return exit_usage;
+  }
+  // With CURVE, the owner serves the workers with the job's server key pair and reaches the coordinator
+  // with --curve-server-key (default: its own public key; every averager process of a job shares one pair).
+  connect_options to_coordinator;
+  to_coordinator.server_public_key = curve->server_public_key;
+  actors::shard_owner_actor_config cfg;
+  cfg.core.shard = shard->first;
+  cfg.core.shards = shard->second;
+  cfg.core.incarnation = secure_random_u64();
+  cfg.core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
+  done_flag finished;
+  std::optional<std::string> failure;
+  std::mutex failure_mu;
+  cfg.on_finished = [&](const std::optional<std::string>& why) {
+    {
+      std::lock_guard lock(failure_mu);
+      failure = why;
+    }
+    finished.set();
+  };
+  config sc;
+  sc.threads = 1;
+  sc.compute_threads = 1;
+  actor_system system{sc};
+  std::shared_ptr<transport> link;
+  auto started = actors::start_shard_owner(system, std::move(cfg), zmq_factory(*tcfg), o.listen, o.coordinator, &link,
+                                           to_coordinator);
+  if (!started) {
+    std::fprintf(stderr, "prsgd averager: shard owner cannot start on %s: %s\n", o.listen.c_str(),
+                 started.error().message().c_str());
+    return exit_failure;
+  }
+  PRSGD_LOG(info, "shard-owner") << "shard " << o.shard << " listening on " << started->second << ", coordinator "
+                                 << o.coordinator;
+  if (!announce_endpoint("averager", o.endpoint_file, started->second)) {
+    link->stop();
+    return exit_failure;
+  }
+  int status = 0;
+  int signals_seen = 0;
+  while (!finished.wait_for(0ms)) {
+    if (!started->first.alive()) {
+      std::fprintf(stderr, "prsgd averager: the shard owner actor stopped unexpectedly (see the log)\n");
+      status = exit_failure;
+      break;
+    }
+    if (const int sig = take_signal(signals, 200ms); sig != 0) {
+      ++signals_seen;
+      break;
+    }
+  }
+  link->stop();
+  system.shutdown(5s);
+  std::lock_guard lock(failure_mu);
+  if (status == 0 && failure) {
+    std::fprintf(stderr, "prsgd averager: shard owner %s: %s\n", o.shard.c_str(), failure->c_str());
+    return exit_failure;
+  }
+  return status == 0 && signals_seen > 0 ? exit_stopped : status;
+}
+
+}  // namespace
+
+int run_averager(const averager_options& given) {
+  const sigset_t signals = block_stop_signals();
+  if (!given.shard.empty()) {
+    return run_shard_owner(given, signals);
+  }
+  const bool external = given.model.model == external_model_name;
+  if (auto p = external ? prepare_process(given.output)
+                        : prepare_process(given.output, given.model.model, resolve_dataset(given.model));
+      !p) {
+    std::fprintf(stderr, "prsgd averager: %s\n", p.error().message().c_str());
+    return exit_usage;
+  }
+  // --model external: the size (from --model-spec when --model-size is not given) and x̄_0 (--init-model).
+  averager_options o = given;
+  external_model ext;
+  if (external) {
+    auto loaded = load_external_model(o.external);
+    if (!loaded) {
+      std::fprintf(stderr, "prsgd averager: %s\n", loaded.error().message().c_str());
+      return data_error_status(loaded.error());
+    }
+    ext = std::move(*loaded);
+    o.external.model_size = ext.size;
   }
   if (auto made = make_parent_directory(o.output.metrics_jsonl, "--metrics-jsonl"); !made) {
     std::fprintf(stderr, "prsgd averager: %s\n", made.error().message().c_str());
@@ -173,13 +341,18 @@ int run_averager(const averager_options& o) {
       return exit_failure;
     }
     prom = std::move(*bound);
+    PRSGD_LOG(info, "averager") << "metrics on http://" << where.host << ":" << prom->port() << "/metrics";
   }
-  auto data = load_job_data(o.model, data_need::train_size_and_test);
+  auto data = external ? expected<job_data>{job_data{}} : load_job_data(o.model, data_need::train_size_and_test);
   if (!data) {
     std::fprintf(stderr, "prsgd averager: %s\n", data.error().message().c_str());
     return data_error_status(data.error());
   }
-  auto fits = check_model_fits(o.model, *data);
+  if (external) {
+    data->name = external_model_name;
+    data->train_size = static_cast<std::size_t>(o.external.train_size);
+  }
+  auto fits = external ? expected<std::size_t>{ext.size} : check_model_fits(o.model, *data);
   if (!fits) {
     std::fprintf(stderr, "prsgd averager: %s\n", fits.error().message().c_str());
     return exit_usage;
@@ -201,7 +374,14 @@ int run_averager(const averager_options& o) {
   }
   actors::averager_actor_config cfg = std::move(*mapped);
   // The model identity for checkpoints, and --save-model / --save-best (model_commands.cpp).
-  auto saver = prepare_model_output(cfg, o.save, o.model, *data);
+  auto saver = external ? expected<std::unique_ptr<model_saver>>{prepare_external_output(
+                              cfg, o.save, ext, o.external.train_size, o.model.seed)}
+                        : prepare_model_output(cfg, o.save, o.model, *data);
+  if (external) {
+    cfg.external_size = ext.size;
+    cfg.initial_model = std::move(ext.initial);
+    cfg.evaluation_timeout = std::chrono::milliseconds{o.external.eval_timeout_ms};
+  }
   if (!saver) {
     std::fprintf(stderr, "prsgd averager: %s\n", saver.error().message().c_str());
     return exit_usage;
@@ -259,6 +439,14 @@ int run_averager(const averager_options& o) {
     }
     finished.set();
   };
+  std::optional<std::string> failure;  // sharded: a shard owner failed (under summary_mu)
+  cfg.on_failed = [&](const std::string& why) {
+    {
+      std::lock_guard lock(summary_mu);
+      failure = why;
+    }
+    finished.set();
+  };
 
   auto tcfg = make_transport_config("averager", o.liveness, o.security);
   if (!tcfg) {
@@ -267,13 +455,13 @@ int run_averager(const averager_options& o) {
   }
   // Steering (`prsgd ctl`): with CURVE the --operator-key clients, without it loopback clients only.
   cfg.steering.curve = tcfg->curve.has_value();
-  if (!o.operator_keys.empty() && !cfg.steering.curve) {
+  if (!o.operations.operator_keys.empty() && !cfg.steering.curve) {
     std::fprintf(stderr,
                  "prsgd averager: --operator-key needs CURVE (--curve-public-key and --curve-secret-key); "
                  "without CURVE only loopback clients may steer\n");
     return exit_usage;
   }
-  for (const auto& file : o.operator_keys) {
+  for (const auto& file : o.operations.operator_keys) {
     auto key = read_key_file(file);
     if (!key) {
       std::fprintf(stderr, "prsgd averager: --operator-key: %s\n", key.error().message().c_str());
@@ -283,24 +471,21 @@ int run_averager(const averager_options& o) {
   }
   std::optional<http_bind> http;
   std::string http_token;
-  if (!o.http_bind.empty()) {
-    auto where = parse_http_bind(o.http_bind);
+  if (!o.operations.http_bind.empty()) {
+    auto where = parse_http_bind(o.operations.http_bind);
     if (!where) {
       std::fprintf(stderr, "prsgd averager: %s\n", where.error().message().c_str());
       return exit_usage;
     }
     http = *where;
-    if (!o.http_token_file.empty()) {
-      auto token = read_token_file(o.http_token_file);
+    if (!o.operations.http_token_file.empty()) {
+      auto token = read_token_file(o.operations.http_token_file);
       if (!token) {
         std::fprintf(stderr, "prsgd averager: --http-token-file: %s\n", token.error().message().c_str());
         return exit_usage;
       }
       http_token = *token;
     }
-  } else if (!o.http_token_file.empty() || !o.http_url_file.empty()) {
-    std::fprintf(stderr, "prsgd averager: --http-token-file and --http-url-file need --http-bind\n");
-    return exit_usage;
   }
   if (auto limited = limit_frames_to_model(*tcfg, *fits); !limited) {
     std::fprintf(stderr, "prsgd averager: %s\n", limited.error().message().c_str());
@@ -352,7 +537,7 @@ int run_averager(const averager_options& o) {
     dashboard = std::move(*served);
     PRSGD_LOG(info, "averager") << "dashboard on " << dashboard->url()
                                 << (http_token.empty() ? " (read-only)" : " (steering with the bearer token)");
-    if (!announce_endpoint("averager", o.http_url_file, dashboard->url())) {
+    if (!announce_endpoint("averager", o.operations.http_url_file, dashboard->url())) {
       link->stop();
       return exit_failure;
     }
@@ -396,7 +581,14 @@ int run_averager(const averager_options& o) {
       }
     }
   }
-  if (status == 0) {
+  {
+    std::lock_guard lock(summary_mu);
+    if (status == 0 && failure) {
+      std::fprintf(stderr, "prsgd averager: %s; the job stops\n", failure->c_str());
+      status = exit_failure;
+    }
+  }
+  if (status == 0 || status == exit_failure) {
     std::this_thread::sleep_for(300ms);  // let the STOPs leave before the sockets close
   }
   registration.reset();
@@ -428,22 +620,52 @@ int run_averager(const averager_options& o) {
   return status == 0 && signals_seen > 0 ? exit_stopped : status;
 }
 
-int run_worker(const worker_options& o) {
+int run_worker(const worker_options& given) {
   const sigset_t signals = block_stop_signals();
-  if (auto p = prepare_process(o.output, o.model.model, resolve_dataset(o.model)); !p) {
+  const auto is_given = [&](std::string_view name) {
+    return std::find(given.given.begin(), given.given.end(), name) != given.given.end();
+  };
+  // A model or data set named on the command line is checked now (a usage error); the job's are checked
+  // once the averager has named them.
+  if (auto p =
+          prepare_process(given.output, is_given("--model") ? given.model.model : std::string{},
+                          is_given("--dataset") && given.model.dataset != "auto" ? given.model.dataset : std::string{});
+      !p) {
     std::fprintf(stderr, "prsgd worker: %s\n", p.error().message().c_str());
     return exit_usage;
   }
-  std::string averager = o.averager;
+  std::string averager = given.averager;
   if (averager.empty()) {
-    auto found = lookup_averager(o.head, o.liveness, o.security, std::chrono::milliseconds{o.head_timeout_ms});
+    auto found =
+        lookup_averager(given.head, given.liveness, given.security, std::chrono::milliseconds{given.head_timeout_ms});
     if (!found) {
       std::fprintf(stderr, "prsgd worker: %s\n", found.error().message().c_str());
       return exit_failure;
     }
     averager = *found;
-    PRSGD_LOG(info, "worker") << "head " << o.head << " says the averager is at " << averager;
+    PRSGD_LOG(info, "worker") << "head " << given.head << " says the averager is at " << averager;
   }
+  // The averager owns the job: the worker trains with the job's model, data set and optimiser, and the
+  // options given here must agree with them.
+  auto spec = ask_job_spec(given, averager, signals);
+  if (const int* status = std::get_if<int>(&spec)) {
+    return *status;
+  }
+  const auto& job = std::get<actors::spec_reply_msg>(spec);
+  auto adopted = adopt_job_spec(job.spec, given.model, given.given, averager);
+  if (!adopted) {
+    std::fprintf(stderr, "prsgd worker: %s\n", adopted.error().context.c_str());
+    return exit_failure;
+  }
+  if (auto known = check_job_known(*adopted); !known) {
+    std::fprintf(stderr, "prsgd worker: %s\n", known.error().context.c_str());
+    return exit_failure;
+  }
+  worker_options o = given;
+  o.model = std::move(*adopted);
+  PRSGD_LOG(info, "worker") << "the job at " << averager << ": model " << o.model.model << " on " << o.model.dataset
+                            << ", batch " << o.model.batch << ", lr " << o.model.lr << ", momentum " << o.model.momentum
+                            << ", seed " << o.model.seed;
   auto data = load_job_data(o.model, data_need::train);
   if (!data) {
     std::fprintf(stderr, "prsgd worker: %s\n", data.error().message().c_str());
@@ -488,6 +710,7 @@ int run_worker(const worker_options& o) {
     }
     connect.server_public_key = *key;
   }
+  cfg.owner_connect = connect;  // a sharded job's owners share the averager's server key
   config sc;
   sc.threads = 1;
   sc.compute_threads = 1;  // one training thread per worker process

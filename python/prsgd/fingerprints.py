@@ -4,6 +4,11 @@ model (and data set) is admitted to a job whose averager runs that model, and re
 
     model("fmnist-mlp", (1, 28, 28), 10, 535818)  -> "fmnist-mlp in=1x28x28 out=10 params=535818"
     data("fashion-mnist", 60000, (1, 28, 28), 10)  -> "fashion-mnist n=60000 shape=1x28x28 classes=10"
+
+For a model the averager does not build (`prsgd averager --model external`):
+
+    external(203530)                               -> "external params=203530"
+    external_data(60000, labels)                   -> "external n=60000 labels=<16 hex digits>"
 """
 import numpy as np
 
@@ -37,3 +42,18 @@ def fnv1a64(data):
 def label_hash(labels):
     """FNV-1a (64 bit) over the labels as little-endian 32-bit integers, as prsgd hashes them."""
     return fnv1a64(np.asarray(labels, dtype="<i4").tobytes())
+
+
+def external(params):
+    """The model fingerprint of a `--model external` job: the flat parameter count (what --model-size says)."""
+    return f"external params={int(params)}"
+
+
+def external_data(train_size, labels=None):
+    """The data fingerprint of a `--model external` job: the training set's length (what --train-size says)
+    and, with `labels` (the training labels in order), their hash. The first member that declares a hash
+    fixes it for the job; a later member with another hash is refused."""
+    text = f"external n={int(train_size)}"
+    if labels is not None:
+        text += f" labels={label_hash(labels):016x}"
+    return text

@@ -31,14 +31,19 @@ def _read_idx(path, magic):
 
 
 class FashionMnist(torch.utils.data.Dataset):
-    """One split ("train" or "test") of Fashion-MNIST, held as bytes and normalised when indexed."""
+    """One split ("train" or "test") of Fashion-MNIST, held as bytes and normalised when indexed; with `limit`,
+    only its first `limit` samples."""
 
-    def __init__(self, data_dir=DEFAULT_DIR, split="train"):
+    def __init__(self, data_dir=DEFAULT_DIR, split="train", limit=None):
         prefix = {"train": "train", "test": "t10k"}[split]
         images = _read_idx(os.path.join(data_dir, f"{prefix}-images-idx3-ubyte.gz"), 0x803)
         labels = _read_idx(os.path.join(data_dir, f"{prefix}-labels-idx1-ubyte.gz"), 0x801)
         if images.shape[0] != labels.shape[0]:
             raise ValueError(f"{data_dir}: {images.shape[0]} images but {labels.shape[0]} labels")
+        if limit is not None:
+            if limit <= 0:
+                raise ValueError(f"limit must be positive (got {limit})")
+            images, labels = images[:limit], labels[:limit]
         self.images = torch.from_numpy(images.copy())
         self.labels = torch.from_numpy(labels.astype(np.int64))
         table = (np.arange(256, dtype=np.float32) / np.float32(255.0) - np.float32(MEAN)) / np.float32(STD)

@@ -1,21 +1,27 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The training protocol's messages on the wire (actors/PROTOCOL.md, version 4), for the worker side.
+"""The training protocol's messages on the wire (actors/PROTOCOL.md, version 5), for the worker and evaluator side.
 
 One protocol message is one ZeroMQ message of the prsgd transport: a kind frame (b"D" for data), a header
 frame (a msgpack map with short string keys) and, for RESTART and MODEL, a payload frame of raw little-endian
 float32 values. This worker reads and writes f32 payloads only: its JOIN says so (`wds`), and an averager
 whose job uses another wire dtype (`prsgd averager --wire-dtype`) refuses it with REFUSED. `encode_*` build
-the frames a worker sends; `decode` checks what the averager sent and returns a `Message`, or raises
-`ProtocolError` with one line saying what is wrong.
+the frames a worker (or an evaluator) sends; `decode` checks what the averager sent and returns a `Message`,
+or raises `ProtocolError` with one line saying what is wrong.
 """
 import msgpack
 import numpy as np
 
-VERSION = 4
+VERSION = 5
 
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
+# 10..13 are the operator messages (STATUS, CONTROL and their replies), not spoken here.
+EVALUATOR_HELLO, EVALUATE, EVALUATION = 14, 15, 16
 NAMES = {JOIN: "JOIN", WELCOME: "WELCOME", LEAVE: "LEAVE", HEARTBEAT: "HEARTBEAT", MODEL: "MODEL",
-         RESTART: "RESTART", REMOVED: "REMOVED", STOP: "STOP", REFUSED: "REFUSED"}
+         RESTART: "RESTART", REMOVED: "REMOVED", STOP: "STOP", REFUSED: "REFUSED",
+         EVALUATOR_HELLO: "EVALUATOR_HELLO", EVALUATE: "EVALUATE", EVALUATION: "EVALUATION"}
+# The types each side accepts.
+TO_WORKER = (WELCOME, HEARTBEAT, RESTART, REMOVED, STOP, REFUSED)
+TO_EVALUATOR = (EVALUATE, STOP, REFUSED)
 
 RESTARTED_SGD, MINIBATCH_SGD = 0, 1
 
@@ -38,8 +44,8 @@ class ProtocolError(Exception):
 
 
 class Message:
-    """A decoded message to the worker: `type`, the header's fields by key, and `payload` (a float32 numpy
-    array for RESTART, else None)."""
+    """A decoded message to the worker or evaluator: `type`, the header's fields by key, and `payload` (a
+    float32 numpy array for RESTART and EVALUATE, else None)."""
 
     __slots__ = ("type", "fields", "payload")
 
@@ -67,9 +73,32 @@ def _clip(text):
     return raw[:MAX_STRING].decode(errors="ignore")
 
 
-def encode_join(nonce, averager_incarnation, last_round, speed_hint, model_fingerprint, data_fingerprint):
-    return [KIND_DATA, _header(JOIN, 0, nonce, averager_incarnation, last_round, s=float(speed_hint),
-                               mf=_clip(model_fingerprint), df=_clip(data_fingerprint), wds=["f32"])]
+def _floats(values):
+    return np.ascontiguousarray(values, dtype="<f4").reshape(-1)
+
+
+def encode_join(nonce, averager_incarnation, last_round, speed_hint, model_fingerprint, data_fingerprint,
+                initial_model=None):
+    """initial_model: the worker's own starting model (1-d float32), sent along for a job whose averager
+    takes x̄_0 from its first member (`--model external`); None sends none."""
+    extra = {}
+    if initial_model is not None:
+        payload = _floats(initial_model)
+        extra["n"] = payload.size
+    header = _header(JOIN, 0, nonce, averager_incarnation, last_round, s=float(speed_hint),
+                     mf=_clip(model_fingerprint), df=_clip(data_fingerprint), wds=["f32"], **extra)
+    if initial_model is None:
+        return [KIND_DATA, header]
+    return [KIND_DATA, header, memoryview(payload).cast("B")]
+
+
+def encode_evaluator_hello(nonce, averager_incarnation, model_fingerprint):
+    return [KIND_DATA, _header(EVALUATOR_HELLO, 0, nonce, averager_incarnation, 0, mf=_clip(model_fingerprint))]
+
+
+def encode_evaluation(nonce, averager_incarnation, round_, request, accuracy):
+    return [KIND_DATA, _header(EVALUATION, 0, nonce, averager_incarnation, round_, q=int(request),
+                               acc=float(accuracy))]
 
 
 def encode_heartbeat(member, nonce, averager_incarnation, round_, token):
@@ -83,7 +112,7 @@ def encode_leave(member, nonce, averager_incarnation, round_, token):
 def encode_model(member, nonce, averager_incarnation, round_, token, params, steps, samples, loss_sum, loss_count,
                  gradient=False, cut=False):
     """params: a 1-d float32 array (the model after the round's steps, or a gradient)."""
-    payload = np.ascontiguousarray(params, dtype="<f4").reshape(-1)
+    payload = _floats(params)
     header = _header(MODEL, member, nonce, averager_incarnation, round_, k=token, ct=bool(cut), st=int(steps),
                      sa=int(samples), ls=float(loss_sum), lc=int(loss_count), g=bool(gradient), n=payload.size)
     return [KIND_DATA, header, memoryview(payload).cast("B")]
@@ -153,9 +182,9 @@ def _pairs_first_wins(pairs):
     return out
 
 
-def decode(frames):
+def decode(frames, accepted=TO_WORKER):
     """Decodes the frames after the transport's kind frame (header, optional payload) of a message sent to a
-    worker. Raises ProtocolError."""
+    worker (or, with accepted=TO_EVALUATOR, to an evaluator). Raises ProtocolError."""
     if not 1 <= len(frames) <= 2:
         raise ProtocolError(f"{len(frames)} frames, expected 1 or 2")
     head = bytes(frames[0])
@@ -173,9 +202,10 @@ def decode(frames):
     if fields.get("v") != VERSION:
         raise ProtocolError(f"protocol version {fields.get('v')!r}, expected {VERSION}")
     type_ = fields.get("t")
-    if type_ not in (WELCOME, HEARTBEAT, RESTART, REMOVED, STOP, REFUSED):
-        raise ProtocolError(f"message type {type_!r} is not sent to workers")
-    if type_ != RESTART and len(frames) != 1:
+    if type_ not in accepted:
+        raise ProtocolError(f"message type {type_!r} is not sent to " +
+                            ("workers" if accepted is TO_WORKER else "this receiver"))
+    if type_ not in (RESTART, EVALUATE) and len(frames) != 1:
         raise ProtocolError(f"{NAMES[type_]} with a payload")
     f = {"m": _uint(fields, "m"), "i": _uint(fields, "i"), "a": _uint(fields, "a"), "r": _uint(fields, "r")}
     payload = None
@@ -198,6 +228,13 @@ def decode(frames):
             raise ProtocolError(f"model of {f['n']} floats is too large")
         if len(frames) != 2 or len(frames[1]) != 4 * f["n"]:
             raise ProtocolError(f"RESTART payload does not hold {f['n']} floats")
+        payload = np.frombuffer(bytes(frames[1]), dtype="<f4").copy()
+    elif type_ == EVALUATE:
+        f.update(q=_uint(fields, "q"), n=_uint(fields, "n"))
+        if f["n"] > MAX_MODEL_FLOATS:
+            raise ProtocolError(f"model of {f['n']} floats is too large")
+        if len(frames) != 2 or len(frames[1]) != 4 * f["n"]:
+            raise ProtocolError(f"EVALUATE payload does not hold {f['n']} floats")
         payload = np.frombuffer(bytes(frames[1]), dtype="<f4").copy()
     if "md" in f and f["md"] > MINIBATCH_SGD:
         raise ProtocolError(f"training mode {f['md']}")

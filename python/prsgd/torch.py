@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, Sampler
 
+from .evaluator import Evaluator as _Evaluator
 from .worker import Worker
 
 
@@ -51,6 +52,12 @@ def flatten(module):
     with torch.no_grad():
         parts = [t.detach().reshape(-1).to(torch.float32).cpu() for _, t in flat_tensors(module)]
         return torch.cat(parts).numpy() if parts else np.zeros(0, np.float32)
+
+
+def model_spec(module):
+    """Returns the flat layout as `prsgd averager --model-spec` reads it: [{"name": ..., "shape": [...]}, ...] in
+    flat order (json.dump it to a file). With it, the averager's --save-model writes these state_dict names."""
+    return [{"name": n, "shape": list(t.shape)} for n, t in flat_tensors(module)]
 
 
 def load_flat(module, vector):
@@ -139,18 +146,32 @@ class TorchWorker(Worker):
 
     loss_fn(outputs, targets) must return the mean loss of the batch. momentum_on_restart: "keep" or
     "reset". device: where the model lives. model_fingerprint, data_fingerprint and the remaining keyword
-    arguments go to prsgd.Worker (model_size is the module's flat size)."""
+    arguments go to prsgd.Worker (model_size is the module's flat size).
+
+    external=True joins a `prsgd averager --model external` job: the fingerprints default to
+    prsgd.fingerprints.external(flat size) and external_data(training-set length, `labels`), and every JOIN
+    carries the module's initial flat vector, which the averager starts from unless it has --init-model.
+    The training-set length is the ShardSampler's (the data loader must use one)."""
 
     def __init__(self, model, optimizer, loss_fn, data_loader, averager, *, momentum_on_restart="keep",
-                 device="cpu", **kwargs):
+                 device="cpu", external=False, labels=None, **kwargs):
         if momentum_on_restart not in ("keep", "reset"):
             raise ValueError(f"momentum_on_restart must be keep or reset (got {momentum_on_restart!r})")
         kwargs.setdefault("model_size", flat_size(model))
+        sampler, batch_sampler = _find_sampler(data_loader)
+        if external:
+            from . import fingerprints
+            if sampler is None and "data_fingerprint" not in kwargs:
+                raise ValueError("external=True needs a data loader over a ShardSampler (or data_fingerprint=)")
+            kwargs.setdefault("model_fingerprint", fingerprints.external(kwargs["model_size"]))
+            if "data_fingerprint" not in kwargs:
+                kwargs["data_fingerprint"] = fingerprints.external_data(sampler.n, labels)
+            kwargs.setdefault("initial_model", flatten(model))
         super().__init__(averager, **kwargs)
         self.model, self.optimizer, self.loss_fn, self.loader = model, optimizer, loss_fn, data_loader
         self.keep_momentum = momentum_on_restart == "keep"
         self.device = torch.device(device)
-        self.sampler, self._batch_sampler = _find_sampler(data_loader)
+        self.sampler, self._batch_sampler = sampler, batch_sampler
         self._batches = None
 
     def on_welcome(self, welcome):
@@ -224,4 +245,32 @@ class TorchWorker(Worker):
         return torch.cat(grads + buffers).to(torch.float32).cpu().numpy(), n, loss
 
 
-__all__ = ["TorchWorker", "ShardSampler", "shard_loader", "flat_tensors", "flat_size", "flatten", "load_flat"]
+class Evaluator(_Evaluator):
+    """Scores x̄ for a `prsgd averager --model external` job: loads it into `model` (prsgd.torch's flat layout)
+    and returns the share of `test_loader`'s samples whose arg-max output equals the target.
+
+    model_fingerprint defaults to prsgd.fingerprints.external(flat size); the other keyword arguments go to
+    prsgd.Evaluator (averager endpoint, heartbeat_ms, CURVE key files)."""
+
+    def __init__(self, model, test_loader, averager, *, device="cpu", **kwargs):
+        from . import fingerprints
+        kwargs.setdefault("model_fingerprint", fingerprints.external(flat_size(model)))
+        super().__init__(averager, **kwargs)
+        self.model, self.loader, self.device = model, test_loader, torch.device(device)
+
+    def score(self, params):
+        load_flat(self.model, params)
+        self.model.eval()
+        correct = total = 0
+        with torch.no_grad():
+            for inputs, targets in self.loader:
+                out = self.model(inputs.to(self.device))
+                correct += int((out.argmax(dim=1).cpu() == targets).sum())
+                total += int(targets.shape[0])
+        if total == 0:
+            raise ValueError("the test loader yielded no samples")
+        return correct / total
+
+
+__all__ = ["TorchWorker", "Evaluator", "ShardSampler", "shard_loader", "flat_tensors", "flat_size", "flatten",
+           "load_flat", "model_spec"]

@@ -65,6 +65,21 @@ def read_key_file(path):
     return text
 
 
+def connect(ctx, averager, name, curve=None):
+    """Returns a DEALER socket of `ctx` connected to the averager as the prsgd transport expects: its routing id
+    is the node name, NUL and 16 random bytes (transport/README.md); curve: (public, secret, server) Z85 keys."""
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 2000)
+    sock.setsockopt(zmq.ROUTING_ID, name.encode()[:64] + b"\0" + os.urandom(16))
+    sock.setsockopt(zmq.IMMEDIATE, 1)  # what is sent is repeated: don't pile it up while disconnected
+    sock.setsockopt(zmq.RECONNECT_IVL, 100)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+    if curve:
+        sock.curve_publickey, sock.curve_secretkey, sock.curve_serverkey = (k.encode() for k in curve)
+    sock.connect(averager)
+    return sock
+
+
 def _log(level, text):
     print(f"prsgd worker [{level}] {text}", file=sys.stderr, flush=True)
 
@@ -78,13 +93,16 @@ class Worker:
     fingerprints differ from the job's (prsgd.fingerprints builds prsgd's own strings).
     model_size: floats in the parameter vector, checked against WELCOME (None: not checked).
     speed_hint: expected local steps per second for the first JOIN (later JOINs send the measured speed).
+    initial_model: a 1-d float32 array sent with every JOIN: a `--model external` averager without
+    --init-model starts the job from the first one it receives (None: send none).
     heartbeat_ms, heartbeat_timeout_ms: as `prsgd worker --heartbeat-ms / --heartbeat-timeout-ms`.
     curve_public_key, curve_secret_key, curve_server_key: `prsgd keygen` files; all three or none.
     """
 
     def __init__(self, averager, train=None, *, model_fingerprint="", data_fingerprint="", model_size=None,
-                 speed_hint=0.0, heartbeat_ms=500, heartbeat_timeout_ms=5000, curve_public_key=None,
-                 curve_secret_key=None, curve_server_key=None, name="python-worker", log=_log):
+                 speed_hint=0.0, initial_model=None, heartbeat_ms=500, heartbeat_timeout_ms=5000,
+                 curve_public_key=None, curve_secret_key=None, curve_server_key=None, name="python-worker",
+                 log=_log):
         if heartbeat_ms <= 0 or heartbeat_timeout_ms <= heartbeat_ms:
             raise ValueError("heartbeat_timeout_ms must be > heartbeat_ms > 0")
         keys = (curve_public_key, curve_secret_key, curve_server_key)
@@ -94,6 +112,8 @@ class Worker:
         self._train_fn = train
         self.model_fingerprint, self.data_fingerprint = model_fingerprint, data_fingerprint
         self.model_size = model_size
+        self.initial_model = None if initial_model is None else \
+            np.ascontiguousarray(initial_model, dtype=np.float32).reshape(-1)
         self.speed = float(speed_hint)
         self.heartbeat = heartbeat_ms / 1000.0
         self.timeout = heartbeat_timeout_ms / 1000.0
@@ -242,16 +262,7 @@ class Worker:
     # --- the I/O thread -------------------------------------------------------------------------------------
 
     def _io_loop(self):
-        sock = self._ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 2000)
-        # The prsgd transport's client id: node name, NUL, 16 random bytes (transport/README.md).
-        sock.setsockopt(zmq.ROUTING_ID, self.name.encode()[:64] + b"\0" + os.urandom(16))
-        sock.setsockopt(zmq.IMMEDIATE, 1)  # JOINs are retried: don't pile them up while disconnected
-        sock.setsockopt(zmq.RECONNECT_IVL, 100)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
-        if self._curve:
-            sock.curve_publickey, sock.curve_secretkey, sock.curve_serverkey = (k.encode() for k in self._curve)
-        sock.connect(self.averager)
+        sock = connect(self._ctx, self.averager, self.name, self._curve)
         self._sock = sock
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
@@ -260,7 +271,8 @@ class Worker:
         self._last_heard = now
         self._next_heartbeat = now + self.heartbeat
         self._next_transport_heartbeat = now
-        self._send(P.encode_join(self.nonce, 0, 0, self.speed, self.model_fingerprint, self.data_fingerprint))
+        self._send(P.encode_join(self.nonce, 0, 0, self.speed, self.model_fingerprint, self.data_fingerprint,
+                                 self.initial_model))
         self._next_join = now + self.join_retry
         try:
             while True:
@@ -315,7 +327,7 @@ class Worker:
             self._last_heard = now
         elif self.state == JOINING and now >= self._next_join:
             self._send(P.encode_join(self.nonce, self.averager_incarnation, self.last_finished, self.speed,
-                                     self.model_fingerprint, self.data_fingerprint))
+                                     self.model_fingerprint, self.data_fingerprint, self.initial_model))
             self._next_join = now + self.join_retry
         if now >= self._next_heartbeat:
             if self.member:
@@ -335,7 +347,7 @@ class Worker:
         self.state = JOINING
         self.member = self.token = 0
         self._send(P.encode_join(self.nonce, self.averager_incarnation, self.last_finished, self.speed,
-                                 self.model_fingerprint, self.data_fingerprint))
+                                 self.model_fingerprint, self.data_fingerprint, self.initial_model))
         self._next_join = time.monotonic() + self.join_retry
 
     def _do_leave(self):

@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
-// Fuzzes the training codec: decode_to_worker, decode_to_averager and decode_to_operator on the same message. Input:
-// the message's frames, split at the part separator (frame 0 the msgpack header, frame 1 the model floats). Property:
+// Fuzzes the training codec: decode_to_worker, decode_to_averager, decode_to_operator and decode_to_evaluator on
+// the same message. Input: the message's frames, split at the part separator (frame 0 the msgpack header, frame 1
+// the model floats). Property:
 // whatever decodes re-encodes to a message that decodes again, and encoding that gives the same bytes
 // (encode(decode(encode(m))) == encode(m): the encoding is canonical and loses no field).
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "frames.hpp"
 #include "fuzz_input.hpp"
@@ -42,15 +48,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto to_operator = [](const multipart& m, const prsgd::actors::codec_limits& l) {
     return prsgd::actors::decode_to_operator(m, l);
   };
+  const auto to_evaluator = [](const multipart& m, const prsgd::actors::codec_limits& l) {
+    return prsgd::actors::decode_to_evaluator(m, l);
+  };
   const prsgd::actors::codec_limits defaults;
   check_round_trip(msg, defaults, to_worker);
   check_round_trip(msg, defaults, to_averager);
   check_round_trip(msg, defaults, to_operator);
+  check_round_trip(msg, defaults, to_evaluator);
   // Tight limits reach the size checks with small inputs (no round trip: a re-encoded header may be
   // longer than the input's, e.g. with a field the input left out, and so legitimately over the limit).
   const prsgd::actors::codec_limits tight{.max_header_bytes = 64, .max_model_floats = 4};
   (void)prsgd::actors::decode_to_worker(msg, tight);
   (void)prsgd::actors::decode_to_averager(msg, tight);
+  (void)prsgd::actors::decode_to_evaluator(msg, tight);
   (void)prsgd::actors::payload_bytes(msg);
   return 0;
 }
@@ -63,10 +74,75 @@ using prsgd::fuzz::join_frames;
 
 act::flat_buffer floats(std::vector<float> v) { return std::make_shared<const std::vector<float>>(std::move(v)); }
 
+// A job status with a member, a joiner and a removed member: STATUS_REPLY's second frame holds every field kind.
+std::shared_ptr<const act::job_status> sample_status() {
+  act::job_status s;
+  s.model = "fmnist-mlp";
+  s.fingerprint = "fmnist-mlp:535818";
+  s.state = "collecting";
+  s.averager_incarnation = 1700000000123;
+  s.round = 12;
+  s.trained_rounds = 11;
+  s.epoch = 0.75;
+  s.rule = "samples";
+  s.aggregation = "median";
+  s.interval_policy = "fixed";
+  s.interval = 8;
+  s.deadline = "none";
+  s.test_acc = 0.8525;
+  s.accepted = 22;
+  s.bytes_in = 1 << 20;
+  s.members.push_back({.id = 3,
+                       .host = "127.0.0.1",
+                       .incarnation = 99,
+                       .state = "training",
+                       .interval = 8,
+                       .steps_per_s = 120.5,
+                       .idle_last_s = 0.25,
+                       .idle_mean_s = 0.5,
+                       .last_seen_s = 1});
+  s.pending.push_back({.id = 4, .incarnation = 100, .state = "joining"});
+  s.removed.push_back({.id = 2, .incarnation = 98, .round = 9, .ago_s = 3.5, .reason = "heartbeat timeout"});
+  return std::make_shared<const act::job_status>(std::move(s));
+}
+
 void make_seeds(const prsgd::fuzz::seed_sink& seed) {
   const auto model = floats({0.5F, -1.25F, 3.0F});
   const std::vector<std::pair<std::string, act::any_msg>> messages{
       {"join", act::join_msg{3, 1700000000123, 0, 0, 1.5}},
+      {"join-fingerprints", act::join_msg{.incarnation = 77,
+                                          .averager_incarnation = 5,
+                                          .speed_hint = 0.5,
+                                          .model_fingerprint = "fmnist-mlp:535818",
+                                          .data_fingerprint = "60000x784:c0ffee"}},
+      {"refused",
+       act::refused_msg{.incarnation = 77, .averager_incarnation = 5, .reason = "model fingerprint differs"}},
+      {"welcome-token",
+       act::welcome_msg{
+           .member = 3,
+           .incarnation = 77,
+           .averager_incarnation = 5,
+           .round = 7,
+           .admitted_round = 8,
+           .model_size = 535818,
+           .heartbeat_interval = std::chrono::milliseconds{250},
+           .token = 0x0123456789abcdef,
+           .shard_index = 1,
+           .num_shards = 4,
+           .spec = {.model = "fmnist-mlp:535818", .data = "60000x784:c0ffee", .batch_size = 64, .seed = 1}}},
+      {"leave-token", act::leave_msg{3, 77, 5, 9, 0x0123456789abcdef}},
+      {"heartbeat-token", act::heartbeat_msg{3, 77, 5, 9, false, 0x0123456789abcdef}},
+      {"model-token-cut", act::model_msg{3, 77, 5, 9, 6, 384, 4.5, 6, false, model, 0x0123456789abcdef, true}},
+      {"status", act::status_request_msg{}},
+      {"status-reply",
+       act::status_reply_msg{.averager_incarnation = 1700000000123, .round = 12, .status = sample_status()}},
+      {"status-reply-empty", act::status_reply_msg{}},
+      {"control-pause", act::control_msg{.op = act::control_op::pause}},
+      {"control-set-interval", act::control_msg{.round = 12, .op = act::control_op::set_interval, .arg = "16"}},
+      {"control-set-deadline", act::control_msg{.op = act::control_op::set_deadline, .arg = "fixed:2.5"}},
+      {"control-remove", act::control_msg{.op = act::control_op::remove, .arg = "3"}},
+      {"control-reply", act::control_reply_msg{.round = 12, .ok = true, .text = "interval 16 from round 13"}},
+      {"control-reply-refused", act::control_reply_msg{.ok = false, .text = "not allowed for this key"}},
       {"welcome", act::welcome_msg{3, 1700000000123, 42, 7, 7, act::training_mode::restarted_sgd, 3,
                                    std::chrono::milliseconds{500}}},
       {"welcome-minibatch",
@@ -83,10 +159,35 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
            3, 1700000000123, 42, 10, model, 8, 0.05, act::training_mode::restarted_sgd, {{0, 256}, {1024, 1100}}}},
       {"removed", act::removed_msg{3, 1700000000123, 42, 11}},
       {"stop", act::stop_msg{3, 1700000000123, 42, 12}},
+      {"join-initial-model",
+       act::join_msg{0, 1700000000123, 0, 0, 0.0, "external params=3", "external n=60000", model}},
+      {"evaluator-hello", act::evaluator_hello_msg{0, 99, 42, 0, "external params=3"}},
+      {"evaluate", act::evaluate_msg{0, 99, 42, 12, 5, model}},
+      {"evaluation", act::evaluation_msg{0, 99, 42, 12, 5, 0.875}},
+      {"spec", act::spec_request_msg{0, 1700000000123, 0, 0}},
+      {"spec-reply", act::spec_reply_msg{0, 1700000000123, 42, 12,
+                                         act::job_spec{"fmnist-mlp in=1x28x28 out=10 params=3",
+                                                       "fashion-mnist n=60000",
+                                                       64,
+                                                       1,
+                                                       "fmnist-mlp",
+                                                       "csv",
+                                                       {"label-column=last"},
+                                                       true,
+                                                       0.5,
+                                                       0.05,
+                                                       0.9,
+                                                       false},
+                                         act::training_mode::restarted_sgd, 3}},
   };
   for (const auto& [name, msg] : messages) {
     seed(name, join_frames(act::encode(msg)));
   }
+  // Regression: a status whose member list claims 2^32 - 1 entries (msgpack allocated them all up front).
+  auto huge = act::encode(act::any_msg{act::status_reply_msg{}});
+  const std::vector<std::uint8_t> claim{0x81, 0xa7, 'm', 'e', 'm', 'b', 'e', 'r', 's', 0xdd, 0xff, 0xff, 0xff, 0xff};
+  huge.at(1) = prsgd::frame::copy(claim.data(), claim.size());
+  seed("status-reply-huge-list", join_frames(huge));
 }
 
 }  // namespace

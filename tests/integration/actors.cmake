@@ -5,4 +5,6 @@ if(TARGET prsgd)
                          DEPS prsgd::cli_support TIMEOUT 400)
   prsgd_add_process_test(actors_coverage_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/actors/coverage_test.cpp
                          DEPS prsgd::cli_support TIMEOUT 300)
+  prsgd_add_process_test(actors_sharded_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/actors/sharded_test.cpp
+                         DEPS prsgd::cli_support TIMEOUT 600)
 endif()

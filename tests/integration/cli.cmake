@@ -15,6 +15,15 @@ if(TARGET prsgd)
   endif()
 endif()
 
+# The job spec: a worker given only the averager's endpoint, one that disagrees with the job, one without
+# the plugin of the job's model.
+if(TARGET prsgd)
+  prsgd_add_process_test(cli_job_spec_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cli/job_spec_test.cpp TIMEOUT 600)
+  target_compile_definitions(cli_job_spec_test PRIVATE
+    PRSGD_TEST_PLUGIN_REGISTERS_MODEL="$<TARGET_FILE:prsgd_test_plugin_registers_model>")
+  add_dependencies(cli_job_spec_test prsgd_test_plugin_registers_model)
+endif()
+
 # The head service: `prsgd head`, `--head` on the averager and workers (binary level), and its pieces in one
 # process (head_role.cpp compiled in, real ZeroMQ on 127.0.0.1).
 if(TARGET prsgd AND TARGET prsgd::transport_zmq AND TARGET prsgd::wire)

@@ -21,7 +21,7 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
                        SKIP_RETURN_CODE 77)
 endif()
 
-# Heartbeats behind a model on a tc-tbf-limited netns link (docs/decisions/0022): the member is kept. Root
+# Heartbeats behind a model on a tc-tbf-limited netns link (docs/decisions/0024): the member is kept. Root
 # only (skipped otherwise); serial because it creates network namespaces.
 if(TARGET prsgd)
   add_test(NAME ops_slow_link_heartbeat

@@ -17,3 +17,12 @@ if(TARGET prsgd)
     TIMEOUT 90)
   target_compile_definitions(prsgd_speech_job_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 endif()
+
+# `PRESET=tiny examples/speech/train` as a newcomer runs it: data, feature cache, training with kws-tiny.yaml,
+# and a test accuracy far above chance. About a minute on two idle cores; the timeout is for a loaded machine.
+if(TARGET prsgd)
+  prsgd_add_process_test(prsgd_speech_preset_test
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/speech/speech_preset_test.cpp
+    TIMEOUT 600)
+  target_compile_definitions(prsgd_speech_preset_test PRIVATE PRSGD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+endif()

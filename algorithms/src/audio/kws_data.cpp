@@ -132,16 +132,7 @@ T get(const std::uint8_t* p) {
   return v;
 }
 
-std::uint32_t crc_of(const std::uint8_t* data, std::size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (n > 0) {
-    const auto chunk = static_cast<uInt>(std::min<std::size_t>(n, 1U << 30));
-    crc = crc32(crc, data, chunk);
-    data += chunk;
-    n -= chunk;
-  }
-  return static_cast<std::uint32_t>(crc);
-}
+std::uint32_t crc_of(const std::uint8_t* data, std::size_t n) { return crc32_update(0, data, n); }
 
 dataset empty_split(const clip_set_options& o, int frames, const char* which) {
   dataset d;
@@ -257,33 +248,6 @@ int kws_label(std::string_view word) noexcept {
   return -1;
 }
 
-/// Holds an exclusive flock on `<cache>.lock` while one process checks, computes and writes the cache, so
-/// the processes of a job that start together featurise once: the others wait, then read the cache.
-/// Best effort: without a writable directory it holds nothing and every process computes on its own.
-class cache_lock {
- public:
-  explicit cache_lock(const fs::path& cache) {
-    fs::path lock = cache;
-    lock += ".lock";
-    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  cache_lock(const cache_lock&) = delete;
-  cache_lock& operator=(const cache_lock&) = delete;
-  ~cache_lock() {
-    if (fd_ >= 0) {
-      ::flock(fd_, LOCK_UN);
-      ::close(fd_);
-    }
-  }
-
- private:
-  int fd_ = -1;
-};
-
 expected<kws_data> featurise_clips(const std::vector<labelled_clip>& clips, const clip_set_options& o) {
   if (o.clip_samples <= 0 || o.num_classes <= 0) {
     return fail(errc::invalid_argument, "featurise_clips: clip_samples and num_classes must be > 0");
@@ -387,6 +351,25 @@ expected<kws_data> load_kws(const kws_options& o) {
   }
   std::sort(entries.begin(), entries.end(),
             [](const entry& a, const entry& b) { return a.label != b.label ? a.label < b.label : a.rel < b.rel; });
+  // Interleave the words (yes, no, up, ..., one, yes, no, ...): the averager hands out training samples as
+  // contiguous blocks, and in label order a block would hold one or two words, so a worker would train a
+  // whole round on a single word.
+  {
+    std::vector<std::vector<entry>> by_label(kws_num_classes);
+    for (entry& e : entries) {
+      by_label[static_cast<std::size_t>(e.label)].push_back(std::move(e));
+    }
+    entries.clear();
+    for (std::size_t k = 0, taken = 1; taken > 0; ++k) {
+      taken = 0;
+      for (auto& same : by_label) {
+        if (k < same.size()) {
+          entries.push_back(std::move(same[k]));
+          ++taken;
+        }
+      }
+    }
+  }
 
   // 2. Decide each file's split.
   const fs::path manifest = o.root / "manifest.csv";

@@ -5,8 +5,14 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
+
+// The register kernels' helpers take and return 32-byte vectors, which warns about the ABI of AVX
+// arguments where AVX is not enabled (GCC reports it at the end of the file, so the pragma covers the
+// file); they are always inlined into their kernel, so no call crosses that ABI.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace prsgd::algorithms {
 namespace {
@@ -156,37 +162,83 @@ struct register_args {
   std::size_t len;
 };
 
+// The register kernels work on explicit vectors (GCC/Clang vector extensions) of lanes coordinates: left
+// to the loop vectorizer, the kernels for N >= 10 came out scalar. Each lane does exactly the scalar
+// arithmetic of one coordinate (the same comparisons, selections and operation order), so the results
+// are the same bits as the scalar loop that finishes the last len % lanes coordinates.
+using float8 = float __attribute__((vector_size(32)));
+using float4 = float __attribute__((vector_size(16)));
+using double4 = double __attribute__((vector_size(32)));
+
+template <class V>
+[[gnu::always_inline]] inline V load(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+
+template <class V>
+[[gnu::always_inline]] inline void store(void* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+// std::min and std::max, lane by lane: min(a, b) = b < a ? b : a, max(a, b) = a < b ? b : a.
+template <class V>
+[[gnu::always_inline]] inline V vmin(const V& a, const V& b) {
+  return b < a ? b : a;
+}
+template <class V>
+[[gnu::always_inline]] inline V vmax(const V& a, const V& b) {
+  return a < b ? b : a;
+}
+
+// One coordinate of the equal-weight kernel (T = float) or eight of them (T = float8).
+template <std::size_t N, class T>
+[[gnu::always_inline]] inline T register_coordinate(T (&v)[N], const float (&c)[N]) {
+  static constexpr comparator_list net = batcher(N);
+#pragma GCC unroll 80
+  for (std::size_t q = 0; q < net.size; ++q) {
+    const T lo = vmin(v[net.pairs[q].first], v[net.pairs[q].second]);
+    const T hi = vmax(v[net.pairs[q].first], v[net.pairs[q].second]);
+    v[net.pairs[q].first] = lo;
+    v[net.pairs[q].second] = hi;
+  }
+  T acc = T{} + 0.0F;
+#pragma GCC unroll 16
+  for (std::size_t j = 0; j < N; ++j) {
+    acc = acc + c[j] * v[j];
+  }
+  return acc;
+}
+
 template <std::size_t N>
 [[gnu::always_inline]] inline void register_kernel(const register_args& a) {
-  static constexpr comparator_list net = batcher(N);
+  constexpr std::size_t lanes = 8;
   const float* x[N];
   float c[N];
   for (std::size_t i = 0; i < N; ++i) {
     x[i] = a.xs[i];
     c[i] = a.coef[i];
   }
-  // No __restrict: out may alias ref (element k of ref is read before out[k] is written).
+  // No __restrict: out may alias ref (a block of ref is read before the same block of out is written).
   const float* ref = a.ref;
   float* out = a.out;
-  for (std::size_t k = 0; k < a.len; ++k) {
-    float v[N];
+  std::size_t k = 0;
+  for (; k + lanes <= a.len; k += lanes) {
+    const auto r = load<float8>(ref + k);
+    float8 v[N];
 #pragma GCC unroll 16
+    for (std::size_t i = 0; i < N; ++i) {
+      v[i] = load<float8>(x[i] + k) - r;
+    }
+    store(out + k, r + register_coordinate<N>(v, c));
+  }
+  for (; k < a.len; ++k) {
+    float v[N];
     for (std::size_t i = 0; i < N; ++i) {
       v[i] = x[i][k] - ref[k];
     }
-#pragma GCC unroll 80
-    for (std::size_t q = 0; q < net.size; ++q) {
-      const float lo = std::min(v[net.pairs[q].first], v[net.pairs[q].second]);
-      const float hi = std::max(v[net.pairs[q].first], v[net.pairs[q].second]);
-      v[net.pairs[q].first] = lo;
-      v[net.pairs[q].second] = hi;
-    }
-    float acc = 0;
-#pragma GCC unroll 16
-    for (std::size_t j = 0; j < N; ++j) {
-      acc += c[j] * v[j];
-    }
-    out[k] = ref[k] + acc;
+    out[k] = ref[k] + register_coordinate<N>(v, c);
   }
 }
 
@@ -230,57 +282,75 @@ struct weighted_args {
 
 // The register kernel for unequal weights and N <= max_register_inputs: per coordinate, the N updates and
 // their weights are loaded into 2N double locals, sorted together by Batcher's network (compare, then
-// blend both), and each sorted value is weighed by how much of its weight interval [lo, hi) falls inside
+// select both), and each sorted value is weighed by how much of its weight interval [lo, hi) falls inside
 // [β, 1 − β]. The arithmetic is the blocked weighted path's, operation for operation, so the results are
-// the same bits; only the values stay in vector registers instead of going through memory per comparator.
+// the same bits; only the values stay in vector registers (four coordinates per double4) instead of going
+// through memory per comparator.
+template <std::size_t N, class T>
+[[gnu::always_inline]] inline T weighted_coordinate(T (&v)[N], T (&q)[N], const weighted_args& a) {
+  static constexpr comparator_list net = batcher(N);
+#pragma GCC unroll 80
+  for (std::size_t c = 0; c < net.size; ++c) {
+    const std::size_t i = net.pairs[c].first;
+    const std::size_t j = net.pairs[c].second;
+    const auto swap = v[j] < v[i];
+    const T va = v[i];
+    const T vb = v[j];
+    const T qa = q[i];
+    const T qb = q[j];
+    v[i] = swap ? vb : va;
+    v[j] = swap ? va : vb;
+    q[i] = swap ? qb : qa;
+    q[j] = swap ? qa : qb;
+  }
+  const T zero = T{} + 0.0;
+  const T beta = zero + a.beta;
+  const T keep_hi = zero + (1 - a.beta);
+  T cum = zero;
+  T acc = zero;
+#pragma GCC unroll 16
+  for (std::size_t j = 0; j < N; ++j) {
+    const T lo = cum;
+    const T hi = j + 1 == N ? zero + 1.0 : lo + q[j];  // the last value closes the mass exactly
+    cum = hi;
+    const T kept = vmax(zero, vmin(hi, keep_hi) - vmax(lo, beta));
+    acc = acc + kept * a.inv_keep * v[j];
+  }
+  return acc;
+}
+
 template <std::size_t N>
 [[gnu::always_inline]] inline void weighted_kernel(const weighted_args& a) {
-  static constexpr comparator_list net = batcher(N);
+  constexpr std::size_t lanes = 4;
   const float* x[N];
-  double w[N];
   for (std::size_t i = 0; i < N; ++i) {
     x[i] = a.xs[i];
-    w[i] = a.q[i];
   }
-  const double beta = a.beta;
-  const double keep_hi = 1 - a.beta;
-  const double inv_keep = a.inv_keep;
   const float scale = a.scale;
-  const float* ref = a.ref;  // may alias out: element k of ref is read before out[k] is written
+  const float* ref = a.ref;  // may alias out: a block of ref is read before the same block of out is written
   float* out = a.out;
-  for (std::size_t k = 0; k < a.len; ++k) {
-    double v[N];
-    double q[N];
+  std::size_t k = 0;
+  for (; k + lanes <= a.len; k += lanes) {
+    const auto r = load<float4>(ref + k);
+    const auto rd = __builtin_convertvector(r, double4);
+    double4 v[N];
+    double4 q[N];
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < N; ++i) {
+      v[i] = __builtin_convertvector(load<float4>(x[i] + k), double4) - rd;
+      q[i] = double4{} + a.q[i];
+    }
+    const auto acc = __builtin_convertvector(weighted_coordinate<N>(v, q, a), float4);
+    store(out + k, r + scale * acc);
+  }
+  for (; k < a.len; ++k) {
+    double v[N];
+    double q[N];
+    for (std::size_t i = 0; i < N; ++i) {
       v[i] = static_cast<double>(x[i][k]) - static_cast<double>(ref[k]);
-      q[i] = w[i];
+      q[i] = a.q[i];
     }
-#pragma GCC unroll 80
-    for (std::size_t c = 0; c < net.size; ++c) {
-      const std::size_t i = net.pairs[c].first;
-      const std::size_t j = net.pairs[c].second;
-      const bool swap = v[j] < v[i];
-      const double va = v[i];
-      const double vb = v[j];
-      const double qa = q[i];
-      const double qb = q[j];
-      v[i] = swap ? vb : va;
-      v[j] = swap ? va : vb;
-      q[i] = swap ? qb : qa;
-      q[j] = swap ? qa : qb;
-    }
-    double cum = 0;
-    double acc = 0;
-#pragma GCC unroll 16
-    for (std::size_t j = 0; j < N; ++j) {
-      const double lo = cum;
-      const double hi = j + 1 == N ? 1.0 : lo + q[j];  // the last value closes the mass exactly
-      cum = hi;
-      const double kept = std::max(0.0, std::min(hi, keep_hi) - std::max(lo, beta));
-      acc += kept * inv_keep * v[j];
-    }
-    out[k] = ref[k] + scale * static_cast<float>(acc);
+    out[k] = ref[k] + scale * static_cast<float>(weighted_coordinate<N>(v, q, a));
   }
 }
 
@@ -529,7 +599,10 @@ screen_result screen_updates(std::span<const double> norms, double k) {
   screen_result r;
   if (!norms.empty()) {
     std::vector<double> sorted(norms.begin(), norms.end());
-    std::sort(sorted.begin(), sorted.end());
+    // NaN sorts above every number: with plain < it compared false with everything, stayed wherever it
+    // stood (so could become the median and switch the screen off) and broke std::sort's ordering contract.
+    std::sort(sorted.begin(), sorted.end(),
+              [](double a, double b) { return a < b || (!std::isnan(a) && std::isnan(b)); });
     r.median_norm = sorted[sorted.size() / 2];  // the upper median: see the header
   }
   const bool active = norms.size() >= 3 && r.median_norm > 0;

@@ -3,6 +3,9 @@
 #include "prsgd/algorithms/datasets.hpp"
 #include "prsgd/algorithms/fashion_mnist.hpp"
 
+#include <cstdlib>
+#include <string_view>
+
 namespace prsgd::algorithms {
 
 expected<loaded_dataset> load_fashion_mnist_dataset(const dataset_request& request) {
@@ -12,11 +15,23 @@ expected<loaded_dataset> load_fashion_mnist_dataset(const dataset_request& reque
     e.context += " (Fashion-MNIST: install the Debian package dataset-fashion-mnist, or pass --data-dir)";
     return unexpected{std::move(e)};
   };
+  // The images stay bytes in a cache file every process of the host maps (load_fashion_mnist_shared);
+  // PRSGD_DATA_CACHE=off decodes them into this process's memory as floats instead (4 bytes a pixel).
+  const char* cache = std::getenv("PRSGD_DATA_CACHE");
+  const bool shared = cache == nullptr || std::string_view{cache} != "off";
+  const auto load_split = [&](split which) -> expected<dataset> {
+    if (!shared) {
+      return load_fashion_mnist(dir, which);
+    }
+    auto loaded = load_fashion_mnist_shared(dir, which);
+    PRSGD_TRY(loaded);
+    return std::move(loaded->data);
+  };
   loaded_dataset out;
   out.shape = {1, 28, 28};
   out.num_classes = 10;
   if (request.parts == dataset_parts::train) {
-    auto train = load_fashion_mnist(dir, split::train);
+    auto train = load_split(split::train);
     if (!train) {
       return hint(train.error());
     }
@@ -33,7 +48,7 @@ expected<loaded_dataset> load_fashion_mnist_dataset(const dataset_request& reque
   out.train_size = train_labels->size();
   if (request.parts == dataset_parts::test_and_train_size) {
     out.train_labels = std::move(*train_labels);
-    auto test = load_fashion_mnist(dir, split::test);
+    auto test = load_split(split::test);
     if (!test) {
       return hint(test.error());
     }

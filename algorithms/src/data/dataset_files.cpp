@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "dataset_files.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
+
+#include <zlib.h>
 
 namespace prsgd::algorithms {
 
@@ -70,6 +76,34 @@ std::vector<std::string> split_csv_line(std::string_view line) {
     }
   }
   return cells;
+}
+
+std::uint32_t crc32_update(std::uint32_t crc, const std::uint8_t* data, std::size_t n) {
+  uLong c = crc;
+  while (n > 0) {
+    const auto chunk = static_cast<uInt>(std::min<std::size_t>(n, 1U << 30));
+    c = crc32(c, data, chunk);
+    data += chunk;
+    n -= chunk;
+  }
+  return static_cast<std::uint32_t>(c);
+}
+
+cache_lock::cache_lock(const std::filesystem::path& cache) {
+  std::filesystem::path lock = cache;
+  lock += ".lock";
+  fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+cache_lock::~cache_lock() {
+  if (fd_ >= 0) {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
 }
 
 }  // namespace prsgd::algorithms

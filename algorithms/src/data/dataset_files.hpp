@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -60,5 +61,25 @@ class fnv1a {
 /// Splits one CSV line into cells at commas; a cell may be double-quoted ("" is a quote inside one). A
 /// trailing '\r' is dropped.
 [[nodiscard]] std::vector<std::string> split_csv_line(std::string_view line);
+
+/// Returns the CRC-32 (zlib's) of `n` more bytes at `data`, continuing from `crc` (0 to start).
+[[nodiscard]] std::uint32_t crc32_update(std::uint32_t crc, const std::uint8_t* data, std::size_t n);
+
+/// Holds an exclusive flock on `<cache>.lock` while one process checks, computes and writes a cache file, so
+/// the processes of a job that start together compute it once: the others wait, then read the cache.
+/// Best effort: without a writable directory it holds nothing and every process computes on its own.
+/// Not copyable; the lock is released when it is destroyed.
+class cache_lock {
+ public:
+  explicit cache_lock(const std::filesystem::path& cache);
+  cache_lock(const cache_lock&) = delete;
+  cache_lock& operator=(const cache_lock&) = delete;
+  ~cache_lock();
+  /// Returns whether the lock is held.
+  [[nodiscard]] bool held() const noexcept { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace prsgd::algorithms

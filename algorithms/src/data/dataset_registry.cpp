@@ -23,7 +23,11 @@ expected<void> check_split(std::string_view name, const char* which, const datas
     return fail(errc::invalid_argument, what + " has " + std::to_string(d.num_classes) + " classes, the data set " +
                                             std::to_string(out.num_classes));
   }
-  if (d.features.size() != d.labels.size() * d.sample_size()) {
+  if (d.bytes) {
+    if (d.bytes->data == nullptr || !d.features.empty()) {
+      return fail(errc::invalid_argument, what + " holds its samples as bytes without the bytes, or also as floats");
+    }
+  } else if (d.features.size() != d.labels.size() * d.sample_size()) {
     return fail(errc::invalid_argument, what + " has " + std::to_string(d.features.size()) + " features for " +
                                             std::to_string(d.labels.size()) + " samples of " +
                                             std::to_string(d.sample_size()));

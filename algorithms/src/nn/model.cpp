@@ -247,17 +247,44 @@ float model::forward_backward(std::span<const float> inputs, std::span<const std
   return loss;
 }
 
+void model::load_batch(const dataset& data, std::size_t count, const std::function<std::size_t(std::size_t)>& index) {
+  if (!data.bytes) {
+    gather_.resize(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      gather_[i] = data.sample(index(i));
+    }
+    load_batch(gather_.data(), count);
+    return;
+  }
+  // Bytes (a shared cache): each becomes its float as the batch is laid out, through the data set's table,
+  // so a model sees exactly the values a data set decoded into floats would hold.
+  const auto plane = static_cast<Eigen::Index>(input_.plane());
+  const auto n = static_cast<Eigen::Index>(count);
+  const auto sample_bytes = data.sample_size();
+  const auto& values = data.bytes->values;
+  tensor& x = acts_[0];
+  x.resize(input_.channels, n * plane);
+  for (Eigen::Index b = 0; b < n; ++b) {
+    const std::uint8_t* in = data.bytes->data + index(static_cast<std::size_t>(b)) * sample_bytes;
+    for (Eigen::Index c = 0; c < input_.channels; ++c) {
+      float* out = x.data() + c * x.cols() + b * plane;
+      const std::uint8_t* from = in + c * plane;
+      for (Eigen::Index k = 0; k < plane; ++k) {
+        out[k] = values[from[k]];
+      }
+    }
+  }
+}
+
 float model::forward_backward(const dataset& data, std::span<const std::size_t> batch) {
   PRSGD_CHECK(data.sample_size() == input_.size()) << "data set samples do not match the model input";
   PRSGD_CHECK(!batch.empty()) << "empty batch";
-  gather_.resize(batch.size());
   labels_.resize(batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
     PRSGD_CHECK(batch[i] < data.size()) << "sample index out of range";
-    gather_[i] = data.sample(batch[i]);
     labels_[i] = data.labels[batch[i]];
   }
-  load_batch(gather_.data(), batch.size());
+  load_batch(data, batch.size(), [batch](std::size_t i) { return batch[i]; });
   const tensor& logits = run_forward(true);
   const float loss = softmax_cross_entropy(logits, labels_, &dacts_.back());
   backward();
@@ -288,11 +315,7 @@ evaluation model::evaluate(const dataset& data, std::size_t batch_size) {
   std::size_t correct = 0;
   for (std::size_t start = 0; start < data.size(); start += batch_size) {
     const std::size_t n = std::min(batch_size, data.size() - start);
-    gather_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      gather_[i] = data.sample(start + i);
-    }
-    load_batch(gather_.data(), n);
+    load_batch(data, n, [start](std::size_t i) { return start + i; });
     const tensor& logits = run_forward(false);
     const std::span<const std::int32_t> labels(data.labels.data() + start, n);
     loss_sum += static_cast<double>(softmax_cross_entropy(logits, labels, nullptr)) * static_cast<double>(n);

@@ -3,7 +3,8 @@
 // mean = average() (the fused averaging kernel), the others = averaging_weights() + aggregate() over
 // x_i − x̄. Equal weights (uniform, or samples with equal counts) and unequal weights (samples differing)
 // take different kernels, so both are measured; so is the outlier screen (one norm pass per input).
-// CPU time; run with --benchmark_repetitions=5 and compare medians (HISTORY.md beside this file).
+// CPU time at fmnist-mlp's size for N = 4, 8, 16; bench/robust/round_cost.py runs it and writes the medians
+// and ratios to bench/robust/round_cost.md.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -81,27 +82,24 @@ void BM_Screen(benchmark::State& state) {
   }
 }
 
-constexpr std::int64_t n8 = 8;
-constexpr std::int64_t floats_2m = 2'000'000;
+// The job's real sizes: fmnist-mlp's 535,818 parameters, N = 4, 8 and 16 members.
+constexpr std::int64_t fmnist_mlp_floats = 535'818;
 
-BENCHMARK_CAPTURE(BM_Mean, equal, true)->Args({n8, floats_2m})->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Robust, trimmed_mean_equal, aggregate_rule::trimmed_mean, true)
-    ->Args({n8, floats_2m})
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Robust, median_equal, aggregate_rule::median, true)
-    ->Args({n8, floats_2m})
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Mean, unequal, false)->Args({n8, floats_2m})->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Robust, trimmed_mean_unequal, aggregate_rule::trimmed_mean, false)
-    ->Args({n8, floats_2m})
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Robust, median_unequal, aggregate_rule::median, false)
-    ->Args({n8, floats_2m})
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Robust, norm_clip, aggregate_rule::norm_clip, true)
-    ->Args({n8, floats_2m})
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Screen)->Args({n8, floats_2m})->Unit(benchmark::kMillisecond);
+void members(benchmark::internal::Benchmark* b) {
+  for (std::int64_t n : {4, 8, 16}) {
+    b->Args({n, fmnist_mlp_floats});
+  }
+  b->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK_CAPTURE(BM_Mean, equal, true)->Apply(members);
+BENCHMARK_CAPTURE(BM_Robust, trimmed_mean_equal, aggregate_rule::trimmed_mean, true)->Apply(members);
+BENCHMARK_CAPTURE(BM_Robust, median_equal, aggregate_rule::median, true)->Apply(members);
+BENCHMARK_CAPTURE(BM_Mean, unequal, false)->Apply(members);
+BENCHMARK_CAPTURE(BM_Robust, trimmed_mean_unequal, aggregate_rule::trimmed_mean, false)->Apply(members);
+BENCHMARK_CAPTURE(BM_Robust, median_unequal, aggregate_rule::median, false)->Apply(members);
+BENCHMARK_CAPTURE(BM_Robust, norm_clip, aggregate_rule::norm_clip, true)->Apply(members);
+BENCHMARK(BM_Screen)->Apply(members);
 
 }  // namespace
 

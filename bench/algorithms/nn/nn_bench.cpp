@@ -204,8 +204,10 @@ int parity(const std::string& name, int steps, const std::string& dir) {
   const std::span<const float> p = m->params();
   bool ok = write_raw(init, p.data(), p.size_bytes()) &&
             write_raw(batch_file, batches.data(), batches.size() * sizeof(std::uint32_t));
+  std::vector<float> sample(train_set->sample_size());
   for (std::size_t i = 0; ok && i < batch_size; ++i) {
-    ok = write_raw(x0, train_set->sample(batches[i]), train_set->sample_size() * sizeof(float));
+    train_set->copy_sample(batches[i], sample.data());  // from floats or the shared byte cache
+    ok = write_raw(x0, sample.data(), sample.size() * sizeof(float));
   }
   if (!ok) {
     std::fprintf(stderr, "cannot write to %s\n", dir.c_str());

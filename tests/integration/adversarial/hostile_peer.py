@@ -27,6 +27,7 @@ usage: hostile_peer.py --prsgd PATH --workdir DIR SCENARIO
 """
 import argparse
 import os
+import re
 import secrets
 import socket
 import struct
@@ -41,7 +42,7 @@ import zmq
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from process_job import SCALE, ProcessJob, fail  # noqa: E402  (tests/integration/process_job.py)
 
-VERSION = 4
+VERSION = 5
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 ROUNDS = 12
 # Scaled like every other bound (PRSGD_TEST_TIME_SCALE), so slow builds do not time out honest members.
@@ -248,26 +249,24 @@ def scenario_other_model(job):
     print("other-model: " + lines[0])
 
 
-def reserved_port():
-    """A loopback port no other socket is given automatically for about a minute (left in TIME_WAIT on the
-    listening side; the averager's HTTP server binds it with SO_REUSEADDR), for --metrics-port."""
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    port = server.getsockname()[1]
-    client = socket.create_connection(("127.0.0.1", port))
-    accepted, _ = server.accept()
-    accepted.close()  # the accepted end closes first: the TIME_WAIT is on the server's side
-    client.close()
-    server.close()
-    return port
+def metrics_port(job):
+    """The port the averager's metrics server got (it binds port 0, any free one, and logs the address: no port
+    chosen here can be taken by another process before the averager binds it)."""
+    deadline = time.monotonic() + 120 * SCALE
+    while time.monotonic() < deadline:
+        found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", job.log("averager"))
+        if found:
+            return int(found.group(1))
+        if job.procs["averager"].poll() is not None:
+            fail("the averager exited before serving metrics:\n" + job.log("averager")[-4000:])
+        time.sleep(0.05)
+    fail("the averager did not log its metrics address:\n" + job.log("averager")[-4000:])
 
 
 def scrape(port):
     """The averager's Prometheus text as {series: value} ({} when nobody answers yet)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+        with socket.create_connection(("127.0.0.1", port), timeout=5 * SCALE) as c:
             c.sendall(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
             data = b""
             while True:
@@ -547,10 +546,10 @@ def start_keyed_job(job):
     job.server_key = keygen(job, keys, "server")[0]
     job.keys = {name: keygen(job, allowed, name) for name in ("worker-0", "worker-1", "hostile", "hostile-2")}
     job.keys["stranger"] = keygen(job, keys, "stranger")
-    job.metrics_port = reserved_port()
     job.start_averager(["--curve-public-key", os.path.join(keys, "server.public"), "--curve-secret-key",
                         os.path.join(keys, "server.secret"), "--curve-allow", allowed,
-                        "--metrics-port", str(job.metrics_port)])
+                        "--metrics-bind", "127.0.0.1:0"])
+    job.metrics_port = metrics_port(job)
     for w in ("worker-0", "worker-1"):
         job.start_worker(w, extra=["--curve-public-key", os.path.join(allowed, w + ".public"), "--curve-secret-key",
                                    os.path.join(allowed, w + ".secret"), "--curve-server-key",

@@ -308,6 +308,19 @@ TEST_F(OperationsTest, DashboardShowsTheJobInChromium) {
       << job_.log("averager");
   ASSERT_EQ(op({"ctl", "pause"}).status, 0);
   ASSERT_TRUE(wait_state("paused"));
+  // A round's line waits for its evaluation, so under load the last lines may follow the pause: wait until
+  // every round before the paused one has its line, so the page and the file see the same rounds.
+  const auto paused = op({"status", "--json"});
+  ASSERT_EQ(paused.status, 0);
+  const auto open_round = number_after(paused.out, "round");
+  ASSERT_TRUE(open_round) << paused.out;
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        return round_lines(test::read_file(job_.path("m.jsonl"))).size() >= static_cast<std::size_t>(*open_round);
+      },
+      60s, 100ms))
+      << "open round " << *open_round << "\n"
+      << job_.log("averager");
   const int port = http_port();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
   EXPECT_EQ(http_post(port, "/api/control", "action=stop").status, 403);  // no token: read-only
@@ -387,3 +400,78 @@ TEST_F(OperationsTest, DashboardShowsTheJobInChromium) {
 #endif
 
 }  // namespace
+
+// `prsgd local` passes the dashboard and operator options to its averager: the dashboard serves /api/status
+// while the job runs (the URL in LOG_DIR/averager.url, port chosen by the system), a key the averager was not
+// told about cannot steer, and `prsgd ctl` with the operator's key stops the job, which then ends with 0.
+TEST(LocalOperationsTest, LocalJobServesTheDashboardAndStopsOnItsOperatorsCtl) {
+  test::prsgd_job job{PRSGD_BINARY, "prsgd-local-ops"};
+  for (const char* name : {"op", "stranger"}) {
+    ASSERT_EQ(job.run({"keygen", "--out-dir", job.path("keys"), "--name", name}, 30s).status, 0);
+  }
+  const std::string logs = job.path("logs");
+  const pid_t local = job.start("local", {"local",
+                                          "--workers",
+                                          "2",
+                                          "--model",
+                                          "fmnist-mlp",
+                                          "--rounds",
+                                          "5000",
+                                          "--interval",
+                                          "16",
+                                          "--batch",
+                                          "32",
+                                          "--slowdown-ms",
+                                          "5",
+                                          "--progress",
+                                          "off",
+                                          "--log-dir",
+                                          logs,
+                                          "--http-bind",
+                                          "127.0.0.1:0",
+                                          "--operator-key",
+                                          job.path("keys/op.public")});
+  std::string url;
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        url = test::read_file(logs + "/averager.url");
+        return !url.empty() && url.back() == '\n';
+      },
+      60s))
+      << job.log("local");
+  ASSERT_EQ(url.rfind("http://127.0.0.1:", 0), 0U) << url;
+  const int port = std::atoi(url.c_str() + url.rfind(':') + 1);
+  ASSERT_GT(port, 0) << url;
+  // Rounds run, and the dashboard's API shows the job.
+  ASSERT_TRUE(
+      test::wait_until([&] { return round_lines(test::read_file(logs + "/metrics.jsonl")).size() >= 2; }, 240s, 100ms))
+      << job.log("local");
+  const auto api = http_get(port, "/api/status");
+  EXPECT_EQ(api.status, 200);
+  EXPECT_NE(api.body.find("\"model\":\"fmnist-mlp\""), std::string::npos) << api.body;
+  EXPECT_NE(api.body.find("\"rounds_total\":5000"), std::string::npos) << api.body;
+  EXPECT_TRUE(job.wait_for_log("local", "dashboard on " + url.substr(0, url.size() - 1), 30s)) << job.log("local");
+
+  const std::string endpoint = test::read_file(logs + "/averager.endpoint");
+  ASSERT_FALSE(endpoint.empty());
+  const auto ctl = [&](const std::string& key, std::chrono::milliseconds timeout_ms) {
+    return job.run(
+        {"ctl", "--averager", endpoint.substr(0, endpoint.find('\n')), "--curve-server-key", logs + "/keys/job.public",
+         "--curve-public-key", job.path("keys/" + key + ".public"), "--curve-secret-key",
+         job.path("keys/" + key + ".secret"), "--timeout-ms", std::to_string(timeout_ms.count()), "stop"},
+        60s);
+  };
+  // A key the averager does not admit gets no answer: the job goes on.
+  const auto stranger = ctl("stranger", 2000ms);
+  EXPECT_NE(stranger.status, 0) << stranger.out << stranger.err;
+  EXPECT_EQ(job.wait_exit(local, 0ms), std::nullopt) << job.log("local");
+  // The operator stops it.
+  const auto stop = ctl("op", 30000ms);
+  ASSERT_EQ(stop.status, 0) << stop.out << stop.err;
+  EXPECT_NE(stop.out.find("ok"), std::string::npos) << stop.out;
+  EXPECT_EQ(job.wait_exit(local, 240s), 0) << job.log("local");
+  const auto metrics = test::read_file(logs + "/metrics.jsonl");
+  EXPECT_NE(metrics.find(R"("action":"stop","arg":"","ok":true)"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(R"({"event":"done")"), std::string::npos) << metrics;
+  EXPECT_LT(round_lines(metrics).size(), 5000U);
+}

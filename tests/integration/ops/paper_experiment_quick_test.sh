@@ -50,7 +50,7 @@ for png in $(grep -o '([a-z]*-acc-vs-[a-z]*\.png)' "$table" | tr -d '()'); do
   n=$((n + 1))
 done
 # --report-only rewrites the same table from raw/ without running anything.
-"$src/ops/paper-experiment" --report-only --no-install --out "$tmp/out" >"$tmp/report.txt" 2>&1 ||
+"$src/ops/paper-experiment" --report-only --no-install --bin "$bin" --out "$tmp/out" >"$tmp/report.txt" 2>&1 ||
   { cat "$tmp/report.txt" >&2; fail "--report-only failed"; }
 grep -q 'rewritten from the runs' "$table" || fail "--report-only did not rewrite table.md"
 expect_rows mlp mb 1 4 8 16 32

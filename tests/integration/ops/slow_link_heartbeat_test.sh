@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Heartbeats behind a model on a slow link (docs/decisions/0022): an averager and one worker on two
+# Heartbeats behind a model on a slow link (docs/decisions/0024): an averager and one worker on two
 # network-namespace hosts whose links tc tbf limits to 2 Mbit/s, fmnist-mlp (2.1 MB a model, about 9 s per
 # transfer) and a heartbeat timeout of 1.5 s, far shorter than a transfer.
 #   1. With the default --slowest-link-mbit 1 the job finishes both rounds with the worker in each and the

@@ -4,8 +4,10 @@
 scripted averager. The same checks run against `prsgd worker` and the Python package's worker
 (`python -m prsgd.twin_worker`), both with --model fmnist-mlp; each check starts a fresh worker process.
 
-  join       the first message is a JOIN (member 0, a nonzero nonce, averager incarnation 0) declaring the
-             fmnist-mlp fingerprints; unanswered, it is repeated with the same nonce
+  join       the first message of the worker's member connection is a JOIN (member 0, a nonzero nonce,
+             averager incarnation 0) declaring the fmnist-mlp fingerprints; unanswered, it is repeated with
+             the same nonce. A SPEC (the C++ worker asks for the job's spec first, on a connection of its
+             own) is answered with the scripted job's SPEC_REPLY wherever it comes from
   refused    a REFUSED for its nonce ends the worker with status 1 and one line (besides log lines) that
              carries the reason
   train      after WELCOME the worker heartbeats with its member id and token; a RESTART gets one MODEL for
@@ -36,10 +38,11 @@ import msgpack
 import zmq
 
 SCALE = float(os.environ.get("PRSGD_TEST_TIME_SCALE", "1"))
-VERSION = 4
+VERSION = 5
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
+SPEC, SPEC_REPLY = 24, 25
 MODEL_FLOATS = 535818
-# What `prsgd worker --model fmnist-mlp` declares (with protocol 3, DF ends with " labels=" and the hash of
+# What `prsgd worker --model fmnist-mlp` declares (since protocol 3, DF ends with " labels=" and the hash of
 # the training labels, prsgd.fingerprints.label_hash).
 MF = f"fmnist-mlp in=1x28x28 out=10 params={MODEL_FLOATS}"
 DF = "fashion-mnist n=60000 shape=1x28x28 classes=10 labels=3941146f6aa883f5"
@@ -91,6 +94,13 @@ class Averager:
             frames.append(payload)
         self.sock.send_multipart(frames)
 
+    def answer_spec(self, rid, request):
+        """SPEC_REPLY: the job the scripted averager stands for, fmnist-mlp with batch BATCH and seed 3."""
+        h = {"v": VERSION, "t": SPEC_REPLY, "m": 0, "i": request["i"], "a": self.incarnation, "r": 0, "mf": MF,
+             "df": DF, "bs": BATCH, "sd": 3, "mn": "fmnist-mlp", "dn": "fashion-mnist", "do": [], "ni": False,
+             "da": 0.5, "lr": 0.05, "mo": 0.9, "km": True, "wd": "f32", "md": 0, "ms": MODEL_FLOATS}
+        self.sock.send_multipart([rid, b"D", msgpack.packb(h)])
+
     def recv(self, timeout_s, want=None):
         """Returns the next protocol message (header dict with '_payload') of a type in `want`, or None."""
         deadline = time.monotonic() + timeout_s * SCALE
@@ -102,11 +112,17 @@ class Averager:
             if not self.sock.poll(int(min(left, 0.05) * 1000) + 1):
                 continue
             frames = self.sock.recv_multipart()
-            if self.rid is None:
-                self.rid = frames[0]
-            if frames[0] != self.rid or len(frames) < 3 or frames[1] != b"D":
+            if len(frames) < 3 or frames[1] != b"D":
                 continue
             h = msgpack.unpackb(frames[2], raw=False)
+            if h.get("t") == SPEC:
+                # A worker may ask for the job's spec first, on a connection of its own (it is no member).
+                self.answer_spec(frames[0], h)
+                continue
+            if self.rid is None:
+                self.rid = frames[0]
+            if frames[0] != self.rid:
+                continue
             h["_payload"] = frames[3] if len(frames) > 3 else None
             self.seen.append(h)
             if want is None or h["t"] in want:

@@ -76,6 +76,30 @@ frames = P.encode_model(3, 9, 5, 1, 77, np.array([1, 2, 3], np.float32), 8, 64, 
 h = msgpack.unpackb(frames[1])
 check("MODEL header", frames[0] == b"D" and h["t"] == P.MODEL and h["k"] == 77 and h["st"] == 8 and h["sa"] == 64
       and h["ct"] is True and h["g"] is False and h["n"] == 3 and bytes(frames[2]) == struct.pack("<3f", 1, 2, 3))
+frames = P.encode_join(9, 0, 0, 0.0, "external params=3", "external n=10", np.array([1, 2, 3], np.float32))
+h = msgpack.unpackb(frames[1])
+check("JOIN with an initial model: n and a payload", len(frames) == 3 and h["n"] == 3 and
+      bytes(frames[2]) == struct.pack("<3f", 1, 2, 3))
+check("JOIN without one: no n, no payload", len(P.encode_join(9, 0, 0, 0.0, "m", "d")) == 2 and
+      "n" not in msgpack.unpackb(P.encode_join(9, 0, 0, 0.0, "m", "d")[1]))
+EVALUATE = dict(t=P.EVALUATE, q=7, n=4)
+m = P.decode([header(**EVALUATE), payload], P.TO_EVALUATOR)
+check("EVALUATE decodes for an evaluator", m.type == P.EVALUATE and m["q"] == 7 and list(m.payload) == [1, 2, 3, 4])
+check("EVALUATE is not sent to workers", raises([header(**EVALUATE), payload], "not sent to workers"))
+try:
+    P.decode([header(**RESTART), payload], P.TO_EVALUATOR)
+    check("RESTART is not sent to evaluators", False)
+except P.ProtocolError:
+    check("RESTART is not sent to evaluators", True)
+h = msgpack.unpackb(P.encode_evaluation(9, 5, 12, 7, 0.75)[1])
+check("EVALUATION header", h["t"] == P.EVALUATION and h["q"] == 7 and h["acc"] == 0.75 and h["r"] == 12 and
+      h["a"] == 5 and h["i"] == 9)
+h = msgpack.unpackb(P.encode_evaluator_hello(9, 5, "external params=3")[1])
+check("EVALUATOR_HELLO header", h["t"] == P.EVALUATOR_HELLO and h["mf"] == "external params=3" and h["m"] == 0)
+from prsgd import fingerprints  # noqa: E402
+check("external fingerprints", fingerprints.external(3) == "external params=3" and
+      fingerprints.external_data(10) == "external n=10" and
+      fingerprints.external_data(2, [1, 2]).startswith("external n=2 labels="))
 h = msgpack.unpackb(P.encode_join(9, 0, 0, 12.0, "m" * 300, "d")[1])
 check("JOIN header, fingerprints clipped to 256 bytes",
       h["m"] == 0 and h["i"] == 9 and h["s"] == 12.0 and len(h["mf"]) == 256 and h["df"] == "d")

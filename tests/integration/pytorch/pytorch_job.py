@@ -18,6 +18,17 @@
            last with all four workers, above 60 % test accuracy
   refused  a PyTorch worker of fmnist-cnn against an fmnist-mlp job: exit status 1 and one line saying the
            model differs; the job's two C++ workers finish it
+  external           `--model external`: two examples/pytorch CNN workers (--external, 6000 training samples)
+           and an evaluator (2000 test samples), no C++ model anywhere; x̄_0 is the first worker's model; the
+           metrics lines carry the evaluator's accuracies, the done line one above 60 %, and --save-model
+           writes the --model-spec's tensor names
+  external_recovery  the same job with checkpoints through a kill -9 of a worker (a spare takes its shard)
+           and of the averager (restarted with the same command); every round closes exactly once, every
+           training sample is consumed once per epoch, and the evaluator carries on with the new averager
+  external_refused   a worker whose model has another parameter count than --model-size: exit status 1 and
+           one line naming both fingerprints; an evaluator of another size is refused the same way
+  external_no_evaluator  the job without an evaluator, started from --init-model (a safetensors file of the
+           --model-spec tensors): every test_acc is null and the job is done
 
 usage: pytorch_job.py --prsgd PATH --python-src DIR --workdir DIR [--venv DIR] SCENARIO
 The scenarios after install run the venv's python (--venv, default WORKDIR/../venv).
@@ -78,6 +89,11 @@ class Job(ProcessJob):
         self.stop_all()
         fail(f"round {r} did not close")
 
+    def kill9(self, name):
+        """Kills process NAME with SIGKILL and reaps it."""
+        self.procs[name].kill()
+        self.procs[name].wait()
+
     def wait_for_log(self, name, text, timeout):
         deadline = time.monotonic() + timeout * SCALE
         while time.monotonic() < deadline:
@@ -89,7 +105,9 @@ class Job(ProcessJob):
         self.stop_all()
         fail(f"{name} did not log '{text}':\n" + self.log(name)[-2000:])
 
-    def finish(self, workers, averager="averager"):
+    def finish(self, workers, averager="averager", with_accuracy=True):
+        """Waits for the averager and `workers` to exit 0; returns the metrics lines and the done line (which
+        must carry a test accuracy unless with_accuracy is False)."""
         status = self.wait("averager", 600)
         if status != 0:
             self.stop_all()
@@ -101,8 +119,8 @@ class Job(ProcessJob):
                 fail(f"{w} ended with status {status}:\n" + self.log(w)[-4000:])
         lines = self.lines()
         done = [l for l in lines if l.get("event") == "done"]
-        if len(done) != 1 or done[0].get("test_acc") is None:
-            fail(f"no done line with a test accuracy in {self.metrics}")
+        if len(done) != 1 or (with_accuracy and done[0].get("test_acc") is None):
+            fail(f"no done line{' with a test accuracy' if with_accuracy else ''} in {self.metrics}")
         return lines, done[0]
 
 
@@ -219,12 +237,10 @@ def scenario_example(args):
         job.wait_for_log(f"worker-{i}", "joined as member", 600)
     worker("worker-4")  # every shard is taken: it repeats its JOIN until one is free
     job.wait_for_round(3, 600)
-    job.procs["worker-0"].kill()
-    job.procs["worker-0"].wait()
+    job.kill9("worker-0")
     job.wait_for_log("worker-4", "joined as member", 600)
     job.wait_for_round(6, 600)
-    job.procs["averager"].kill()
-    job.procs["averager"].wait()
+    job.kill9("averager")
     # The same command on the same port (the one the first averager bound) and checkpoint directory.
     job.start_averager(argv + ["--listen", job.endpoint], spec_job, "averager-2")
     survivors = [f"worker-{i}" for i in range(1, 5)]
@@ -265,6 +281,200 @@ def scenario_refused(args):
     print(f"refused: {out[0]}")
 
 
+# ---- --model external ---------------------------------------------------------------------------------------
+
+EXTERNAL_TRAIN, EXTERNAL_TEST = 6000, 2000
+
+
+class ExternalJob(Job):
+    """A `--model external` job of examples/pytorch/cnn_dropout.py processes."""
+
+    def __init__(self, args, name):
+        super().__init__(args.prsgd, args.python, os.path.join(args.workdir, name))
+        self.script = os.path.join(args.examples, "pytorch", "cnn_dropout.py")
+        spec = subprocess.run([self.python, self.script, "--print-model-spec"], check=True, capture_output=True,
+                              text=True).stdout
+        self.spec_file = os.path.join(self.dir, "model-spec.json")
+        with open(self.spec_file, "w") as f:
+            f.write(spec)
+        self.model_size = sum(_prod(t["shape"]) for t in json.loads(spec))
+
+    def start_external(self, extra, name="averager", spec=True):
+        size = ["--model-spec", self.spec_file] if spec else ["--model-size", str(self.model_size)]
+        job = ["--model", "external", "--train-size", str(EXTERNAL_TRAIN), "--batch", "64", "--lr", "0.05",
+               "--seed", "7"] + size
+        self.start_averager(list(extra), job, name)
+
+    def start_worker(self, name, extra=()):
+        return self.start(name, [self.python, self.script, "--averager", self.endpoint, "--external",
+                                 "--train-samples", str(EXTERNAL_TRAIN)] + list(extra))
+
+    def start_evaluator(self, name="evaluator", extra=()):
+        return self.start(name, [self.python, self.script, "--averager", self.endpoint, "--evaluator",
+                                 "--test-samples", str(EXTERNAL_TEST)] + list(extra))
+
+    def rounds(self):
+        return [l for l in self.lines() if "members" in l]
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _safetensors_names(path):
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    return [k for k in header if k != "__metadata__"]
+
+
+def scenario_external(args):
+    job = ExternalJob(args, "external")
+    saved = os.path.join(job.dir, "final.safetensors")
+    job.start_external(["--min-workers", "2", "--epochs", "2", "--interval", "8", "--eval-every", "2",
+                        "--save-model", saved])
+    job.start_evaluator()
+    job.wait_for_log("averager", "evaluator on connection", 120)
+    job.start_worker("worker-0", ["--seed", "1"])
+    job.start_worker("worker-1", ["--seed", "2"])
+    lines, done = job.finish(["worker-0", "worker-1"])
+    status = job.wait("evaluator", 60)
+    if status != 0:
+        job.stop_all()
+        fail(f"the evaluator ended with status {status} (expected 0: STOP at the end of the job):\n" +
+             job.log("evaluator")[-2000:])
+    rounds = [l for l in lines if "members" in l]
+    scored = [l for l in rounds if l.get("test_acc") is not None]
+    if len(scored) < len(rounds) // 2 or rounds[-1].get("test_acc") is None:
+        fail(f"{len(scored)} of {len(rounds)} rounds carry an accuracy (every second one and the last expected)")
+    if "x̄_0 is the model of the first member" not in job.log("averager"):
+        fail("the averager did not start from the first member's model:\n" + job.log("averager")[-2000:])
+    if done["test_acc"] < 0.6:
+        fail(f"test accuracy {done['test_acc']:.4f} after 2 epochs of {EXTERNAL_TRAIN} samples (< 0.6)")
+    names = _safetensors_names(saved)
+    want = [t["name"] for t in json.load(open(job.spec_file))]
+    if names != want:
+        fail(f"--save-model wrote tensors {names[:4]}..., expected the --model-spec names {want[:4]}...")
+    print(f"external: {len(rounds)} rounds, {len(scored)} evaluated, test accuracy {done['test_acc']:.4f}, "
+          f"model saved with {len(names)} named tensors")
+
+
+def scenario_external_recovery(args):
+    job = ExternalJob(args, "external-recovery")
+    argv = ["--min-workers", "2", "--epochs", "2", "--interval", "8", "--eval-every", "2", "--idle-rounds", "0",
+            "--checkpoint-dir", os.path.join(job.dir, "ckpt"), "--checkpoint-every", "1"]
+    job.start_external(argv, "averager-1")
+    job.start_evaluator()
+    for i in range(2):
+        job.start_worker(f"worker-{i}", ["--seed", str(i + 1)])
+    for i in range(2):
+        job.wait_for_log(f"worker-{i}", "joined as member", 300)
+    job.start_worker("worker-2", ["--seed", "3"])  # every shard is taken: it waits for a free one
+    job.wait_for_round(2, 300)
+    job.kill9("worker-0")
+    job.wait_for_log("worker-2", "joined as member", 300)
+    job.wait_for_round(5, 300)
+    job.kill9("averager")
+    job.start_external(argv + ["--listen", job.endpoint], "averager-2")
+    lines, done = job.finish(["worker-1", "worker-2"], "averager-2")
+    if job.wait("evaluator", 60) != 0:
+        job.stop_all()
+        fail("the evaluator did not end with the job:\n" + job.log("evaluator")[-2000:])
+    if not any(l.get("event") == "resumed" for l in lines):
+        fail("the restarted averager did not resume from its checkpoint:\n" + job.log("averager-2")[-3000:])
+    rounds = [l for l in lines if "members" in l]
+    closed = [l["round"] for l in rounds]
+    if closed != list(range(len(closed))):
+        fail(f"rounds closed: {closed}, expected each of 0..{len(closed) - 1} once, in order")
+    seen = {}
+    for l in rounds:
+        for member, epoch, begin, end in l["data"]:
+            seen.setdefault(epoch, []).append((begin, end))
+    for epoch in (0, 1):
+        ranges = sorted(seen.get(epoch, []))
+        covered = sum(e - b for b, e in ranges)
+        overlaps = any(ranges[i][1] > ranges[i + 1][0] for i in range(len(ranges) - 1))
+        if overlaps or covered != EXTERNAL_TRAIN:
+            fail(f"epoch {epoch}: the accepted submissions consumed {covered} samples (overlapping: {overlaps}), "
+                 f"expected each of the {EXTERNAL_TRAIN} once")
+    late = [l for l in rounds if l["round"] > 6 and l.get("test_acc") is not None]
+    if not late or done["test_acc"] is None or done["test_acc"] < 0.6:
+        fail(f"after the restart the evaluator scored {len(late)} rounds, final accuracy {done['test_acc']}")
+    print(f"external_recovery: {len(closed)} rounds each once through a worker and an averager kill, every sample "
+          f"once per epoch, test accuracy {done['test_acc']:.4f}")
+
+
+def scenario_external_refused(args):
+    job = ExternalJob(args, "external-refused")
+    job.start_external(["--min-workers", "1", "--rounds", "2", "--interval", "2"], spec=False)
+    # A worker and an evaluator of a network with another parameter count (--model-size differs by 10).
+    bad = [args.python, "-c", (
+        "import sys, torch, prsgd.fmnist, prsgd.torch\n"
+        "m = torch.nn.Linear(10, 1)\n"
+        "ds = prsgd.fmnist.FashionMnist(split='train', limit=%d)\n"
+        "w = prsgd.torch.TorchWorker(m, torch.optim.SGD(m.parameters(), lr=0.1), torch.nn.functional.mse_loss, "
+        "prsgd.torch.shard_loader(ds), sys.argv[1], external=True)\n"
+        "sys.exit(w.run_to_exit_status('bad-worker'))" % EXTERNAL_TRAIN), job.endpoint]
+    job.start("bad-worker", bad)
+    status = job.wait("bad-worker", 120)
+    out = job.log("bad-worker").strip().splitlines()
+    expected = f"external params={job.model_size}"
+    if status != 1 or len(out) != 1 or "model mismatch" not in out[0] or expected not in out[0] or \
+            "external params=11" not in out[0]:
+        job.stop_all()
+        fail(f"the worker with 11 parameters ended with status {status}, expected 1 and one line naming both "
+             "sizes:\n" + "\n".join(out))
+    bad_eval = [args.python, "-c", (
+        "import sys, torch, prsgd.torch\n"
+        "e = prsgd.torch.Evaluator(torch.nn.Linear(10, 1), [], sys.argv[1])\n"
+        "sys.exit(e.run_to_exit_status('bad-evaluator'))"), job.endpoint]
+    job.start("bad-evaluator", bad_eval)
+    status = job.wait("bad-evaluator", 120)
+    eval_out = job.log("bad-evaluator").strip().splitlines()
+    if status != 1 or len(eval_out) != 1 or "model mismatch" not in eval_out[0]:
+        job.stop_all()
+        fail(f"the evaluator with 11 parameters ended with status {status}, expected 1 and one line:\n" +
+             "\n".join(eval_out))
+    job.start_worker("worker-0")
+    lines, done = job.finish(["worker-0"], with_accuracy=False)
+    print(f"external_refused: {out[0]}")
+
+
+def _write_safetensors(path, spec, rng):
+    """Writes small random F32 tensors named and shaped as `spec` (the safetensors layout, by hand)."""
+    header, blobs, offset = {}, [], 0
+    for t in spec:
+        data = (rng.standard_normal(_prod(t["shape"])) * 0.05).astype("<f4").tobytes()
+        header[t["name"]] = {"dtype": "F32", "shape": t["shape"], "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def scenario_external_no_evaluator(args):
+    import numpy as np
+    job = ExternalJob(args, "external-no-evaluator")
+    init = os.path.join(job.dir, "init.safetensors")
+    _write_safetensors(init, json.load(open(job.spec_file)), np.random.default_rng(3))
+    job.start_external(["--min-workers", "1", "--rounds", "4", "--interval", "4", "--eval-every", "1",
+                        "--init-model", init])
+    job.start_worker("worker-0")
+    lines, done = job.finish(["worker-0"], with_accuracy=False)
+    rounds = [l for l in lines if "members" in l]
+    if len(rounds) != 4 or any(l.get("test_acc") is not None for l in rounds) or done.get("test_acc") is not None:
+        fail("without an evaluator every round's test_acc and the done line's must be null: " +
+             json.dumps([l.get("test_acc") for l in rounds]))
+    if "x̄_0 is the model of the first member" in job.log("averager"):
+        fail("with --init-model the averager still took the first member's model")
+    print(f"external_no_evaluator: {len(rounds)} rounds from --init-model, test_acc null throughout, job done")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--prsgd", required=True)
@@ -273,14 +483,18 @@ def main():
     p.add_argument("--venv")
     p.add_argument("--examples", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                                       "examples"))
-    p.add_argument("scenario", choices=["install", "mixed", "curve", "balanced", "example", "refused"])
+    scenarios = {"install": scenario_install, "mixed": scenario_mixed, "curve": scenario_curve,
+                 "balanced": scenario_balanced, "example": scenario_example, "refused": scenario_refused,
+                 "external": scenario_external, "external_recovery": scenario_external_recovery,
+                 "external_refused": scenario_external_refused,
+                 "external_no_evaluator": scenario_external_no_evaluator}
+    p.add_argument("scenario", choices=sorted(scenarios))
     args = p.parse_args()
     venv = args.venv or os.path.join(os.path.dirname(args.workdir), "venv")
     args.python = os.path.join(venv, "bin", "python")
     if args.scenario != "install" and not os.path.exists(args.python):
         fail(f"no venv at {venv}: run the install scenario first")
-    {"install": scenario_install, "mixed": scenario_mixed, "curve": scenario_curve,
-     "balanced": scenario_balanced, "example": scenario_example, "refused": scenario_refused}[args.scenario](args)
+    scenarios[args.scenario](args)
 
 
 if __name__ == "__main__":

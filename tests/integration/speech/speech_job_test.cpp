@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The speech job end to end: ops/make-kws-data --preset tiny, then `prsgd local --model kws-cnn` with
+// The speech job end to end: ops/make-kws-data (24 sessions, 288 clips), then `prsgd local --model kws-cnn` with
 // two worker processes, twice on the same data directory. The first job writes <dir>/features.cache, the second
 // reads it in every process and leaves it untouched.
 #include <sys/stat.h>
@@ -81,9 +81,9 @@ void expect_finished(const job_result& r) {
 TEST(SpeechJobTest, KwsCnnTrainsOnTwoWorkerProcessesAndReusesTheFeatureCache) {
   prsgd::test::scratch_dir dir{"prsgd-speech-job"};
   const fs::path data = dir.path() / "kws-tiny";
-  const auto made =
-      prsgd::test::run({PRSGD_SOURCE_DIR "/ops/make-kws-data", "--quiet", "--preset", "tiny", "--out", data},
-                       {.out = dir / "make-kws-data.txt"});
+  const auto made = prsgd::test::run(
+      {PRSGD_SOURCE_DIR "/ops/make-kws-data", "--quiet", "--preset", "tiny", "--sessions", "24", "--out", data},
+      {.out = dir / "make-kws-data.txt"});
   ASSERT_EQ(made.status, 0) << made.out;
   const fs::path cache = data / "features.cache";
   ASSERT_FALSE(fs::exists(cache));

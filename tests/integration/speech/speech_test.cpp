@@ -86,7 +86,7 @@ TEST(SpeechDataTest, GeneratorRejectsBadArguments) {
 TEST(SpeechDataTest, LoaderReadsGeneratedTinySet) {
   prsgd::test::scratch_dir dir{"prsgd-speech"};
   const fs::path root = dir.path() / "kws-tiny";
-  ASSERT_EQ(generate(root, {"--preset", "tiny", "--seed", "1"}), 0);
+  ASSERT_EQ(generate(root, {"--preset", "tiny", "--sessions", "24", "--seed", "1"}), 0);
 
   // The generator's contract: 12 words, 1 s 16 kHz mono 16-bit clips, test voice families unseen in training.
   const auto rows = read_manifest(root / "manifest.csv");

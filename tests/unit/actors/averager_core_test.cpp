@@ -427,7 +427,7 @@ TEST_F(AveragerCoreTest, NextWakeupIsTheEarliestSilenceDeadlineAsWorkersHeartbea
 }
 
 // A member whose heartbeat announced a MODEL of B bytes is not timed out before timeout + B / rate, though
-// its later heartbeats wait behind the model (decision 0022); silent past that, it is removed.
+// its later heartbeats wait behind the model (decision 0024); silent past that, it is removed.
 TEST_F(AveragerCoreTest, AnAnnouncedModelExtendsTheHeartbeatTimeoutByItsTransferTime) {
   cfg.slowest_link_bytes_per_s = 1e6;
   cfg.idle_rounds = 0;
@@ -1835,6 +1835,122 @@ TEST_F(AveragerPoolTest, ASnapshotKeepsTheOpenRoundsSamplesForTheNextIncarnation
   setup.resume = s;
   make();
   EXPECT_EQ(core->pool()->save(), *s.pool) << "a resumed incarnation continues the epoch";
+}
+
+TEST_F(AveragerCoreTest, ExternalJobStartsFromTheFirstJoinersModel) {
+  cfg.initial_from_join = true;
+  make(filled(0));
+  EXPECT_TRUE(core->awaiting_initial_model());
+  // Without a model the job cannot start: the JOIN is refused with one line.
+  auto out = on_join(join_msg{1, 1, 0, 0, 0, {}, {}});
+  ASSERT_EQ(of<refused_msg>(out).size(), 1U);
+  EXPECT_NE(of<refused_msg>(out)[0].reason.find("initial model"), std::string::npos);
+  EXPECT_TRUE(of<restart_msg>(out).empty());
+  // Another size is refused too.
+  out = on_join(join_msg{2, 1, 0, 0, 0, {}, {}, std::make_shared<const std::vector<float>>(dim + 1, 1.0F)});
+  ASSERT_EQ(of<refused_msg>(out).size(), 1U);
+  EXPECT_NE(of<refused_msg>(out)[0].reason.find("initial model mismatch"), std::string::npos);
+  // The first JOIN with a model of the right size gives x̄_0 and starts round 0 from it.
+  out = on_join(join_msg{3, 1, 0, 0, 0, {}, {}, std::make_shared<const std::vector<float>>(filled(2.5F))});
+  EXPECT_FALSE(core->awaiting_initial_model());
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+  EXPECT_EQ(*restart_for(out, 3).model, filled(2.5F));
+  // A later member's model is not used: it restarts from the job's x̄.
+  out = on_join(join_msg{4, 1, 0, 0, 0, {}, {}, std::make_shared<const std::vector<float>>(filled(9.0F))});
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+  submit(3, 0, 4.0F);
+  EXPECT_EQ(*core->model(), filled(4.0F));
+  EXPECT_EQ(core->counters().refused, 2U);
+}
+
+TEST_F(AveragerCoreTest, ExternalJobWithoutAModelTakesNoCheckpointWhenSuspended) {
+  cfg.initial_from_join = true;
+  setup.checkpoints = true;
+  make(filled(0));
+  auto out = run(core->suspend());
+  EXPECT_TRUE(out.checkpoints.empty());
+  ASSERT_TRUE(done.has_value());
+  EXPECT_FALSE(done->job_over);
+}
+
+TEST_F(AveragerCoreTest, TheFirstMemberDeclaresTheLabelHash) {
+  cfg.labels_from_members = true;
+  cfg.spec.data = "external n=100";
+  make();
+  auto out = on_join(join_msg{1, 1, 0, 0, 0, {}, "external n=100 labels=00000000000000aa"});
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+  out = on_join(join_msg{2, 1, 0, 0, 0, {}, "external n=100 labels=00000000000000bb"});
+  ASSERT_EQ(of<refused_msg>(out).size(), 1U);
+  EXPECT_NE(of<refused_msg>(out)[0].reason.find("labels=00000000000000aa"), std::string::npos);
+  out = on_join(join_msg{3, 1, 0, 0, 0, {}, "external n=100"});  // declares no hash: nothing to compare
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+  out = on_join(join_msg{4, 1, 0, 0, 0, {}, "external n=99 labels=00000000000000aa"});
+  ASSERT_EQ(of<refused_msg>(out).size(), 1U);
+  EXPECT_NE(of<refused_msg>(out)[0].reason.find("data mismatch"), std::string::npos);
+}
+
+// Sharded averaging: a worker that cannot send slices is refused with one line.
+TEST_F(AveragerCoreTest, ShardedJobRefusesAWorkerThatCannotSendSlices) {
+  cfg.shard_owners = 2;
+  make();
+  const auto a = join(1);
+  ASSERT_EQ(a.sends.size(), 1U);
+  const auto* refused = std::get_if<refused_msg>(&a.sends[0].msg);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_NE(refused->reason.find("shards"), std::string::npos) << refused->reason;
+}
+
+// Sharded averaging: RESTART carries no model, the owners get the recipients, a whole model is rejected,
+// and the closed barrier orders the owners to combine exactly the counted members (before the next
+// round's recipients).
+TEST_F(AveragerCoreTest, ShardedBarrierOrdersTheOwnersToCombineTheCountedMembers) {
+  cfg.shard_owners = 2;
+  cfg.min_workers = 2;
+  cfg.screen_k = 0;
+  make();
+  for (member_id w : {1U, 2U}) {
+    join_msg m{w, 1, 0, 0, 0, {}, {}};
+    m.sharding = true;
+    const auto a = on_join(m);
+    if (w == 2) {
+      ASSERT_EQ(a.shard_orders.size(), 1U);
+      EXPECT_FALSE(a.shard_orders[0].combine);
+      EXPECT_EQ(a.shard_orders[0].round, 0U);
+      EXPECT_EQ(a.shard_orders[0].recipients.size(), 2U);
+      for (const auto& o : a.sends) {
+        if (const auto* r = std::get_if<restart_msg>(&o.msg)) {
+          EXPECT_FALSE(r->model) << "the members get x̄ from the owners";
+        }
+      }
+    }
+  }
+  const auto sliced = [&](member_id id, bool ok) {
+    auto m = model(id, 0, {}, interval_of(id).value_or(4), 10);
+    m.params.reset();
+    m.sliced = true;
+    m.slices_ok = ok;
+    m.update_norm2 = 1.0;
+    return m;
+  };
+  (void)on_model(model(2, 0, filled(1)));  // a whole model in a sharded job
+  EXPECT_EQ(core->counters().rejected, 1U);
+  (void)on_model(sliced(2, false));  // an owner found its slice not finite
+  EXPECT_EQ(core->counters().rejected, 2U);
+  (void)on_model(sliced(1, true));
+  const auto a = on_model(sliced(2, true));
+  EXPECT_EQ(core->counters().accepted, 2U);
+  ASSERT_EQ(a.shard_orders.size(), 2U);
+  const auto& combine = a.shard_orders[0];
+  EXPECT_TRUE(combine.combine);
+  EXPECT_EQ(combine.round, 1U);
+  ASSERT_EQ(combine.inputs.size(), 2U);
+  EXPECT_EQ(combine.inputs[0].member, real(1));
+  EXPECT_EQ(combine.inputs[0].token, token_of(1));
+  EXPECT_EQ(combine.inputs[1].samples, 10U);
+  EXPECT_FALSE(a.shard_orders[1].combine);
+  EXPECT_EQ(a.shard_orders[1].round, 1U);
+  EXPECT_EQ(times_counted(0, 1), 1);
+  EXPECT_EQ(times_counted(0, 2), 1);
 }
 
 }  // namespace

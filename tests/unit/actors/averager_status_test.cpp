@@ -11,6 +11,7 @@
 #include <chrono>
 #include <memory>
 #include <variant>
+#include <vector>
 
 namespace prsgd::actors {
 namespace {
@@ -306,6 +307,33 @@ TEST(StatusCodecTest, StatusAndControlRoundTrip) {
   // Replies are not for workers, requests not for operators.
   EXPECT_FALSE(decode_to_worker(wire).has_value());
   EXPECT_FALSE(decode_to_operator(encode(any_msg{c})).has_value());
+}
+
+// A status frame of a few bytes whose list claims 2^32 - 1 entries: msgpack sizes an array when it reads
+// its length, so before the status had decoding limits this asked for 128 GiB (found by the codec fuzzer).
+TEST(StatusCodecTest, StatusReplyClaimingAHugeListIsRejectedWithoutAllocating) {
+  auto wire = encode(any_msg{status_reply_msg{0, 42, 1, 7, std::make_shared<job_status>()}});
+  ASSERT_EQ(wire.size(), 2U);
+  const std::vector<unsigned char> huge{0x81, 0xa7, 'm', 'e', 'm', 'b', 'e', 'r', 's', 0xdd, 0xff, 0xff, 0xff, 0xff};
+  wire[1] = frame::copy(huge.data(), huge.size());
+  auto back = decode_to_operator(wire);
+  ASSERT_FALSE(back.has_value());
+  EXPECT_EQ(back.error().code, errc::too_large) << back.error().message();
+
+  // Nested deeper than a status ever is: the same error.
+  const std::vector<unsigned char> deep{0x81, 0xa7, 'm',  'e',  'm', 'b',  'e', 'r',
+                                        's',  0x91, 0x81, 0xa1, 'x', 0x91, 0x91};
+  wire[1] = frame::copy(deep.data(), deep.size());
+  back = decode_to_operator(wire);
+  ASSERT_FALSE(back.has_value());
+  EXPECT_EQ(back.error().code, errc::too_large) << back.error().message();
+
+  // A list as long as the limit still decodes.
+  auto big = std::make_shared<job_status>();
+  big->removed.resize(65536);
+  auto ok = decode_to_operator(encode(any_msg{status_reply_msg{0, 42, 1, 7, big}}));
+  ASSERT_TRUE(ok.has_value()) << ok.error().message();
+  EXPECT_EQ(std::get<status_reply_msg>(*ok).status->removed.size(), 65536U);
 }
 
 TEST(StatusJsonTest, UnknownValuesAreNull) {

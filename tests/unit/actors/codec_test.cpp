@@ -118,6 +118,55 @@ TEST(CodecTest, RestartCarriesItsSampleRangesAsPairs) {
   EXPECT_EQ(back.error().code, errc::decode_failed);
 }
 
+TEST(CodecTest, SpecRequestAndReplyRoundTrip) {
+  auto req = decode_to_averager(encode(to_averager{spec_request_msg{0, 77, 0, 0}}));
+  ASSERT_TRUE(req) << req.error().message();
+  EXPECT_EQ(std::get<spec_request_msg>(*req).incarnation, 77u);
+
+  spec_reply_msg r;
+  r.incarnation = 77;
+  r.averager_incarnation = 5;
+  r.round = 3;
+  r.spec.model = "mlp:784-24-10 in=1x28x28 out=10 params=19090";
+  r.spec.data = "fashion-mnist n=60000 shape=1x28x28 classes=10";
+  r.spec.batch_size = 24;
+  r.spec.seed = 11;
+  r.spec.model_name = "mlp:784-24-10";
+  r.spec.dataset = "csv";
+  r.spec.data_options = {"label-column=last", "classes=10"};
+  r.spec.non_iid = true;
+  r.spec.dirichlet_alpha = 0.25;
+  r.spec.lr = 0.07;
+  r.spec.momentum = 0.5;
+  r.spec.keep_momentum = false;
+  r.mode = training_mode::minibatch_sgd;
+  r.model_size = 19090;
+  auto back = decode_to_operator(encode(to_operator{r}));
+  ASSERT_TRUE(back) << back.error().message();
+  const auto& d = std::get<spec_reply_msg>(*back);
+  EXPECT_EQ(d.incarnation, 77u);
+  EXPECT_EQ(d.averager_incarnation, 5u);
+  EXPECT_EQ(d.spec, r.spec);
+  EXPECT_EQ(d.mode, training_mode::minibatch_sgd);
+  EXPECT_EQ(d.model_size, 19090u);
+  // Neither side takes the other's message.
+  EXPECT_EQ(decode_to_worker(encode(to_operator{r})).error().code, errc::protocol_error);
+  EXPECT_EQ(decode_to_operator(encode(to_averager{spec_request_msg{}})).error().code, errc::protocol_error);
+}
+
+TEST(CodecTest, SpecThatCannotTravelWholeIsRefused) {
+  job_spec spec;
+  spec.model_name = std::string(256, 'm');
+  EXPECT_TRUE(check_spec_fits(spec));
+  spec.model_name += "m";
+  EXPECT_EQ(check_spec_fits(spec).error().code, errc::invalid_argument);
+  spec.model_name = "fmnist-mlp";
+  spec.data_options.assign(513, "k=v");
+  EXPECT_FALSE(check_spec_fits(spec));
+  spec.data_options = {"k=" + std::string(300, 'v')};
+  EXPECT_FALSE(check_spec_fits(spec));
+}
+
 TEST(CodecTest, RejectsMessagesForTheOtherSide) {
   auto r = decode_to_averager(encode(to_worker{stop_msg{1, 1, 1, 1}}));
   ASSERT_FALSE(r);
@@ -280,6 +329,66 @@ TEST(CodecTest, IdentityFieldsRoundTrip) {
   auto hb = decode_to_averager(encode(to_averager{heartbeat_msg{4, 5, 1, 0, false, 98}}));
   ASSERT_TRUE(hb);
   EXPECT_EQ(std::get<heartbeat_msg>(*hb).token, 98U);
+}
+
+TEST(CodecTest, JoinCarriesAnOptionalInitialModel) {
+  join_msg bare{0, 77, 0, 0, 1.5, "external params=10", "external n=100"};
+  const auto bare_wire = encode(to_averager{bare});
+  ASSERT_EQ(bare_wire.size(), 1U);
+  auto b = decode_to_averager(bare_wire);
+  ASSERT_TRUE(b) << b.error().message();
+  EXPECT_EQ(std::get<join_msg>(*b).initial_model, nullptr);
+
+  join_msg with = bare;
+  with.initial_model = model_of(10);
+  const auto wire = encode(to_averager{with});
+  ASSERT_EQ(wire.size(), 2U);
+  auto d = decode_to_averager(wire);
+  ASSERT_TRUE(d) << d.error().message();
+  const auto& j = std::get<join_msg>(*d);
+  ASSERT_NE(j.initial_model, nullptr);
+  EXPECT_EQ(*j.initial_model, *with.initial_model);
+  EXPECT_EQ(j.model_fingerprint, "external params=10");
+
+  auto cut = wire;
+  cut[1] = frame::copy(wire[1].data(), 36);  // 9 floats, the header says 10
+  EXPECT_EQ(decode_to_averager(cut).error().code, errc::protocol_error);
+  auto missing = wire;
+  missing.pop_back();
+  EXPECT_EQ(decode_to_averager(missing).error().code, errc::protocol_error);
+}
+
+TEST(CodecTest, EvaluatorMessagesRoundTripAndGoOneWay) {
+  auto hello = decode_to_averager(encode(to_averager{evaluator_hello_msg{0, 5, 2, 0, "external params=3"}}));
+  ASSERT_TRUE(hello) << hello.error().message();
+  EXPECT_EQ(std::get<evaluator_hello_msg>(*hello).incarnation, 5U);
+  EXPECT_EQ(std::get<evaluator_hello_msg>(*hello).model_fingerprint, "external params=3");
+
+  auto result = decode_to_averager(encode(to_averager{evaluation_msg{0, 5, 2, 12, 9, 0.8125}}));
+  ASSERT_TRUE(result) << result.error().message();
+  const auto& r = std::get<evaluation_msg>(*result);
+  EXPECT_EQ(r.request, 9U);
+  EXPECT_EQ(r.round, 12U);
+  EXPECT_DOUBLE_EQ(r.accuracy, 0.8125);
+
+  evaluate_msg ask{0, 5, 2, 12, 9, model_of(3)};
+  const auto wire = encode(to_evaluator{ask});
+  ASSERT_EQ(wire.size(), 2U);
+  EXPECT_EQ(static_cast<const void*>(wire[1].data()), static_cast<const void*>(ask.model->data()));
+  auto e = decode_to_evaluator(wire);
+  ASSERT_TRUE(e) << e.error().message();
+  EXPECT_EQ(std::get<evaluate_msg>(*e).request, 9U);
+  EXPECT_EQ(*std::get<evaluate_msg>(*e).model, *ask.model);
+  auto stop = decode_to_evaluator(encode(to_evaluator{stop_msg{0, 5, 2, 12}}));
+  ASSERT_TRUE(stop);
+  EXPECT_TRUE(std::holds_alternative<stop_msg>(*stop));
+
+  // Each side takes only its own messages.
+  EXPECT_EQ(decode_to_worker(wire).error().code, errc::protocol_error);
+  EXPECT_EQ(decode_to_averager(wire).error().code, errc::protocol_error);
+  EXPECT_EQ(decode_to_evaluator(encode(to_worker{removed_msg{1, 1, 1, 1}})).error().code, errc::protocol_error);
+  EXPECT_EQ(decode_to_worker(encode(to_averager{evaluation_msg{0, 5, 2, 12, 9, 0.5}})).error().code,
+            errc::protocol_error);
 }
 
 }  // namespace

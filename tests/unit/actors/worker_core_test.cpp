@@ -235,7 +235,7 @@ TEST_F(WorkerCoreTest, SilentAveragerLeadsToRejoin) {
   EXPECT_EQ(worker.state(), worker_state::joining);
 }
 
-// A RESTART announced by a heartbeat may take its transfer time on top of the timeout (decision 0022).
+// A RESTART announced by a heartbeat may take its transfer time on top of the timeout (decision 0024).
 TEST_F(WorkerCoreTest, AnAnnouncedRestartKeepsTheAveragerAliveForItsTransferTime) {
   worker_config c = config();
   c.slowest_link_bytes_per_s = 1e6;

@@ -44,6 +44,48 @@ TEST(LocalClusterTest, GivesEveryChildTheJobKeys) {
   }
 }
 
+// The dashboard and operator options go to the averager only; an operator key is also admitted over CURVE, and
+// with --http-bind the URL goes to LOG_DIR/averager.url unless --http-url-file says where.
+TEST(LocalClusterTest, GivesTheAveragerTheDashboardAndTheOperators) {
+  local_options o;
+  o.workers = 1;
+  o.log_dir = "/run/logs";
+  o.operations.http_bind = "127.0.0.1:0";
+  o.operations.http_token_file = "/run/token";
+  o.operations.operator_keys = {"/run/op.public", "/run/other.public"};
+  o.output.metrics_bind = "127.0.0.1:0";
+  const key_file_paths keys{"/run/job.public", "/run/job.secret"};
+  const auto kids = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", ""}, "", keys);
+  ASSERT_EQ(kids.size(), 2u);
+  const auto& avg = kids[0].argv;
+  EXPECT_EQ(arg(avg, "--http-bind"), "127.0.0.1:0");
+  EXPECT_EQ(arg(avg, "--http-token-file"), "/run/token");
+  EXPECT_EQ(arg(avg, "--http-url-file"), "/run/logs/averager.url");
+  EXPECT_EQ(arg(avg, "--metrics-bind"), "127.0.0.1:0");
+  std::vector<std::string> operators;
+  std::vector<std::string> allowed;
+  for (std::size_t i = 0; i + 1 < avg.size(); ++i) {
+    if (avg[i] == "--operator-key") {
+      operators.push_back(avg[i + 1]);
+    } else if (avg[i] == "--curve-allow") {
+      allowed.push_back(avg[i + 1]);
+    }
+  }
+  EXPECT_EQ(operators, (std::vector<std::string>{"/run/op.public", "/run/other.public"}));
+  EXPECT_EQ(allowed, (std::vector<std::string>{"/run/job.public", "/run/op.public", "/run/other.public"}));
+  for (const char* flag : {"--http-bind", "--operator-key", "--http-token-file", "--http-url-file"}) {
+    EXPECT_FALSE(has(kids[1].argv, flag)) << flag;
+  }
+
+  o.operations.http_url_file = "/srv/url";
+  EXPECT_EQ(arg(build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", ""}, "", keys)[0].argv, "--http-url-file"),
+            "/srv/url");
+  o.operations = {};
+  const auto quiet = build_local_cluster(o, "prsgd", {"tcp://127.0.0.1:5555", ""}, "", keys)[0].argv;
+  EXPECT_FALSE(has(quiet, "--http-bind"));
+  EXPECT_FALSE(has(quiet, "--http-url-file"));
+}
+
 TEST(LocalClusterTest, BuildsAveragerThenWorkersWithDerivedArguments) {
   local_options o;
   o.workers = 3;

@@ -69,6 +69,36 @@ TEST_F(OptionsTest, LocalContractOptionsParse) {
   EXPECT_EQ(o.schedule.checkpoint_every, 5);
 }
 
+// The averager and `prsgd local` take the same operations options (the launcher passes them on); the token and
+// URL files mean nothing without a dashboard.
+TEST_F(OptionsTest, LocalAndAveragerTakeTheDashboardAndOperatorOptions) {
+  const std::vector<std::string> ops{
+      "--http-bind",    "127.0.0.1:0", "--http-token-file", "t", "--operator-key", "a.public",
+      "--operator-key", "b.public",    "--http-url-file",   "u"};
+  std::vector<std::string> local{"local"};
+  local.insert(local.end(), ops.begin(), ops.end());
+  const auto l = get<local_options>(parse(local));
+  std::vector<std::string> averager{"averager", "--listen", "tcp://127.0.0.1:*"};
+  averager.insert(averager.end(), ops.begin(), ops.end());
+  const auto a = get<averager_options>(parse(averager));
+  EXPECT_EQ(l.operations, a.operations);
+  EXPECT_EQ(l.operations.http_bind, "127.0.0.1:0");
+  EXPECT_EQ(l.operations.http_token_file, "t");
+  EXPECT_EQ(l.operations.http_url_file, "u");
+  EXPECT_EQ(l.operations.operator_keys, (std::vector<std::string>{"a.public", "b.public"}));
+  // Passed on as absolute paths.
+  const auto args = to_arguments(l.operations);
+  EXPECT_EQ(args.size(), 10u);
+  EXPECT_EQ(args[1], std::filesystem::absolute("a.public").string());
+  for (const auto& sub : {std::vector<std::string>{"local"}, {"averager", "--listen", "tcp://127.0.0.1:*"}}) {
+    for (const char* flag : {"--http-token-file", "--http-url-file"}) {
+      auto no_bind = sub;
+      no_bind.insert(no_bind.end(), {flag, "f"});
+      EXPECT_NE(error_of(parse(no_bind)).find("need --http-bind"), std::string::npos) << sub[0] << " " << flag;
+    }
+  }
+}
+
 TEST_F(OptionsTest, BarrierStepSizeAndOuterOptimiserOptions) {
   auto a = get<averager_options>(parse({"averager",    "--listen",  "tcp://127.0.0.1:7500",
                                         "--deadline",  "adaptive",  "--deadline-mad-k",

@@ -120,5 +120,57 @@ TEST_F(PlotTest, ScriptHoldsEveryNonEmptySeriesOnce) {
   EXPECT_NE(gnuplot_script(r, s, "o.png", "png", 640, 480, "T").find("set terminal pngcairo"), std::string::npos);
 }
 
+TEST_F(PlotTest, RoundsCountsTrainedRoundsAndALogAxisDropsPointsAtZero) {
+  const std::string run = write("r.jsonl", R"({"round":0,"trained_rounds":1,"test_acc":0.5})"
+                                           "\n"
+                                           R"({"round":1,"trained_rounds":1,"test_acc":null})"
+                                           "\n"
+                                           R"({"round":2,"trained_rounds":2,"test_acc":0.6})"
+                                           "\n");
+  auto s = read_plot_series({{run}, {}, "accuracy", "rounds"});
+  ASSERT_TRUE(s) << s.error().message();
+  EXPECT_EQ((*s)[0].points, (points{{1, 50}, {2, 60}}));
+
+  // Against the round index the first point sits at 0, which a log scale cannot show: it is left out.
+  plot_request r{{run}, {}, "accuracy", "round", true};
+  auto by_index = read_plot_series(r);
+  ASSERT_TRUE(by_index) << by_index.error().message();
+  const std::string script = gnuplot_script(r, *by_index, "o.svg", "svg", 640, 480, "");
+  EXPECT_NE(script.find("set logscale x\n"), std::string::npos) << script;
+  EXPECT_EQ(script.find("\n0 50\n"), std::string::npos) << script;
+  EXPECT_NE(script.find("\n2 60\n"), std::string::npos) << script;
+  r.log_x = false;
+  const std::string linear = gnuplot_script(r, *by_index, "o.svg", "svg", 640, 480, "");
+  EXPECT_EQ(linear.find("logscale"), std::string::npos) << linear;
+  EXPECT_NE(linear.find("\n0 50\n"), std::string::npos) << linear;
+}
+
+TEST_F(PlotTest, DashedRunsAreDashedAndMustNameARun) {
+  const std::string a = two_workers();
+  const std::string b = write("b.jsonl", R"({"round":0,"wall_s":1,"test_acc":0.5,"round_s":1,"arrival_s":{"0":0.5}})"
+                                         "\n");
+  plot_request r{{a, b}, {"first"}, "idle", "wall", false, {"b"}};
+  auto s = read_plot_series(r);
+  ASSERT_TRUE(s) << s.error().message();
+  ASSERT_EQ(s->size(), 3u);
+  EXPECT_FALSE((*s)[0].dashed);
+  EXPECT_FALSE((*s)[1].dashed);
+  EXPECT_TRUE((*s)[2].dashed);
+  EXPECT_EQ((*s)[2].title, "b w0");
+  const std::string script = gnuplot_script(r, *s, "o.png", "png", 640, 480, "");
+  std::size_t dashes = 0;
+  for (auto at = script.find("dashtype 2"); at != std::string::npos; at = script.find("dashtype 2", at + 1)) {
+    ++dashes;
+  }
+  EXPECT_EQ(dashes, 1u) << script;
+  EXPECT_NE(script.find("dashtype 2 title 'b w0'"), std::string::npos) << script;
+
+  r.dashed = {"run-a"};  // the file name is not the label once --label names the run
+  auto wrong = read_plot_series(r);
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().code, errc::invalid_argument);
+  EXPECT_NE(wrong.error().context.find("--dashed 'run-a'"), std::string::npos) << wrong.error().context;
+}
+
 }  // namespace
 }  // namespace prsgd::cli

@@ -323,4 +323,92 @@ TEST(RoleConfigTest, TheFrameLimitFollowsTheModelAndAModelThatCannotTravelIsRefu
   EXPECT_NE(refused.error().message().find("a training message carries at most"), std::string::npos);
 }
 
+// ---- the job spec -----------------------------------------------------------------------------------------
+
+actors::job_spec spec_of(const std::vector<std::string>& averager_args) {
+  auto spec = job_spec_from(parse_averager(averager_args).model, fake_data());
+  EXPECT_TRUE(spec.has_value()) << spec.error().message();
+  return spec ? *spec : actors::job_spec{};
+}
+
+TEST(RoleConfigTest, JobSpecCarriesWhatAWorkerNeeds) {
+  const auto spec = spec_of({"--model", "mlp:784-24-10", "--batch", "24", "--lr", "0.07", "--momentum", "0.5",
+                             "--momentum-on-restart", "reset", "--seed", "11", "--non-iid", "--dirichlet-alpha", "0.3",
+                             "--data-option", "a=b"});
+  EXPECT_EQ(spec.model_name, "mlp:784-24-10");
+  EXPECT_EQ(spec.model, "mlp:784-24-10 in=1x28x28 out=10 params=19090");
+  EXPECT_EQ(spec.dataset, "fashion-mnist");
+  EXPECT_EQ(spec.data_options, std::vector<std::string>{"a=b"});
+  EXPECT_EQ(spec.batch_size, 24U);
+  EXPECT_EQ(spec.seed, 11U);
+  EXPECT_DOUBLE_EQ(spec.lr, 0.07);
+  EXPECT_DOUBLE_EQ(spec.momentum, 0.5);
+  EXPECT_FALSE(spec.keep_momentum);
+  EXPECT_TRUE(spec.non_iid);
+  EXPECT_DOUBLE_EQ(spec.dirichlet_alpha, 0.3);
+  // The averager announces the same spec.
+  const auto o = parse_averager({"--model", "mlp:784-24-10", "--batch", "24"});
+  auto cfg = averager_config_from(o, fake_data(), plan_for(o), 1);
+  ASSERT_TRUE(cfg.has_value());
+  EXPECT_EQ(cfg->core.spec, *job_spec_from(o.model, fake_data()));
+}
+
+TEST(RoleConfigTest, WorkerGivenNothingTakesTheWholeSpec) {
+  const auto spec = spec_of({"--model", "mlp:784-24-10", "--batch", "24", "--lr", "0.07", "--momentum", "0.5",
+                             "--momentum-on-restart", "reset", "--seed", "11", "--data-option", "a=b"});
+  const auto w = parse_worker({"--data-dir", "/tmp"});
+  EXPECT_TRUE(w.given == std::vector<std::string>{"--data-dir"});
+  auto m = adopt_job_spec(spec, w.model, w.given, "tcp://h:7500");
+  ASSERT_TRUE(m.has_value()) << m.error().message();
+  EXPECT_EQ(m->model, "mlp:784-24-10");
+  EXPECT_EQ(m->dataset, "fashion-mnist");
+  EXPECT_EQ(m->data_dir, "/tmp");  // the worker's own
+  EXPECT_EQ(m->data_options, std::vector<std::string>{"a=b"});
+  EXPECT_EQ(m->batch, 24);
+  EXPECT_DOUBLE_EQ(m->lr, 0.07);
+  EXPECT_DOUBLE_EQ(m->momentum, 0.5);
+  EXPECT_EQ(m->momentum_on_restart, "reset");
+  EXPECT_EQ(m->seed, 11U);
+  EXPECT_FALSE(m->non_iid);
+  // And maps to the worker actor as the same options given by hand do.
+  const auto by_hand =
+      parse_worker({"--data-dir", "/tmp", "--model", "mlp:784-24-10", "--batch", "24", "--lr", "0.07", "--momentum",
+                    "0.5", "--momentum-on-restart", "reset", "--seed", "11", "--data-option", "a=b"});
+  auto resolved = by_hand.model;
+  resolved.dataset = resolve_dataset(resolved);  // "auto" by hand is the data set the job names
+  EXPECT_TRUE(*m == resolved);
+}
+
+TEST(RoleConfigTest, WorkerOptionsThatAgreeWithTheSpecAreAccepted) {
+  const auto spec = spec_of({"--model", "fmnist-mlp", "--batch", "24"});
+  const auto w = parse_worker({"--model", "fmnist-mlp", "--batch", "24", "--dataset", "auto", "--lr", "0.05"});
+  auto m = adopt_job_spec(spec, w.model, w.given, "tcp://h:7500");
+  ASSERT_TRUE(m.has_value()) << m.error().message();
+  EXPECT_EQ(m->batch, 24);
+}
+
+TEST(RoleConfigTest, EachDisagreementNamesItsField) {
+  const auto spec = spec_of({"--model", "fmnist-mlp", "--batch", "24", "--lr", "0.07", "--seed", "11"});
+  const auto error_for = [&](const std::vector<std::string>& args) {
+    const auto w = parse_worker(args);
+    auto m = adopt_job_spec(spec, w.model, w.given, "tcp://h:7500");
+    EXPECT_FALSE(m.has_value());
+    return m ? std::string{} : m.error().context;
+  };
+  EXPECT_EQ(error_for({"--batch", "32"}), "batch mismatch: --batch 32 was given, the job at tcp://h:7500 uses 24");
+  EXPECT_EQ(error_for({"--model", "fmnist-cnn"}),
+            "model mismatch: --model fmnist-cnn was given, the job at tcp://h:7500 trains fmnist-mlp");
+  EXPECT_EQ(error_for({"--lr", "0.05"}), "step size mismatch: --lr 0.05 was given, the job at tcp://h:7500 uses 0.07");
+  EXPECT_EQ(error_for({"--seed", "1"}), "seed mismatch: --seed 1 was given, the job at tcp://h:7500 uses 11");
+  EXPECT_EQ(error_for({"--momentum", "0.8"}),
+            "momentum mismatch: --momentum 0.8 was given, the job at tcp://h:7500 uses 0.9");
+  EXPECT_EQ(error_for({"--dataset", "kws"}),
+            "data set mismatch: --dataset kws was given, the job at tcp://h:7500 trains on fashion-mnist");
+  EXPECT_NE(error_for({"--non-iid"}).find("sharding mismatch"), std::string::npos);
+  EXPECT_NE(error_for({"--data-option", "x=y"}).find("data option mismatch"), std::string::npos);
+  EXPECT_NE(error_for({"--momentum-on-restart", "reset"}).find("momentum on restart mismatch"), std::string::npos);
+  // A default value given explicitly is still a statement about the job.
+  EXPECT_EQ(error_for({"--batch", "64"}), "batch mismatch: --batch 64 was given, the job at tcp://h:7500 uses 24");
+}
+
 }  // namespace

@@ -112,6 +112,8 @@ struct actions {
   std::vector<route> routes;
   /// 2. Send these messages, in order (averager: to `member`'s route or `via`; worker: to the averager).
   std::vector<outbound> sends;
+  /// 2b. (averager, sharded averaging) Send these orders to every shard owner, in order.
+  std::vector<shard_round_msg> shard_orders;
   /// 3. (worker) Abandon the running train_task: it is obsolete and its result would be ignored.
   bool cancel_task = false;
   /// 4. (worker) Start this train_task; it supersedes any task still running.

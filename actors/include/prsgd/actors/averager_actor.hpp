@@ -3,13 +3,16 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "prsgd/actors/actions.hpp"
@@ -60,6 +63,14 @@ struct averager_actor_config {
   algorithms::model_config model;
   /// Test set for evaluation (null: no evaluation).
   std::shared_ptr<const algorithms::dataset> test_set;
+  /// A model the averager does not build (`--model external`): x̄ has this many floats (> 0), and
+  /// `model_name`/`model` are not used. Its initial value is `initial_model` when that is not empty, else
+  /// the first member's (averager_config::initial_from_join, set by the actor). x̄ is scored by connected
+  /// evaluator processes (EVALUATOR_HELLO), never in this process.
+  std::size_t external_size = 0;
+  std::vector<float> initial_model;
+  /// How long an evaluator may take to answer before that evaluation counts as failed (test_acc null).
+  std::chrono::nanoseconds evaluation_timeout{std::chrono::seconds(60)};
   /// Directory for checkpoints (empty: none, unless `checkpoints` is set). With a store, the store
   /// numbers the incarnations and a new averager resumes from its newest valid checkpoint.
   std::string checkpoint_dir;
@@ -102,6 +113,10 @@ struct averager_actor_config {
   std::function<void(const control_event&)> on_control;
   /// The inbox's counters, shared with the transport handlers; start_averager sets it.
   std::shared_ptr<averager_inbox> inbox;
+  /// Sharded averaging (core.shard_owners > 0): called once on the actor's strand when the job cannot go
+  /// on because a shard owner failed (went silent, restarted, or reported a broken slice), with one line
+  /// saying which. The actor has sent STOP to the workers and the other owners and reports nothing else.
+  std::function<void(const std::string& why)> on_failed;
 };
 
 /// Runs an averager_core as an actor: the shell around the sans-IO core. It decodes worker messages from
@@ -144,6 +159,8 @@ class averager_actor : public actor {
   [[nodiscard]] int times_counted(round_t r, member_id m) const;
   /// Returns the current members (for tests and status).
   [[nodiscard]] std::vector<member_id> members() const;
+  /// Returns the evaluators connected now (for tests and status).
+  [[nodiscard]] std::size_t evaluators() const noexcept { return evaluators_.size(); }
   /// Returns the job's status (what STATUS answers), with each member's host; empty before the start.
   [[nodiscard]] job_status status() const;
   /// Carries out an operator request from this process (the HTTP dashboard's steering, already
@@ -158,17 +175,39 @@ class averager_actor : public actor {
   void report_core_drops();
   /// Carries out what the core asked for, in the order of the fields of `actions`.
   void apply(actions a);
-  void write_checkpoint(const checkpoint_state& s);
+  /// `filled`: sharded, x̄ is in `s` already (else the shell first gets it from the owners).
+  void write_checkpoint(const checkpoint_state& s, bool filled = false);
   /// Sends `o`; returns the transport's error code when it refused (errc::none when sent or not routable).
   errc send(const outbound& o);
-  void evaluate(evaluation_request request);
+  void evaluate(evaluation_request request, bool filled = false);
   void on_evaluated(evaluation_request request, expected<double> accuracy);
   void write_line(const round_metrics& m);
-  void report_done(const job_summary& s);
+  void report_done(const job_summary& s, bool filled = false);
   void rearm(std::optional<clock_source::time_point> wakeup);
+  // Sharded averaging (config_.core.shard_owners > 0): the coordinator's side of the shard owners.
+  /// Handles SHARD_HELLO, SHARD_ACK and SHARD_REPORT from an owner.
+  void on_shard(peer_id peer, const shard_msg& msg);
+  /// Holds a sliced MODEL header until every owner acknowledged its slice, then hands it to the core.
+  void hold_model(const model_msg& m, peer_id from);
+  void release_model(const std::tuple<round_t, member_id, session_token>& key);
+  /// Sends `order` to every owner.
+  void send_order(const shard_round_msg& order);
+  /// Calls `use` with x̄_round once the owners reported it (asking them for it when needed).
+  void with_model(round_t round, std::function<void(const flat_buffer&)> use);
+  void check_owners();
+  void fail_job(const std::string& why);
   /// Answers STATUS and CONTROL from operator clients (not members; the core never sees them).
   void on_operator(peer_id peer, const to_averager& msg);
   [[nodiscard]] control_reply_msg carry_out(const control_msg& m, const std::string& by);
+  /// Handles EVALUATOR_HELLO and EVALUATION from evaluator processes (external models; the core never sees
+  /// them: it only asks for evaluations and takes their results).
+  void on_evaluator(peer_id peer, const to_averager& msg);
+  /// Sends `request` to a connected evaluator, or reports it failed at once when none is connected.
+  void evaluate_remotely(evaluation_request request);
+  /// Fails evaluations past their deadline and forgets evaluators silent for the heartbeat timeout (or whose
+  /// connection went down); rearms itself while there is anything to watch.
+  void watch_evaluators();
+  void fail_evaluations_of(peer_id peer, const char* why);
 
   /// What the transport said about an incoming connection when it came up.
   struct peer_info {
@@ -191,7 +230,51 @@ class averager_actor : public actor {
   std::array<std::uint64_t, forwarded_drops.size()> reported_drops_{};  // core drops already handed to on_drop
   std::optional<timer_id> timer_;
   std::vector<std::shared_ptr<algorithms::model>> idle_evaluators_;
+  /// Evaluator processes by connection: their nonce, when they last said hello, and requests in flight.
+  struct evaluator_entry {
+    incarnation_t nonce = 0;
+    clock_source::time_point last_seen{};
+    std::size_t in_flight = 0;
+  };
+  std::map<peer_id, evaluator_entry> evaluators_;
+  struct remote_evaluation {
+    evaluation_request request;
+    peer_id peer = 0;
+    clock_source::time_point deadline{};
+  };
+  std::map<std::uint64_t, remote_evaluation> remote_evaluations_;  // by request id
+  std::optional<timer_id> evaluator_timer_;
+  rate_limiter evaluator_warnings_;
   bool done_ = false;
+
+  struct owner_slot {
+    peer_id peer = 0;
+    incarnation_t nonce = 0;
+    std::string endpoint;
+    clock_source::time_point last_seen{};
+    bool ready = false;
+  };
+  /// A sliced MODEL header and the owners' receipts of its slices (either may come first).
+  struct held_model {
+    model_msg header;
+    bool has_header = false;
+    peer_id from = 0;
+    std::vector<bool> acked;
+    bool ok = true;
+    double norm2 = 0;
+  };
+  std::vector<owner_slot> owners_;
+  bool owners_ready_ = false;
+  bool orders_sent_ = false;
+  bool failed_ = false;
+  round_t owners_round_ = 0;  // the round of the slices the owners hold (the newest order's)
+  std::map<std::tuple<round_t, member_id, session_token>, held_model> held_models_;
+  std::map<round_t, std::vector<flat_buffer>> assembling_;  // reported slices of x̄_round, by owner
+  std::map<round_t, flat_buffer> xbar_;                     // x̄ of the newest fetched rounds
+  std::set<round_t> fetching_;                              // rounds whose slices were asked for
+  std::vector<std::pair<round_t, std::function<void(const flat_buffer&)>>> waiting_;
+  std::optional<timer_id> owner_timer_;
+  rate_limiter shard_warnings_;
 };
 
 /// Spawns an averager_actor, makes its transport with `make_link` (handlers forward into the actor),

@@ -96,7 +96,7 @@ struct averager_config {
   std::chrono::nanoseconds heartbeat_timeout{std::chrono::seconds(5)};
   /// The slowest rate a payload is expected to move at, in bytes per second: after a HEARTBEAT that
   /// announces a payload of B bytes, the member is not timed out before heartbeat_timeout + B / this
-  /// (docs/decisions/0022). RESTARTs are announced to the workers the same way. 0 = no allowance.
+  /// (docs/decisions/0024). RESTARTs are announced to the workers the same way. 0 = no allowance.
   double slowest_link_bytes_per_s = 125'000;
   /// After resuming from a checkpoint, how long to wait for its members to rejoin before starting.
   std::chrono::nanoseconds rejoin_grace{std::chrono::seconds(2)};
@@ -158,6 +158,16 @@ struct averager_config {
   /// Accounting records kept per past round (older rounds are forgotten; they can only be late anyway).
   std::uint64_t accounting_rounds_kept = 1'000;
 
+  /// x̄_0 comes from the first JOIN that carries a model (join_msg::initial_model) instead of make()'s
+  /// `initial_model`, of which only the size counts (`--model external` without `--init-model`). Until one
+  /// arrives no round starts, and a JOIN without a model (or of another size) is refused. A job resumed from
+  /// a checkpoint takes x̄ from the checkpoint and ignores JOINs' models.
+  bool initial_from_join = false;
+  /// The members declare the labels: spec.data is the data fingerprint without a label hash, and a JOIN's
+  /// may add " labels=H". The first member of this incarnation that declares a hash fixes it; a later JOIN
+  /// declaring another one is refused, one declaring none is admitted (external jobs, where the averager
+  /// never sees the data).
+  bool labels_from_members = false;
   /// The job every member must match: a JOIN whose declared model or data fingerprint differs from a
   /// non-empty one here is answered with REFUSED. Sent in every WELCOME; `batch_size` (when > 0) bounds
   /// the samples a MODEL may claim (samples <= steps x batch).
@@ -175,6 +185,14 @@ struct averager_config {
   /// least heartbeat_timeout), and the member still has not submitted. The first round of an incarnation
   /// has no previous round: there the wait starts with its first accepted submission.
   std::uint64_t idle_rounds = 2;
+  /// Sharded averaging: the number K of shard owner processes (0 = a star: this averager averages whole
+  /// models). With K owners, MODELs are headers (model_msg::sliced) whose slices the owners hold, the
+  /// core hands out shard_round_msg orders (actions::shard_orders) instead of averaging, and RESTART
+  /// carries no model: the members get x̄ from the owners. `model()` is then x̄ only as of the start; the
+  /// shell fills x̄ into checkpoints, evaluations and the summary from the owners' reports (rounds whose
+  /// order has `fetch` set). Needs restarted_sgd, no outer optimiser, and aggregate mean, trimmed mean
+  /// or median.
+  std::size_t shard_owners = 0;
 };
 
 /// Says what happened to one received MODEL / gradient.
@@ -326,6 +344,9 @@ class averager_core {
   /// Returns a snapshot of the job and every member for `prsgd status` and the dashboard. `host_of` names
   /// the host behind a connection (empty: unknown).
   [[nodiscard]] job_status status(const std::function<std::string(origin_t)>& host_of = {}) const;
+  /// Answers a SPEC request: the job's spec, mode and model size, echoing the request's nonce. Changes
+  /// nothing (the asker is no member).
+  [[nodiscard]] spec_reply_msg spec_reply(const spec_request_msg& m) const;
   /// Handles time: heartbeat timeouts, deadlines, rejoin grace, averager heartbeats, RESTART retries.
   [[nodiscard]] actions tick();
   /// Ends the job: STOP to every known worker; later worker messages are ignored (a JOIN gets STOP).
@@ -343,6 +364,8 @@ class averager_core {
 
   /// Returns the current round r.
   [[nodiscard]] round_t round() const noexcept { return round_; }
+  /// Returns true when the job averages in shards (averager_config::shard_owners > 0).
+  [[nodiscard]] bool sharded() const noexcept { return config_.shard_owners > 0; }
   /// Returns x̄_r, shared.
   [[nodiscard]] const flat_buffer& model() const noexcept { return model_; }
   /// Returns the state.
@@ -385,6 +408,8 @@ class averager_core {
   [[nodiscard]] std::uint64_t refused_rounds() const noexcept { return refused_rounds_; }
   /// Returns the averaging rule the last closed round used (empty before the first close).
   [[nodiscard]] std::optional<algorithms::averaging_rule> last_rule() const noexcept { return last_rule_; }
+  /// Returns true while x̄_0 is still to come from a member's JOIN (averager_config::initial_from_join).
+  [[nodiscard]] bool awaiting_initial_model() const noexcept { return awaiting_initial_; }
   /// Returns the state a checkpoint of this moment would hold (round r with x̄_r, members, schedule).
   [[nodiscard]] checkpoint_state snapshot() const;
 
@@ -465,6 +490,11 @@ class averager_core {
   /// Returns the payload bytes of `m` on the wire.
   [[nodiscard]] static std::uint64_t wire_bytes(const flat_buffer& values, algorithms::wire_dtype dtype);
   void request_checkpoint();
+  /// Sharded averaging: returns the order to combine the closing round's accepted submissions with
+  /// `rule` (close_barrier sets its round and `fetch` once the round has advanced).
+  [[nodiscard]] shard_round_msg make_combine(algorithms::averaging_rule rule) const;
+  /// Sharded averaging: adds `id` to the owners' recipients of x̄_{round_}.
+  void order_recipient(actions& out, member_id id) const;
   void record_line(actions& out, round_metrics rm, bool last, bool trained);
   /// Returns true once max_rounds rounds have trained, or max_epochs passes are consumed (never for an
   /// open-ended job).
@@ -503,6 +533,8 @@ class averager_core {
   [[nodiscard]] bool authorised(member_id member, session_token token, origin_t from, std::string_view what);
   [[nodiscard]] const member_entry* find_entry(member_id member) const;
   [[nodiscard]] std::optional<std::string> mismatch(const join_msg& m) const;
+  /// Takes x̄_0 from a JOIN (initial_from_join); returns why the JOIN is refused instead.
+  [[nodiscard]] std::optional<std::string> adopt_initial_model(const join_msg& m);
   [[nodiscard]] std::optional<std::uint64_t> free_shard() const;
   void send_restart(actions& out, member_id id);
   void remove_idle(actions& out);
@@ -615,6 +647,8 @@ class averager_core {
   bool suspended_ = false;
   bool done_ = false;
   bool pause_ = false;                  // asked to pause: no round starts until resume
+  bool awaiting_initial_ = false;       // x̄_0 still to come from a JOIN (initial_from_join)
+  std::string declared_labels_;         // " labels=H" the first member declared (labels_from_members)
   std::deque<removal> removed_;         // the newest removals, oldest first
   std::optional<double> mean_round_s_;  // moving average of trained rounds' durations (ETA)
 };

@@ -37,7 +37,7 @@ using flat_buffer = std::shared_ptr<const std::vector<float>>;
 using origin_t = std::uint64_t;
 
 /// Names the version of these protocol messages; bump on any field change.
-inline constexpr std::uint32_t protocol_version = 4;
+inline constexpr std::uint32_t protocol_version = 5;
 
 /// Lists the two training modes that share the barrier machinery.
 enum class training_mode : std::uint8_t {
@@ -61,8 +61,10 @@ enum class training_mode : std::uint8_t {
 // incarnation), `averager_incarnation` (the averager incarnation the sender knows; 0 = none yet) and
 // `round` (actors/PROTOCOL.md). Handlers on both sides are idempotent and tolerate duplicates and reordering.
 
-/// Describes the job a worker must match: what the averager announces in WELCOME, and what a JOIN's
-/// fingerprints are compared with. Empty strings and zeros mean "not checked" / "not set".
+/// Describes the job a worker must match: what the averager announces in WELCOME (the fingerprints, batch
+/// and seed) and in SPEC_REPLY (everything), and what a JOIN's fingerprints are compared with. Empty strings
+/// and zeros mean "not checked" / "not set". The fields after `seed` are what a worker started with nothing
+/// but the averager's address needs to build the model, load the data and train as the job does.
 struct job_spec {
   /// Model fingerprint: the model's name, size and layer shapes (the CLI's model_fingerprint).
   std::string model{};
@@ -70,12 +72,28 @@ struct job_spec {
   std::string data{};
   /// Mini-batch size every worker uses; samples of a MODEL are checked against steps x batch.
   std::uint64_t batch_size = 0;
-  /// Seed for shuffling and sharding.
+  /// Seed for initialisation, shuffling and sharding.
   std::uint64_t seed = 0;
   /// How MODEL and RESTART payloads travel. f32: whole models, lossless. A lossy dtype: a worker sends
   /// its change x_i − x̄_r with error feedback, and the averager sends x̄_{r+1} − x̄_r (with its own error
   /// feedback) to members that hold x̄_r, and the whole x̄ as f32 to everyone else.
   algorithms::wire_dtype wire = algorithms::wire_dtype::f32;
+  /// The model's name in the model registry, or a model spec such as mlp:784-64-10.
+  std::string model_name{};
+  /// The data set's name in the data set registry (never "auto").
+  std::string dataset{};
+  /// The data set's KEY=VALUE settings, in order.
+  std::vector<std::string> data_options{};
+  /// Non-IID shards (Dirichlet label skew) and their concentration.
+  bool non_iid = false;
+  double dirichlet_alpha = 0.5;
+  /// The job's base step size γ (RESTART carries each round's) and the local optimiser's momentum.
+  double lr = 0;
+  double momentum = 0;
+  /// Whether a worker keeps its momentum buffer across restarts (false: resets it).
+  bool keep_momentum = true;
+
+  friend bool operator==(const job_spec&, const job_spec&) = default;
 };
 
 /// Asks to join the job (worker -> averager). Sent at start, after being removed, and whenever the worker
@@ -96,6 +114,12 @@ struct join_msg {
   /// The payload dtypes the worker can read and write (empty: f32 only). A job whose job_spec::wire is
   /// not among them refuses the JOIN.
   std::vector<algorithms::wire_dtype> wire_dtypes{};
+  /// The worker's own initial model (optional payload; null = none). A job whose averager has no model of
+  /// its own (`--model external`) starts from the first one it receives (averager_config::initial_from_join).
+  flat_buffer initial_model{};
+  /// True when the worker can average in shards (split its MODEL over shard owners and assemble x̄ from
+  /// their slices); a sharded job refuses a worker that cannot.
+  bool sharding = false;
 };
 
 /// Refuses a JOIN for good (averager -> worker): the worker does not fit the job (another model or data
@@ -131,6 +155,9 @@ struct welcome_msg {
   std::uint64_t num_shards = 1;
   /// The job the member joined.
   job_spec spec{};
+  /// Sharded averaging: the endpoints of the shard owners, owner k at index k (empty: the averager
+  /// averages whole models). The member sends slice k of its model to owner k and gets slice k of x̄ from it.
+  std::vector<std::string> owners{};
 };
 
 /// Announces a voluntary departure (worker -> averager); the barrier stops waiting for it at once.
@@ -154,7 +181,7 @@ struct heartbeat_msg {
   session_token token = 0;
   /// Bytes of the payload the sender's next message carries (0 = none announced). Sent right before a
   /// MODEL or RESTART, so that the receiver does not take the sender for gone while the payload is in
-  /// flight behind this heartbeat (docs/decisions/0022).
+  /// flight behind this heartbeat (docs/decisions/0024).
   std::uint64_t transfer_bytes = 0;
 };
 
@@ -192,6 +219,13 @@ struct model_msg {
   algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
   /// True when `params` is the change x_i − x̄_round against the model of RESTART(round), not the model.
   bool delta = false;
+  /// Sharded averaging: the model went to the shard owners in slices and this message is the header
+  /// alone (`params` empty). The averager's shell fills the two fields below from the owners' receipts.
+  bool sliced = false;
+  /// Sharded averaging: every owner received its slice, of the right size and finite.
+  bool slices_ok = false;
+  /// Sharded averaging: ‖x_i − x̄_r‖², summed over the owners' slices (the outlier screen's norms).
+  double update_norm2 = 0;
 };
 
 /// Names the training samples [first, second) of the data set.
@@ -279,15 +313,198 @@ struct control_reply_msg {
   std::string text{};
 };
 
+/// Asks the averager for the job's spec (worker -> averager) before a worker loads anything: a worker started
+/// with only the averager's address learns its model, data set and optimiser from the reply. It makes no
+/// member and may be repeated; `incarnation` is a request nonce the reply echoes.
+struct spec_request_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+};
+
+/// Answers SPEC (averager -> worker): the job's spec, training mode and model size; `incarnation` echoes
+/// the request's nonce.
+struct spec_reply_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  job_spec spec{};
+  training_mode mode = training_mode::restarted_sgd;
+  /// Number of floats in the model.
+  std::uint64_t model_size = 0;
+};
+
+/// Offers an evaluator (evaluator -> averager): a process that scores x̄ on a test set for the averager,
+/// which has none of its own (`--model external`). Repeated every heartbeat interval; it is also the
+/// evaluator's heartbeat. `incarnation` is the evaluator's random nonce; `member` is 0.
+struct evaluator_hello_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// The evaluator's model fingerprint (compared with the job's like a JOIN's; empty = not declared).
+  std::string model_fingerprint{};
+};
+
+/// Asks an evaluator to score x̄ (averager -> evaluator). `incarnation` is the evaluator's nonce, `round`
+/// the rounds closed when x̄ was taken.
+struct evaluate_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// Names the request; the result carries it back.
+  std::uint64_t request = 0;
+  /// x̄, shared with the other sends of the round.
+  flat_buffer model;
+};
+
+/// Reports an evaluator's score of x̄ (evaluator -> averager): accepted only for a request sent to the
+/// connection it comes from.
+struct evaluation_msg {
+  member_id member = 0;
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// The request this answers (evaluate_msg::request).
+  std::uint64_t request = 0;
+  /// The test accuracy of x̄, in [0, 1].
+  double accuracy = 0;
+};
+
+/// Returns the first value of slice `k` of `K` contiguous slices of a model of `size` floats (k = K: `size`).
+/// Slice k is [slice_begin(size, K, k), slice_begin(size, K, k + 1)); the sizes differ by at most one.
+[[nodiscard]] constexpr std::uint64_t slice_begin(std::uint64_t size, std::uint64_t K, std::uint64_t k) noexcept {
+  return K == 0 ? 0 : size / K * k + std::min(k, size % K);
+}
+
+/// Registers a shard owner with the coordinator and shows it is alive (owner -> coordinator, repeated
+/// every heartbeat interval). `incarnation` is the owner process's random nonce; `round` the round of
+/// the slice it holds.
+struct shard_hello_msg {
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  /// The owner's index k and the number of owners K.
+  std::uint64_t shard = 0;
+  std::uint64_t shards = 1;
+  /// The endpoint workers reach the owner at.
+  std::string endpoint{};
+  /// True once the owner holds a SHARD_SETUP from `averager_incarnation`.
+  bool ready = false;
+};
+
+/// Hands an owner its slice of x̄ (coordinator -> owner): at registration, and to a newer coordinator
+/// incarnation's owners. `model` holds slice `shard` of x̄_round; `offset` is its first index.
+struct shard_setup_msg {
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  std::uint64_t shard = 0;
+  std::uint64_t shards = 1;
+  std::uint64_t offset = 0;
+  /// Size of the whole model.
+  std::uint64_t model_size = 0;
+  std::chrono::nanoseconds heartbeat_interval{0};
+  flat_buffer model;
+};
+
+/// Names one member's submission an owner combines: its id, token, samples and steps (for the weights).
+struct shard_input {
+  member_id member = 0;
+  session_token token = 0;
+  std::uint64_t samples = 0;
+  std::uint64_t steps = 0;
+  bool operator==(const shard_input&) const = default;
+};
+
+/// Names a member an owner sends its slice of x̄ to.
+struct shard_recipient {
+  member_id member = 0;
+  session_token token = 0;
+  bool operator==(const shard_recipient&) const = default;
+};
+
+/// Tells the owners what to do with round `round` (coordinator -> every owner). With `combine`, the
+/// barrier of round `round` − 1 closed: combine the listed members' slices of that round with `rule`
+/// and `aggregate` into slice k of x̄_round (no inputs: x̄ stays). Then send x̄_round's slice to every
+/// member of `recipients`, and report (SHARD_REPORT), with the slice itself when `fetch`. Without
+/// `combine` and for the owner's current round, it only adds recipients (and reports again).
+struct shard_round_msg {
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  bool combine = false;
+  std::vector<shard_input> inputs;
+  std::uint8_t rule = 0;       // algorithms::averaging_rule
+  std::uint8_t aggregate = 0;  // algorithms::aggregate_rule (mean, trimmed mean, median)
+  double trim = 0;
+  std::vector<shard_recipient> recipients;
+  bool fetch = false;
+};
+
+/// Carries slice `shard` of a member's model for round `round` (worker -> owner). Without `model` it
+/// only tells the owner the connection `member` listens on (sent after every WELCOME).
+struct shard_slice_msg {
+  member_id member = 0;
+  session_token token = 0;
+  round_t round = 0;
+  std::uint64_t shard = 0;
+  flat_buffer model;
+};
+
+/// Confirms a received slice (owner -> coordinator): whether it had the right size and finite values,
+/// and ‖x_i − x̄_r‖² over the slice.
+struct shard_ack_msg {
+  member_id member = 0;
+  session_token token = 0;
+  round_t round = 0;
+  std::uint64_t shard = 0;
+  bool ok = false;
+  double norm2 = 0;
+};
+
+/// Carries slice `shard` of x̄_round to a member (owner -> worker).
+struct shard_average_msg {
+  member_id member = 0;
+  session_token token = 0;
+  round_t round = 0;
+  std::uint64_t shard = 0;
+  flat_buffer model;
+};
+
+/// Reports an owner's slice of x̄_round (owner -> coordinator): its FNV-1a checksum, whether it is
+/// finite, whether the combine found every input, and the slice itself when the order asked for it.
+struct shard_report_msg {
+  incarnation_t incarnation = 0;
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  std::uint64_t shard = 0;
+  std::uint64_t checksum = 0;
+  bool ok = false;
+  std::string why{};
+  flat_buffer model;
+};
+
+/// Holds any message between the shard owners and the coordinator or the workers (STOP ends an owner).
+using shard_msg = std::variant<shard_hello_msg, shard_setup_msg, shard_round_msg, shard_slice_msg, shard_ack_msg,
+                               shard_average_msg, shard_report_msg, stop_msg>;
+
 /// Holds any message the averager sends.
 using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg, refused_msg>;
 /// Holds any message a worker sends.
-using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg, status_request_msg, control_msg>;
-/// Holds any message the averager sends to an operator client.
-using to_operator = std::variant<status_reply_msg, control_reply_msg>;
+using to_averager = std::variant<join_msg, leave_msg, heartbeat_msg, model_msg, status_request_msg, control_msg,
+                                 evaluator_hello_msg, evaluation_msg, spec_request_msg>;
+/// Holds any message the averager sends to an evaluator.
+using to_evaluator = std::variant<evaluate_msg, stop_msg, refused_msg>;
+/// Holds any message the averager sends to a client that is not a member (an operator, or a worker asking
+/// for the spec).
+using to_operator = std::variant<status_reply_msg, control_reply_msg, spec_reply_msg>;
 /// Holds any protocol message, in either direction (what the cores hand their shells to send).
 using any_msg =
     std::variant<join_msg, welcome_msg, leave_msg, heartbeat_msg, model_msg, restart_msg, removed_msg, stop_msg,
-                 refused_msg, status_request_msg, status_reply_msg, control_msg, control_reply_msg>;
+                 refused_msg, status_request_msg, status_reply_msg, control_msg, control_reply_msg, evaluator_hello_msg,
+                 evaluate_msg, evaluation_msg, spec_request_msg, spec_reply_msg>;
 
 }  // namespace prsgd::actors

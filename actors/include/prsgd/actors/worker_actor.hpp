@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/actors/codec.hpp"
@@ -44,6 +45,8 @@ struct worker_actor_config {
   std::chrono::microseconds slowdown{0};
   /// Limits for decoding averager messages.
   codec_limits limits;
+  /// How to connect to the shard owners of a sharded job (their endpoints come in WELCOME).
+  connect_options owner_connect;
   /// Called on the actor's strand once the job is over for this worker (STOP or left).
   std::function<void(bool stopped_by_averager)> on_finished;
   /// Called on the actor's strand, before on_finished, when the averager refused the JOIN (the reason).
@@ -96,6 +99,23 @@ class worker_actor : public actor {
   std::optional<timer_id> timer_;
   bool finished_ = false;
   std::string refusal_;
+  // Sharded averaging: the owners named in WELCOME (owner k at index k), and x̄ being assembled.
+  /// Connects to the owners a WELCOME names (once) and tells them the member's connection.
+  void attach_owners(const welcome_msg& w);
+  /// Handles SHARD_AVERAGE from owner `k`.
+  void on_owner(std::size_t k, multipart msg);
+  /// Hands the held RESTART to the core once every owner's slice of its x̄ is in.
+  void try_restart();
+  /// Sends `m`'s slices to the owners and its header to the averager.
+  void send_sliced(const model_msg& m);
+  std::vector<std::string> owner_endpoints_;
+  std::vector<peer_id> owners_;
+  std::uint64_t model_size_ = 0;
+  member_id member_ = 0;
+  session_token token_ = 0;
+  std::optional<restart_msg> held_restart_;
+  round_t slices_round_ = 0;
+  std::vector<flat_buffer> slices_;
   rate_limiter malformed_warnings_;  // malformed input from the averager's connection: a few lines per 10 s
 };
 

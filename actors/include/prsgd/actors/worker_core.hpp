@@ -34,7 +34,7 @@ struct worker_config {
   std::chrono::nanoseconds averager_timeout{std::chrono::seconds(5)};
   /// The slowest rate a payload is expected to move at, in bytes per second: after a HEARTBEAT that
   /// announces a RESTART of B bytes, the averager is not taken for gone before averager_timeout + B / this
-  /// (docs/decisions/0022). Each MODEL is announced to the averager the same way. 0 = no allowance.
+  /// (docs/decisions/0024). Each MODEL is announced to the averager the same way. 0 = no allowance.
   double slowest_link_bytes_per_s = 125'000;
 };
 

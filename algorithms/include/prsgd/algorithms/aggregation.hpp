@@ -58,8 +58,9 @@ struct screen_result {
   /// Indices kept / rejected, ascending.
   std::vector<std::size_t> kept;
   std::vector<std::size_t> rejected;
-  /// The median norm the limit is k times: the ⌊N/2⌋-th smallest (0-based; the upper median for even N),
-  /// so that more than half of the updates are never rejected. 0 for no norms.
+  /// The median norm the limit is k times: the ⌊N/2⌋-th smallest (0-based; the upper median for even N;
+  /// NaN counts as larger than any number), so that more than half of the updates are never rejected.
+  /// 0 for no norms.
   double median_norm = 0;
 };
 

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <span>
 #include <string>
@@ -48,6 +50,40 @@ struct fashion_mnist_options {
 /// label counts differ, or when a label is out of range.
 [[nodiscard]] expected<dataset> load_fashion_mnist(std::string_view dir = {}, split which = split::train,
                                                    fashion_mnist_options options = {});
+
+/// Returns the table load_fashion_mnist converts pixel bytes with: `table[b]` is byte b as the model sees it.
+[[nodiscard]] std::array<float, 256> fashion_mnist_values(bool normalise = true);
+
+/// Returns the directory where load_fashion_mnist_shared keeps the byte caches of the files in `dir` (empty:
+/// fashion_mnist_default_dir()): `<dir>/.prsgd-cache` when `dir` is not Debian's read-only location and this
+/// process may write there (or create it), else `$XDG_CACHE_HOME/prsgd/fashion-mnist-<hash of dir>`
+/// (`$XDG_CACHE_HOME` defaults to `~/.cache`).
+[[nodiscard]] std::filesystem::path fashion_mnist_cache_dir(std::string_view dir = {});
+
+/// Holds one split loaded by load_fashion_mnist_shared.
+struct shared_split {
+  /// The split, its samples as bytes (`dataset::bytes`), its labels in memory.
+  dataset data;
+  /// The cache file the bytes are mapped from; empty when no cache could be written (the bytes are then
+  /// this process's own copy, and a warning was logged).
+  std::filesystem::path cache_file;
+  /// True when this call wrote the cache file (it was missing, stale or corrupt).
+  bool built = false;
+};
+
+/// Loads one split of Fashion-MNIST the way a host's processes share it: the images stay bytes (one per
+/// pixel, as stored) in a cache file under `cache_dir` (empty: fashion_mnist_cache_dir(dir)) that every
+/// process maps read-only, so the page cache holds one copy per host; a model turns bytes into floats a
+/// batch at a time with fashion_mnist_values(options.normalise), so training sees exactly the values
+/// load_fashion_mnist() gives. The first process builds the file from the gzip files while holding an
+/// exclusive lock on `<file>.lock` (the others wait, then map it); it is written beside its final name and
+/// renamed, and carries the source files' sizes and modification times and a CRC-32 of its contents. A
+/// file that is stale, truncated or corrupt is rebuilt (one warning line says why). When the cache cannot
+/// be written, the bytes are decoded into this process's memory instead (one warning line). Errors as for
+/// load_fashion_mnist; `options.max_samples` must be 0.
+[[nodiscard]] expected<shared_split> load_fashion_mnist_shared(std::string_view dir = {}, split which = split::train,
+                                                               const std::filesystem::path& cache_dir = {},
+                                                               fashion_mnist_options options = {});
 
 /// Number of samples in one split, read from its (small) label file alone: what a process that needs only
 /// the split's size (the averager planning epochs) reads instead of decompressing every image. The image

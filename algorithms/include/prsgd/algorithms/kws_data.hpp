@@ -89,10 +89,11 @@ struct clip_set_options {
 /// Loads `<root>/<word>/*.wav` into log-mel features. The split comes from, in order: `<root>/manifest.csv`
 /// (ops/make-kws-data; its `split` column, `path` relative to root), `<root>/testing_list.txt` (Google
 /// Speech Commands: listed files are test, everything else incl. validation_list.txt is train), else a
-/// hash of the speaker. Samples are ordered by label, then path. Returns not_found for a missing root or
-/// a root without any keyword WAV, decode_failed naming the file for a bad WAV or manifest, io_error for
-/// unreadable files. A cache that cannot be written is logged, not returned as an error.
-/// Callers sharing a cache file (the processes of one job) featurise once: an exclusive flock on
+/// hash of the speaker. Samples take the words in turn (the first clip of each word by path, in label order,
+/// then the second of each, ...), so any contiguous run of samples holds every word. Returns not_found for a
+/// missing root or a root without any keyword WAV, decode_failed naming the file for a bad WAV or manifest, io_error
+/// for unreadable files. A cache that cannot be written is logged, not returned as an error. Callers sharing a cache
+/// file (the processes of one job) featurise once: an exclusive flock on
 /// `<cache_file>.lock` covers check, compute and write, so the others wait and then read the cache.
 [[nodiscard]] expected<kws_data> load_kws(const kws_options& options);
 

@@ -142,6 +142,8 @@ class model {
   model(std::string name, shape3 input, int num_classes, std::vector<std::unique_ptr<layer>> layers);
   void bind();
   void load_batch(const float* const* samples, std::size_t count);
+  // Lays out samples index(0), ..., index(count - 1) of `data` (floats or bytes) as the input batch.
+  void load_batch(const dataset& data, std::size_t count, const std::function<std::size_t(std::size_t)>& index);
   const tensor& run_forward(bool training);
   void backward();
 

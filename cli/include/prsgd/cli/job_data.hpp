@@ -60,6 +60,9 @@ struct job_data {
 /// invalid_argument with unknown_dataset_message().
 [[nodiscard]] expected<job_data> load_job_data(const model_options& o, data_need need);
 
+/// Returns `names` joined with ", " (a registry's names in an error message).
+[[nodiscard]] std::string comma_list(const std::vector<std::string>& names);
+
 /// Returns "unknown --dataset 'x' (registered: ...; a --plugin can add more)".
 [[nodiscard]] std::string unknown_dataset_message(const std::string& name);
 

@@ -148,6 +148,10 @@ struct local_endpoints {
   std::string head_listen{};
 };
 
+/// Returns the operations options `prsgd local` gives its averager: o.operations, and with --http-bind but no
+/// --http-url-file the URL file <o.log_dir>/averager.url, so the launcher can say where the dashboard is.
+[[nodiscard]] operations_options local_operations(const local_options& o);
+
 /// Returns the children `prsgd local` starts: head (with o.with_head), averager, worker-0 .. worker-N-1, each
 /// running `exe` with arguments derived from `o` (log level, plugins, model, schedule, heartbeats; per-worker
 /// id, shard, slowdown).
@@ -158,7 +162,8 @@ struct local_endpoints {
 /// child_spec::endpoint_file); the averager and the workers are given `endpoints.head` and
 /// `endpoints.averager`, so a caller that learns those from the files builds the list again once it knows them.
 /// With `keys` (a key pair made for this job), every child runs with CURVE: each uses the job's key pair,
-/// the head and the averager admit only that key, the workers and the averager take it as the server key.
+/// the head and the averager admit only that key, the workers and the averager take it as the server key; the
+/// averager also admits o.operations.operator_keys, the clients that may steer it with `prsgd ctl`.
 [[nodiscard]] std::vector<child_spec> build_local_cluster(const local_options& o, const std::string& exe,
                                                           const local_endpoints& endpoints,
                                                           const std::string& metrics_jsonl,

@@ -159,6 +159,10 @@ struct schedule_options {
   int min_workers = 0;
   /// Data shards, and so the most members training at once (0 = min_workers); a worker beyond it waits.
   int max_workers = 0;
+  /// star (the averager averages whole models) | sharded (K shard owner processes average one slice each).
+  std::string topology = "star";
+  /// Shard owners of a sharded job: K (local: 0 = one per worker).
+  int shards = 0;
   /// Remove a member that heartbeats but has not submitted for this many rounds (0 = never).
   int idle_rounds = 2;
   /// How MODEL and RESTART payloads travel: f32 | bf16 | f16 | int8 (the lossy ones send changes with
@@ -179,6 +183,21 @@ struct save_options {
   friend bool operator==(const save_options&, const save_options&) = default;
 };
 
+/// Holds how a running job is watched and steered: its operators (`prsgd ctl`) and its dashboard. The
+/// averager takes these; `prsgd local` passes them on to the averager it starts.
+struct operations_options {
+  /// Public key files of the clients that may steer the job (`prsgd ctl`) when CURVE is on.
+  std::vector<std::string> operator_keys;
+  /// The dashboard and /api: ADDR:PORT or PORT (127.0.0.1), port 0 = one the system chooses; "" = off.
+  std::string http_bind;
+  /// A file holding the bearer token that allows steering over HTTP ("" = HTTP is read-only).
+  std::string http_token_file;
+  /// Once the dashboard listens, write its URL (one line) to this file ("" = none).
+  std::string http_url_file;
+
+  friend bool operator==(const operations_options&, const operations_options&) = default;
+};
+
 /// Returns where --save-best writes: `file` with ".best" before its extension (model.safetensors ->
 /// model.best.safetensors; no extension: model -> model.best).
 [[nodiscard]] std::string best_model_path(const std::string& file);
@@ -195,6 +214,23 @@ struct head_options {
   std::string endpoint_file;
 };
 
+/// Holds the averager's options for a model it does not build itself (`--model external`): the workers
+/// (e.g. PyTorch) own the network, the averager only averages a flat vector of known size, and evaluator
+/// processes score x̄.
+struct external_options {
+  /// Floats in the flat model (0 = from --model-spec).
+  std::uint64_t model_size = 0;
+  /// JSON or YAML file naming the tensors of the flat vector, in order, with their shapes ("" = none).
+  std::string model_spec;
+  /// safetensors file holding x̄_0 ("" = the first member's model, sent with its JOIN).
+  std::string init_model;
+  /// Training samples of the workers' data set (needed: the averager hands out sample ranges and counts
+  /// epochs without seeing the data).
+  std::uint64_t train_size = 0;
+  /// How long an evaluator may take to score x̄ before that round's test_acc stays null, in ms.
+  int eval_timeout_ms = 60000;
+};
+
 /// Holds `prsgd averager`: the restart barrier, averaging and checkpoints.
 struct averager_options {
   output_options output;
@@ -204,20 +240,20 @@ struct averager_options {
   schedule_options schedule;
   /// Endpoint to bind for workers, e.g. tcp://0.0.0.0:7500.
   std::string listen;
+  /// Run as shard owner "k/K" of a sharded job instead of as its coordinator ("" = the coordinator).
+  std::string shard;
+  /// A shard owner's coordinator endpoint (the `prsgd averager --topology sharded` process).
+  std::string coordinator;
   /// Once bound, write the bound endpoint (one line) to this file, atomically ("" = none).
   std::string endpoint_file;
   /// Head endpoint to register with ("" = standalone).
   std::string head;
   /// --save-model / --save-best.
   save_options save;
-  /// Public key files of the clients that may steer the job (`prsgd ctl`) when CURVE is on.
-  std::vector<std::string> operator_keys;
-  /// The dashboard and /api: ADDR:PORT or PORT (127.0.0.1), port 0 = one the system chooses; "" = off.
-  std::string http_bind;
-  /// A file holding the bearer token that allows steering over HTTP ("" = HTTP is read-only).
-  std::string http_token_file;
-  /// Once the dashboard listens, write its URL (one line) to this file ("" = none).
-  std::string http_url_file;
+  /// --operator-key, --http-bind, --http-token-file, --http-url-file.
+  operations_options operations;
+  /// --model external: the model's size and layout, its initial value, the training set's size.
+  external_options external;
 };
 
 /// Holds `prsgd status` and `prsgd ctl`: an operator client of a running averager (never a member).
@@ -256,6 +292,9 @@ struct worker_options {
   int head_timeout_ms = 60000;
   /// Artificial delay per local step, in milliseconds (heterogeneity experiments).
   int slowdown_ms = 0;
+  /// The options of `model` given on the command line or in the --config file (long names with dashes,
+  /// e.g. "--batch"); the worker takes the others from the averager's job spec, and these must agree with it.
+  std::vector<std::string> given;
 };
 
 /// Holds `prsgd local`: a whole cluster of separate processes on this machine.
@@ -278,6 +317,9 @@ struct local_options {
   int grace_s = 10;
   /// --save-model / --save-best, passed to the averager.
   save_options save;
+  /// The dashboard and the operators, passed to the averager; with --http-bind and no --http-url-file the
+  /// averager writes the dashboard's URL to LOG_DIR/averager.url.
+  operations_options operations;
 };
 
 /// Holds `prsgd export`: the model of the newest valid checkpoint, as safetensors.
@@ -334,8 +376,12 @@ struct plot_options {
   std::string format = "auto";
   /// What is plotted: accuracy | loss | idle | bytes (see plot.hpp).
   std::string y = "accuracy";
-  /// Against what: round | epoch | wall.
+  /// Against what: round | rounds | epoch | wall.
   std::string x = "round";
+  /// A logarithmic x axis.
+  bool log_x = false;
+  /// Labels of the runs drawn dashed.
+  std::vector<std::string> dashed;
   /// Legend titles by run (default: the file names).
   std::vector<std::string> labels;
   /// Figure title ("" = none).
@@ -395,6 +441,7 @@ using command = std::variant<help_request, head_options, averager_options, worke
 [[nodiscard]] std::vector<std::string> to_arguments(const model_options& o);
 [[nodiscard]] std::vector<std::string> to_arguments(const schedule_options& o);
 [[nodiscard]] std::vector<std::string> to_arguments(const save_options& o);
+[[nodiscard]] std::vector<std::string> to_arguments(const operations_options& o);
 
 /// Returns the `--help` text of the whole program (the subcommand list).
 [[nodiscard]] std::string program_help();
@@ -419,7 +466,10 @@ struct host_port {
 [[nodiscard]] expected<void> validate(const model_options& o);
 [[nodiscard]] expected<void> validate(const schedule_options& o);
 [[nodiscard]] expected<void> validate(const head_options& o);
+[[nodiscard]] expected<void> validate(const operations_options& o);
 [[nodiscard]] expected<void> validate(const averager_options& o);
+/// Parses --shard "k/K" (0 <= k < K); invalid_argument otherwise.
+[[nodiscard]] expected<std::pair<std::uint64_t, std::uint64_t>> parse_shard(const std::string& text);
 [[nodiscard]] expected<void> validate(const worker_options& o);
 [[nodiscard]] expected<void> validate(const local_options& o);
 [[nodiscard]] expected<void> validate(const keygen_options& o);

@@ -16,6 +16,8 @@ namespace prsgd::cli {
 struct plot_series {
   std::string title;
   std::vector<std::pair<double, double>> points;
+  /// Drawn with a dashed line (its run is one of plot_request::dashed).
+  bool dashed = false;
 };
 
 /// Says what a figure shows.
@@ -27,14 +29,19 @@ struct plot_request {
   /// accuracy (test_acc, %) | loss (train_loss) | idle (each worker's idle time at the barrier, summed over
   /// the rounds so far: round_s minus its arrival offset) | bytes (payload bytes in + out, summed, MB).
   std::string y = "accuracy";
-  /// round | epoch | wall (seconds; an averager resumed from a checkpoint continues its predecessor's time).
+  /// round | rounds (trained_rounds: rounds trained so far, 1 after the first) | epoch | wall (seconds; an
+  /// averager resumed from a checkpoint continues its predecessor's time).
   std::string x = "round";
+  /// A logarithmic x axis; points at x <= 0 are left out.
+  bool log_x = false;
+  /// Labels of the runs drawn with dashed lines (each must be one of the runs' labels).
+  std::vector<std::string> dashed = {};
 };
 
 /// Reads the runs and returns the curves: one per run, or for `idle` one per run and worker id ("RUN w3").
 /// Lines that are not rounds (the done and resumed events) are skipped; a round without the value (test_acc
 /// null, no epoch) adds no point. Returns not_found for a missing file, decode_failed naming FILE:LINE for a
-/// line that is not a JSON object, invalid_argument for an unknown y or x.
+/// line that is not a JSON object, invalid_argument for an unknown y or x or a `dashed` label of no run.
 [[nodiscard]] expected<std::vector<plot_series>> read_plot_series(const plot_request& request);
 
 /// Returns a gnuplot script that draws `series` to `output` as `format` (png | svg) of width x height

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "prsgd/actors/averager_actor.hpp"
 #include "prsgd/actors/worker_actor.hpp"
@@ -30,6 +31,22 @@ namespace prsgd::cli {
 /// member id and data shard come from the averager.
 [[nodiscard]] expected<actors::worker_actor_config> worker_config_from(const worker_options& o, const job_data& data,
                                                                        actors::incarnation_t incarnation);
+
+/// Returns the job spec the averager announces (actors::job_spec): the model and data fingerprints of `m`
+/// on `data`, and the options a worker needs to train the same way (model and data set names, data
+/// options, batch, seed, step size, momentum, sharding). --data-dir is not part of it: every host has its
+/// own. Errors as model_fingerprint, and invalid_argument when a name or data option is too long for the
+/// wire (actors::check_spec_fits).
+[[nodiscard]] expected<actors::job_spec> job_spec_from(const model_options& m, const job_data& data);
+
+/// Returns the model options a worker trains the job `spec` with: the spec's values, and `o.data_dir`. Every
+/// option named in `given` (long names, e.g. "--batch": what the user gave the worker on the command line or
+/// in --config) must agree with the spec; the first that does not gives invalid_argument with one line
+/// naming it, e.g. "batch mismatch: --batch 32 was given, the job at tcp://h:7500 uses 64". `averager` is
+/// the endpoint named in that line.
+[[nodiscard]] expected<model_options> adopt_job_spec(const actors::job_spec& spec, const model_options& o,
+                                                     const std::vector<std::string>& given,
+                                                     const std::string& averager);
 
 /// Derives the transport's frame limit from the model (`num_params` floats): the largest frame prsgd sends
 /// is the model in float32, so a much larger frame can only come from a broken or hostile peer and libzmq

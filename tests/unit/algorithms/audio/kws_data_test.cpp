@@ -67,9 +67,9 @@ TEST_F(KwsDataTest, ReadsSpeechCommandsLayoutWithTestingList) {
   }
   ASSERT_EQ(data->train.size(), 4U);  // "bed" and _background_noise_ are skipped; validation is train
   ASSERT_EQ(data->test.size(), 2U);
-  EXPECT_EQ(data->train.labels, (std::vector<std::int32_t>{0, 0, 1, 1}));  // yes, yes, no, no
+  EXPECT_EQ(data->train.labels, (std::vector<std::int32_t>{0, 1, 0, 1}));  // the words in turn: yes, no, yes, no
   EXPECT_EQ(data->test.labels, (std::vector<std::int32_t>{0, 1}));
-  // Sample order is label then path: test[0] is yes/spk1 (400 Hz); it must equal the features of that tone.
+  // Within a word the order is by path: test[0] is yes/spk1 (400 Hz); it must equal the features of that tone.
   auto mel = log_mel::make();
   ASSERT_TRUE(mel.has_value());
   const feature_matrix want = mel->compute(*read_wav(root() / "yes" / "spk1_nohash_0.wav"));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -161,9 +162,12 @@ TEST(AggregationTest, VectorisedKernelMatchesTheDefinitionForEveryNAndWeights) {
   std::mt19937 gen(7);
   std::normal_distribution<float> value(0.0F, 1.0F);
   std::uniform_real_distribution<double> weight(0.1, 3.0);
-  for (std::size_t n = 1; n <= 9; ++n) {
-    std::vector<std::vector<float>> models(n, std::vector<float>(len));
-    std::vector<float> ref(len);
+  // Up to 17: every register kernel (1..16) and the blocked path beyond them.
+  for (std::size_t n = 1; n <= 17; ++n) {
+    // Fewer coordinates for the larger N (still a partial 512-float block for the blocked path at 17).
+    const std::size_t coords = n <= 9 ? len : 600;
+    std::vector<std::vector<float>> models(n, std::vector<float>(coords));
+    std::vector<float> ref(coords);
     for (auto& x : ref) {
       x = value(gen);
     }
@@ -173,7 +177,7 @@ TEST(AggregationTest, VectorisedKernelMatchesTheDefinitionForEveryNAndWeights) {
       }
     }
     // A few exact ties, which the sort must keep consistent with their weights.
-    for (std::size_t k = 0; k < len; k += 97) {
+    for (std::size_t k = 0; k < coords; k += 97) {
       for (auto& m : models) {
         m[k] = 0.5F;
       }
@@ -188,14 +192,141 @@ TEST(AggregationTest, VectorisedKernelMatchesTheDefinitionForEveryNAndWeights) {
       for (const auto& [r, beta] :
            {std::pair{aggregate_rule::trimmed_mean, 0.2}, std::pair{aggregate_rule::trimmed_mean, 0.0},
             std::pair{aggregate_rule::median, 0.5 - median_tie_mass}}) {
-        std::vector<float> out(len);
+        std::vector<float> out(coords);
         ASSERT_TRUE(aggregate(wrap(models), w, ref, rule(r, r == aggregate_rule::median ? 0.25 : beta), out));
         const auto want = reference_rule(models, w, ref, beta);
-        for (std::size_t k = 0; k < len; ++k) {
+        for (std::size_t k = 0; k < coords; ++k) {
           ASSERT_NEAR(out[k], want[k], 2e-4)
               << "n=" << n << " equal=" << equal << " rule=" << to_string(r) << " k=" << k;
         }
       }
+    }
+  }
+}
+
+// The register kernels compute several coordinates per vector and finish with a scalar loop: every lane must
+// do exactly the scalar arithmetic, so a coordinate combined among len others and the same coordinate
+// combined alone (the scalar loop) are the same bits, ties, infinities, signed zeros and NaNs included.
+TEST(AggregationTest, VectorLanesGiveTheBitsOfTheScalarLoop) {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> value(0.0F, 1.0F);
+  std::uniform_real_distribution<double> weight(0.05, 4.0);
+  const std::vector<float> specials{0.0F,
+                                    -0.0F,
+                                    0.5F,
+                                    std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity(),
+                                    std::numeric_limits<float>::quiet_NaN()};
+  constexpr std::size_t coords = 8 * 5 + 3;
+  for (std::size_t n = 1; n <= 16; ++n) {
+    std::vector<std::vector<float>> models(n, std::vector<float>(coords));
+    std::vector<float> ref(coords);
+    for (std::size_t k = 0; k < coords; ++k) {
+      ref[k] = value(gen);
+      for (auto& m : models) {
+        // Every fourth value special: ties (0.5, ±0), infinities of both signs and NaN.
+        m[k] = gen() % 4 == 0 ? specials[gen() % specials.size()] : value(gen);
+      }
+    }
+    for (const bool equal : {true, false}) {
+      std::vector<double> w(n, 1.0);
+      if (!equal) {
+        for (auto& x : w) {
+          x = weight(gen);
+        }
+      }
+      for (const auto& o : {rule(aggregate_rule::median), rule(aggregate_rule::trimmed_mean, 0.25),
+                            rule(aggregate_rule::trimmed_mean, 0.1)}) {
+        std::vector<float> all(coords);
+        ASSERT_TRUE(aggregate(wrap(models), w, ref, o, all));
+        for (std::size_t k = 0; k < coords; ++k) {
+          std::vector<std::vector<float>> one;
+          for (const auto& m : models) {
+            one.push_back({m[k]});
+          }
+          std::vector<float> alone(1);
+          ASSERT_TRUE(aggregate(wrap(one), w, std::vector<float>{ref[k]}, o, alone));
+          std::uint32_t a = 0;
+          std::uint32_t b = 0;
+          std::memcpy(&a, &all[k], sizeof a);
+          std::memcpy(&b, &alone[0], sizeof b);
+          ASSERT_EQ(a, b) << "n=" << n << " equal=" << equal << " rule=" << to_string(o.rule) << " k=" << k << ": "
+                          << all[k] << " among others, " << alone[0] << " alone";
+        }
+      }
+    }
+  }
+}
+
+TEST(AggregationTest, UnequalWeightsWithTiesDoNotDependOnWhichInputHoldsTheTie) {
+  // 2 appears twice with different weights: whichever of the two the sort puts first, the tied mass is
+  // the same, so every order of the inputs gives the same median and trimmed mean.
+  std::vector<float> values{2, 1, 2, 3, 5};
+  std::vector<double> w{0.1, 0.3, 0.25, 0.2, 0.15};
+  std::vector<std::size_t> order{0, 1, 2, 3, 4};
+  // Sorted 1 (.3), 2 (.1 + .25), 3 (.2), 5 (.15): the cumulative weight crosses 1/2 inside the 2s.
+  // Trimmed, β = 0.2: keep [0.2, 0.8]: 1 weighs .1, the 2s .35, 3 .15 → (0.1 + 0.7 + 0.45) / 0.6.
+  do {
+    std::vector<float> v;
+    std::vector<double> q;
+    for (std::size_t i : order) {
+      v.push_back(values[i]);
+      q.push_back(w[i]);
+    }
+    EXPECT_NEAR(combine1(v, q, rule(aggregate_rule::median)), 2.0, 1e-6);
+    EXPECT_NEAR(combine1(v, q, rule(aggregate_rule::trimmed_mean, 0.2)), 1.25 / 0.6, 1e-5);
+  } while (std::next_permutation(order.begin(), order.end()));
+}
+
+TEST(AggregationTest, UnequalWeightsWithOneOrTwoInputs) {
+  // N = 1: every rule returns the one update, scaled by its weight (the weight sum).
+  EXPECT_FLOAT_EQ(combine1({-3}, {2.5}, rule(aggregate_rule::median)), -7.5);
+  EXPECT_FLOAT_EQ(combine1({-3}, {0.4}, rule(aggregate_rule::trimmed_mean, 0.3)), -1.2F);
+  // N = 2, unequal: the median is the heavier value, on either side and in either order.
+  EXPECT_FLOAT_EQ(combine1({1, 4}, {0.3, 0.7}, rule(aggregate_rule::median)), 4);
+  EXPECT_FLOAT_EQ(combine1({4, 1}, {0.3, 0.7}, rule(aggregate_rule::median)), 1);
+  EXPECT_FLOAT_EQ(combine1({1, 4}, {0.7, 0.3}, rule(aggregate_rule::median)), 1);
+  // Trimmed, β = 0.25 of weights .3 (value 1) and .7 (value 4): keep [.25, .75]: 1 weighs .05, 4 weighs .45.
+  EXPECT_NEAR(combine1({1, 4}, {0.3, 0.7}, rule(aggregate_rule::trimmed_mean, 0.25)), (0.05 + 1.8) / 0.5, 1e-5);
+  // In the other order 1 weighs .7: kept [.25, .7] of it and [.7, .75] of 4.
+  EXPECT_NEAR(combine1({4, 1}, {0.3, 0.7}, rule(aggregate_rule::trimmed_mean, 0.25)), (0.45 + 0.2) / 0.5, 1e-5);
+  // Weights that are raw sample counts: normalised, then the result scaled by their sum.
+  EXPECT_FLOAT_EQ(combine1({1, 4}, {3e5, 7e5}, rule(aggregate_rule::median)), 4e6F);
+}
+
+TEST(AggregationTest, ZeroAndNegativeWeightsAreRefusedWithTheirIndex) {
+  const std::vector<std::vector<float>> models{{1}, {2}, {3}};
+  std::vector<float> out(1);
+  for (auto r : {aggregate_rule::median, aggregate_rule::trimmed_mean, aggregate_rule::mean}) {
+    const auto zero = aggregate(wrap(models), std::vector<double>{0.5, 0.0, 0.5}, {}, rule(r), out);
+    ASSERT_FALSE(zero.has_value()) << to_string(r);
+    EXPECT_EQ(zero.error().code, errc::invalid_argument);
+    EXPECT_NE(zero.error().message().find("weight 1"), std::string::npos) << zero.error().message();
+    EXPECT_FALSE(aggregate(wrap(models), std::vector<double>{0.5, 0.5, -0.1}, {}, rule(r), out).has_value());
+  }
+}
+
+// The screen in front of the robust rules is unchanged: an update holding a NaN has a NaN norm, which the
+// screen rejects, and the rules then combine only the finite updates.
+TEST(AggregationTest, NanUpdateIsScreenedOutBeforeTheRobustRules) {
+  const std::vector<float> ref(len, 0.0F);
+  std::vector<std::vector<float>> models(5, std::vector<float>(len, 1.0F));
+  models[1][len / 2] = std::numeric_limits<float>::quiet_NaN();
+  const auto all = wrap(models);
+  const auto norms = update_norms(all, ref);
+  ASSERT_TRUE(norms.has_value());
+  EXPECT_TRUE(std::isnan((*norms)[1]));
+  const auto verdict = screen_updates(*norms, 4);
+  EXPECT_EQ(verdict.rejected, (std::vector<std::size_t>{1}));
+  std::vector<contribution> kept;
+  for (std::size_t i : verdict.kept) {
+    kept.push_back(all[i]);
+  }
+  for (auto r : {aggregate_rule::median, aggregate_rule::trimmed_mean}) {
+    std::vector<float> out(len);
+    ASSERT_TRUE(aggregate(kept, std::vector<double>{0.1, 0.2, 0.3, 0.4}, ref, rule(r), out));
+    for (float x : out) {
+      ASSERT_FLOAT_EQ(x, 1.0F) << to_string(r);
     }
   }
 }
@@ -272,6 +403,31 @@ TEST(AggregationTest, ScreenRejectsNormsAboveKTimesTheMedian) {
   EXPECT_TRUE(screen_updates(std::vector<double>{1, 1, 4}, 4).rejected.empty());
   // A NaN norm is rejected.
   EXPECT_EQ(screen_updates(std::vector<double>{1, 1, std::nan("")}, 4).rejected, (std::vector<std::size_t>{2}));
+}
+
+// A NaN norm compares false with everything, so sorting the norms with < left it wherever it stood: in the
+// middle of five it became the median, the limit k x NaN, and the screen let everything through.
+TEST(AggregationTest, ScreenRejectsANanNormWhereverItStands) {
+  for (std::size_t at = 0; at < 5; ++at) {
+    std::vector<double> norms(5, 1.0);
+    norms[at] = std::nan("");
+    const auto r = screen_updates(norms, 4);
+    EXPECT_EQ(r.rejected, (std::vector<std::size_t>{at})) << "NaN at " << at;
+    EXPECT_DOUBLE_EQ(r.median_norm, 1.0) << "NaN at " << at;
+  }
+  // More NaNs than the limit allows: the finite median still judges them (and more than half never go).
+  const auto many = screen_updates(std::vector<double>{std::nan(""), 1, std::nan(""), 1, 1}, 4);
+  EXPECT_EQ(many.rejected, (std::vector<std::size_t>{0, 2}));
+  // 40 norms (std::sort's introsort, not its insertion sort) with NaNs spread through them.
+  std::vector<double> big(40);
+  for (std::size_t i = 0; i < big.size(); ++i) {
+    big[i] = i % 7 == 3 ? std::nan("") : 1.0 + static_cast<double>(i % 5) * 0.1;
+  }
+  const auto r = screen_updates(big, 4);
+  for (std::size_t i : r.rejected) {
+    EXPECT_TRUE(std::isnan(big[i])) << i;
+  }
+  EXPECT_EQ(r.rejected.size(), 6U);
 }
 
 TEST(AggregationTest, ScreenRejectsNothingWithTwoUpdatesOrAZeroMedian) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <span>
@@ -371,6 +372,128 @@ TEST(FashionMnistRealData, LoadsDebianTrainSplitHeaderAndPrefix) {
   ASSERT_TRUE(ds.has_value()) << ds.error().message();
   EXPECT_EQ(ds->size(), 500U);
   EXPECT_EQ(ds->name, "fashion-mnist/train");
+}
+
+// ---- the shared byte cache --------------------------------------------------------------------------------
+
+class FashionMnistCache : public FashionMnistFiles {
+ protected:
+  void SetUp() override { write_pair(idx_images(5), idx_labels(5)); }
+  [[nodiscard]] fs::path cache_dir() const { return dir_ / "cache"; }
+  [[nodiscard]] fs::path cache_file() const { return cache_dir() / "fashion-mnist-train.u8"; }
+  prsgd::expected<shared_split> load() { return load_fashion_mnist_shared(dir(), split::train, cache_dir()); }
+};
+
+TEST_F(FashionMnistCache, MappedBytesGiveTheDecodedValues) {
+  auto floats = load_fashion_mnist(dir(), split::train);
+  ASSERT_TRUE(floats.has_value()) << floats.error().message();
+  auto shared = load();
+  ASSERT_TRUE(shared.has_value()) << shared.error().message();
+  const dataset& d = shared->data;
+  ASSERT_TRUE(d.bytes);
+  EXPECT_TRUE(d.features.empty());
+  EXPECT_EQ(d.size(), floats->size());
+  EXPECT_EQ(d.labels, floats->labels);
+  EXPECT_EQ(d.shape, floats->shape);
+  EXPECT_EQ(d.num_classes, floats->num_classes);
+  std::vector<float> sample(d.sample_size());
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    d.copy_sample(i, sample.data());
+    // Bit for bit: the same table turns the same byte into the same float.
+    ASSERT_EQ(0, std::memcmp(sample.data(), floats->sample(i), sample.size() * sizeof(float))) << "sample " << i;
+  }
+  EXPECT_EQ(shared->cache_file, cache_file());
+  EXPECT_TRUE(shared->built);
+}
+
+TEST_F(FashionMnistCache, IsBuiltOnceThenMapped) {
+  auto first = load();
+  ASSERT_TRUE(first.has_value()) << first.error().message();
+  EXPECT_TRUE(first->built);
+  const auto written = fs::last_write_time(cache_file());
+  auto second = load();
+  ASSERT_TRUE(second.has_value()) << second.error().message();
+  EXPECT_FALSE(second->built);
+  EXPECT_EQ(fs::last_write_time(cache_file()), written);
+  EXPECT_EQ(second->data.labels, first->data.labels);
+}
+
+TEST_F(FashionMnistCache, TruncatedCacheIsRebuilt) {
+  ASSERT_TRUE(load().has_value());
+  const auto full = fs::file_size(cache_file());
+  fs::resize_file(cache_file(), full - 100);
+  auto again = load();
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_TRUE(again->built);
+  EXPECT_EQ(fs::file_size(cache_file()), full);
+  fs::resize_file(cache_file(), 10);  // not even a header
+  again = load();
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_TRUE(again->built);
+}
+
+TEST_F(FashionMnistCache, CorruptCacheIsRebuilt) {
+  std::vector<float> want(784);
+  {
+    auto first = load();
+    ASSERT_TRUE(first.has_value());
+    first->data.copy_sample(4, want.data());
+  }
+  {
+    std::fstream f(cache_file(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(cache_file()) - 3));
+    f.put('\x5a');
+  }
+  auto again = load();
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_TRUE(again->built);
+  std::vector<float> got(784);
+  again->data.copy_sample(4, got.data());
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(FashionMnistCache, ChangedSourcesMakeItStale) {
+  ASSERT_TRUE(load().has_value());
+  write_pair(idx_images(6), idx_labels(6));
+  auto again = load();
+  ASSERT_TRUE(again.has_value()) << again.error().message();
+  EXPECT_TRUE(again->built);
+  EXPECT_EQ(again->data.size(), 6U);
+}
+
+TEST_F(FashionMnistCache, WithoutAWritableDirectoryTheBytesArePrivate) {
+  write_raw("not-a-dir", {1, 2, 3});
+  auto shared = load_fashion_mnist_shared(dir(), split::train, dir_ / "not-a-dir" / "cache");
+  ASSERT_TRUE(shared.has_value()) << shared.error().message();
+  EXPECT_TRUE(shared->cache_file.empty());
+  EXPECT_FALSE(shared->built);
+  ASSERT_TRUE(shared->data.bytes);
+  EXPECT_EQ(shared->data.size(), 5U);
+}
+
+TEST_F(FashionMnistCache, BadSourcesAreRefusedAsByTheFloatLoader) {
+  write_pair(idx_images(5, 28, 28, 0x999), idx_labels(5));
+  auto shared = load();
+  ASSERT_FALSE(shared.has_value());
+  EXPECT_EQ(shared.error().code, errc::decode_failed);
+  EXPECT_NE(shared.error().context.find("train-images-idx3-ubyte.gz"), std::string::npos) << shared.error().context;
+  EXPECT_FALSE(fs::exists(cache_file()));
+}
+
+TEST(FashionMnistCacheDir, BesideWritableDataElseUnderXdgCacheHome) {
+  prsgd::test::scratch_dir data{"prsgd-fmnist-dir"};
+  EXPECT_EQ(fashion_mnist_cache_dir(data.path().string()), data.path() / ".prsgd-cache");
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("XDG_CACHE_HOME", "/var/cache/somebody", 1);
+  const auto system = fashion_mnist_cache_dir(fashion_mnist_debian_dir);
+  EXPECT_EQ(system.parent_path(), fs::path{"/var/cache/somebody/prsgd"});
+  EXPECT_EQ(system.filename().string().rfind("fashion-mnist-", 0), 0U) << system;
+  if (old != nullptr) {
+    ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  } else {
+    ::unsetenv("XDG_CACHE_HOME");
+  }
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -104,6 +106,55 @@ TEST(NnModelTest, SameSeedGivesBitIdenticalTrainingRuns) {
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
   EXPECT_NE(std::memcmp(a.data(), c.data(), a.size() * sizeof(float)), 0);
+}
+
+// The same images as bytes (a shared cache) and as the floats their table gives: training and evaluation
+// must not tell them apart, to the bit.
+TEST(NnModelTest, ByteSamplesTrainBitIdenticallyToTheirFloats) {
+  constexpr std::size_t n = 48;
+  constexpr std::size_t size = 2 * 8 * 8;  // two channels: each plane is laid out on its own
+  std::mt19937_64 rng(5);
+  auto raw = std::make_shared<std::vector<std::uint8_t>>(n * size);
+  for (auto& b : *raw) {
+    b = static_cast<std::uint8_t>(rng() % 256U);
+  }
+  auto bytes = std::make_shared<byte_samples>();
+  bytes->data = raw->data();
+  bytes->owner = raw;
+  for (int b = 0; b < 256; ++b) {
+    bytes->values[static_cast<std::size_t>(b)] = (static_cast<float>(b) / 255.0F - 0.3F) / 0.4F;
+  }
+  dataset as_bytes;
+  as_bytes.shape = {2, 8, 8};
+  as_bytes.num_classes = 4;
+  for (std::size_t i = 0; i < n; ++i) {
+    as_bytes.labels.push_back(static_cast<std::int32_t>(rng() % 4U));
+  }
+  dataset as_floats = as_bytes;
+  as_bytes.bytes = bytes;
+  for (const std::uint8_t b : *raw) {
+    as_floats.features.push_back(bytes->values[b]);
+  }
+  auto run = [&](const dataset& d) {
+    auto m = make_fmnist_cnn({{2, 8, 8}, 4, 3});
+    auto opt = sgd::make({.learning_rate = 0.05F, .momentum = 0.9F});
+    const std::vector<std::size_t> order = {5, 17, 2, 40, 33, 8, 11, 47, 0, 21, 29, 14};
+    for (int step = 0; step < 3; ++step) {
+      (void)(*m)->train_step(d, std::span<const std::size_t>(order).subspan(static_cast<std::size_t>(step) * 4, 4),
+                             *opt);
+    }
+    const auto eval = (*m)->evaluate(d, 16);
+    const auto p = (*m)->params();
+    return std::pair{std::vector<float>(p.begin(), p.end()), eval.loss};
+  };
+  const auto [from_bytes, loss_bytes] = run(as_bytes);
+  const auto [from_floats, loss_floats] = run(as_floats);
+  ASSERT_EQ(from_bytes.size(), from_floats.size());
+  EXPECT_EQ(std::memcmp(from_bytes.data(), from_floats.data(), from_bytes.size() * sizeof(float)), 0);
+  EXPECT_EQ(loss_bytes, loss_floats);
+  std::vector<float> sample(size);
+  as_bytes.copy_sample(7, sample.data());
+  EXPECT_EQ(std::memcmp(sample.data(), as_floats.sample(7), size * sizeof(float)), 0);
 }
 
 TEST(NnModelTest, TrainingReducesLossAndLearnsSyntheticClasses) {

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "prsgd/actors/averager_actor.hpp"
+#include "prsgd/actors/codec.hpp"
+#include "prsgd/actors/shard_owner_core.hpp"
+#include "prsgd/common/rate_limiter.hpp"
+#include "prsgd/runtime/actor.hpp"
+#include "prsgd/runtime/actor_system.hpp"
+#include "prsgd/transport/transport.hpp"
+
+namespace prsgd::actors {
+
+/// Configures a shard_owner_actor.
+struct shard_owner_actor_config {
+  /// The owner's protocol settings (its endpoint is set by attach, once the listening socket is bound).
+  shard_owner_config core;
+  /// Limits for decoding messages.
+  codec_limits limits;
+  /// Called once on the actor's strand when the owner ends: empty after STOP from the coordinator,
+  /// else the reason it cannot go on.
+  std::function<void(const std::optional<std::string>& failure)> on_finished;
+};
+
+/// Runs a shard_owner_core as an actor: decodes what the coordinator and the workers send, feeds the
+/// core, sends what it asks for and arms its timer. Thread contract: all members run on the actor's
+/// strand; the transport is shared with the process that made it.
+class shard_owner_actor : public actor {
+ public:
+  explicit shard_owner_actor(shard_owner_actor_config config);
+
+  void on_start() override;
+  /// Takes the transport, the coordinator's connection on it and the endpoint workers reach this owner
+  /// at (called once, right after spawn); starts registering.
+  void attach(std::shared_ptr<transport> link, peer_id coordinator, std::string endpoint);
+  /// Handles one message from the coordinator or a worker.
+  void on_wire(peer_id peer, multipart msg);
+  /// Returns the round of the slice of x̄ the owner holds (tests).
+  [[nodiscard]] round_t round() const;
+
+ private:
+  void apply(owner_actions a);
+  void rearm(std::optional<clock_source::time_point> wakeup);
+
+  shard_owner_actor_config config_;
+  std::optional<shard_owner_core> core_;
+  std::shared_ptr<transport> link_;
+  peer_id coordinator_ = 0;
+  std::optional<timer_id> timer_;
+  bool finished_ = false;
+  rate_limiter malformed_warnings_;
+};
+
+/// Spawns a shard_owner_actor, binds `listen` for workers, connects to the coordinator at
+/// `coordinator` and returns the actor and the bound endpoint (which the owner announces to workers).
+[[nodiscard]] expected<std::pair<actor_ref<shard_owner_actor>, std::string>> start_shard_owner(
+    actor_system& system, shard_owner_actor_config config, const transport_factory& make_link,
+    const std::string& listen, const std::string& coordinator, std::shared_ptr<transport>* link_out = nullptr,
+    const connect_options& connect = {});
+
+}  // namespace prsgd::actors

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "prsgd/actors/protocol.hpp"
+#include "prsgd/common/clock.hpp"
+
+namespace prsgd::actors {
+
+/// Configures a shard owner: slice `shard` of `shards` of every model of one sharded job.
+struct shard_owner_config {
+  std::uint64_t shard = 0;
+  std::uint64_t shards = 1;
+  /// The endpoint workers reach this owner at (announced to the coordinator, which puts it in WELCOME).
+  std::string endpoint;
+  /// This owner process's random nonce (a restarted owner is a new one).
+  incarnation_t incarnation = 0;
+  /// How often SHARD_HELLO goes to the coordinator (until SHARD_SETUP names another interval).
+  std::chrono::nanoseconds heartbeat_interval{std::chrono::seconds(1)};
+  /// A member may have at most this many slices (different tokens) waiting per round; more are dropped.
+  std::size_t slices_per_member = 4;
+};
+
+/// Holds one message a shard owner wants sent: to the coordinator, or to the worker connection `peer`.
+struct owner_send {
+  bool to_coordinator = true;
+  origin_t peer = 0;
+  shard_msg msg;
+};
+
+/// Lists what an owner shell must do after feeding one event to shard_owner_core, in this order.
+struct owner_actions {
+  std::vector<owner_send> sends;
+  /// Set once the owner must end: STOP from the coordinator (empty `failed`), or a broken invariant of
+  /// the job that makes its slice useless (`failed` says which; the process exits 1).
+  bool stopped = false;
+  std::optional<std::string> failed;
+  /// Arm the timer that calls tick() at this time.
+  std::optional<clock_source::time_point> wakeup;
+};
+
+/// Holds slice k of x̄ for a sharded job and averages it: the workers send it slice k of their models
+/// (SHARD_SLICE; each is acknowledged to the coordinator with its update norm, SHARD_ACK); when the
+/// coordinator closes a barrier it names the members to combine and their samples and steps
+/// (SHARD_ROUND), and the owner combines exactly those slices with the job's rule, sends slice k of the
+/// new x̄ to the round's members (SHARD_AVERAGE) and reports its checksum (SHARD_REPORT, with the slice
+/// when the coordinator needs x̄). It never sees whole models, and it averages only what the coordinator
+/// names, so a member's submission counts at most once.
+///
+/// Sans-IO: the shell feeds it decoded messages with the worker connection they came in on, and tick()
+/// when the wakeup is due. Not thread-safe; used only on the owning actor's strand.
+///
+/// ```
+///   start() ──► registering ──(1) SHARD_SETUP──► holding x̄_r ──(2) SHARD_ROUND(r+1, combine)──┐
+///                  ▲   │ SHARD_HELLO every            │  ▲  slices of round r are acked     │
+///                  │   │ heartbeat interval           │  └────────── x̄_{r+1}, recipients ◄───┘
+///                  │   └──────────────────────────────┼──── (3) SHARD_SETUP of a newer coordinator
+///                  │                                  │        incarnation: start over from its x̄
+///                  └──────────────────────────────────┴──── (4) STOP ──► stopped
+/// ```
+class shard_owner_core {
+ public:
+  shard_owner_core(shard_owner_config config, const clock_source& clk);
+
+  /// Starts registering: SHARD_HELLO to the coordinator, then every heartbeat interval.
+  [[nodiscard]] owner_actions start();
+  /// Handles SHARD_SETUP, SHARD_ROUND or STOP from the coordinator; anything else is ignored.
+  [[nodiscard]] owner_actions on_coordinator(const shard_msg& msg);
+  /// Handles SHARD_SLICE from the worker connection `from`: a slice of a member's model, or without a
+  /// model the connection the member listens on.
+  [[nodiscard]] owner_actions on_slice(const shard_slice_msg& msg, origin_t from);
+  /// Handles time: the next SHARD_HELLO.
+  [[nodiscard]] owner_actions tick();
+
+  /// Returns true once a SHARD_SETUP arrived.
+  [[nodiscard]] bool ready() const noexcept { return ready_; }
+  /// Returns the round of the slice of x̄ the owner holds.
+  [[nodiscard]] round_t round() const noexcept { return round_; }
+  /// Returns the slice of x̄_round() (empty before SHARD_SETUP).
+  [[nodiscard]] const flat_buffer& slice() const noexcept { return slice_; }
+  /// Returns the slices of the open round received so far (accepted ones only).
+  [[nodiscard]] std::size_t pending_slices() const noexcept { return slices_.size(); }
+
+ private:
+  struct held_slice {
+    flat_buffer model;
+    origin_t from = 0;
+  };
+  void hello(owner_actions& out);
+  void combine(const shard_round_msg& order);
+  void serve(owner_actions& out, const shard_recipient& to);
+  void report(owner_actions& out, bool fetch, bool ok, std::string why);
+  [[nodiscard]] owner_actions finish(owner_actions out);
+
+  shard_owner_config config_;
+  const clock_source* clock_;
+  bool ready_ = false;
+  bool stopped_ = false;
+  incarnation_t coordinator_ = 0;
+  round_t round_ = 0;
+  std::uint64_t offset_ = 0;
+  std::uint64_t length_ = 0;
+  flat_buffer slice_;
+  std::chrono::nanoseconds hello_every_;
+  clock_source::time_point next_hello_{};
+  /// Slices of the open round, by (member, token).
+  std::map<std::pair<member_id, session_token>, held_slice> slices_;
+  /// The connection each member listens on, with the token it named.
+  std::map<member_id, std::pair<session_token, origin_t>> routes_;
+  /// The members that get x̄_round(), and those already sent it.
+  std::set<std::pair<member_id, session_token>> recipients_;
+  std::set<std::pair<member_id, session_token>> served_;
+  /// A combine that found an input missing or failed: reported with every later SHARD_REPORT.
+  std::optional<std::string> broken_;
+};
+
+/// Returns the 64-bit FNV-1a hash of the bytes of `values` (SHARD_REPORT's checksum).
+[[nodiscard]] std::uint64_t slice_checksum(const std::vector<float>& values) noexcept;
+
+}  // namespace prsgd::actors

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "prsgd/actors/shard_owner_core.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "prsgd/actors/codec.hpp"
+#include "prsgd/algorithms/averaging.hpp"
+
+namespace prsgd::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+flat_buffer values(std::vector<float> v) { return std::make_shared<const std::vector<float>>(std::move(v)); }
+
+template <class M>
+std::vector<M> sent(const owner_actions& a) {
+  std::vector<M> out;
+  for (const auto& s : a.sends) {
+    if (const auto* m = std::get_if<M>(&s.msg)) {
+      out.push_back(*m);
+    }
+  }
+  return out;
+}
+
+// Owner 1 of 2 of a 5-value model holds values [3, 5).
+class ShardOwnerCoreTest : public ::testing::Test {
+ protected:
+  ShardOwnerCoreTest() : owner_(shard_owner_config{1, 2, "tcp://owner", 42, 100ms, 4}, clk_) {
+    (void)owner_.start();
+    shard_setup_msg setup{42, 9, 5, 1, 2, slice_begin(5, 2, 1), 5, 100ms, values({1.0F, 2.0F})};
+    (void)owner_.on_coordinator(setup);
+  }
+  fake_clock clk_;
+  shard_owner_core owner_;
+};
+
+TEST_F(ShardOwnerCoreTest, SlicesAreContiguousAndCoverTheModel) {
+  EXPECT_EQ(slice_begin(5, 2, 0), 0U);
+  EXPECT_EQ(slice_begin(5, 2, 1), 3U);
+  EXPECT_EQ(slice_begin(5, 2, 2), 5U);
+  EXPECT_EQ(slice_begin(7, 3, 3), 7U);
+  EXPECT_TRUE(owner_.ready());
+  EXPECT_EQ(owner_.round(), 5U);
+}
+
+TEST_F(ShardOwnerCoreTest, AcksSlicesAndCombinesOnlyTheNamedMembers) {
+  auto a = owner_.on_slice({1, 11, 5, 1, values({3.0F, 2.0F})}, 100);
+  auto acks = sent<shard_ack_msg>(a);
+  ASSERT_EQ(acks.size(), 1U);
+  EXPECT_TRUE(acks[0].ok);
+  EXPECT_DOUBLE_EQ(acks[0].norm2, 4.0);  // (3 - 1)^2 + (2 - 2)^2
+  (void)owner_.on_slice({2, 22, 5, 1, values({5.0F, 6.0F})}, 200);
+  // A member the coordinator does not name (say, removed by a deadline) is left out.
+  (void)owner_.on_slice({3, 33, 5, 1, values({100.0F, 100.0F})}, 300);
+  // Wrong size and NaN are acknowledged as not ok and never held.
+  EXPECT_FALSE(sent<shard_ack_msg>(owner_.on_slice({4, 44, 5, 1, values({1.0F})}, 400))[0].ok);
+  EXPECT_FALSE(sent<shard_ack_msg>(
+                   owner_.on_slice({5, 55, 5, 1, values({std::numeric_limits<float>::quiet_NaN(), 1.0F})}, 500))[0]
+                   .ok);
+  EXPECT_EQ(owner_.pending_slices(), 3U);
+
+  shard_round_msg order;
+  order.averager_incarnation = 9;
+  order.round = 6;
+  order.combine = true;
+  order.inputs = {{1, 11, 32, 4}, {2, 22, 32, 4}};
+  order.rule = static_cast<std::uint8_t>(algorithms::averaging_rule::by_samples);
+  order.recipients = {{1, 11}, {2, 22}, {6, 66}};
+  order.fetch = true;
+  a = owner_.on_coordinator(order);
+  EXPECT_EQ(owner_.round(), 6U);
+  ASSERT_EQ(*owner_.slice(), (std::vector<float>{4.0F, 4.0F}));
+  const auto averages = sent<shard_average_msg>(a);
+  ASSERT_EQ(averages.size(), 2U) << "member 6 has not attached yet";
+  EXPECT_EQ(a.sends[0].peer, 100U);
+  const auto reports = sent<shard_report_msg>(a);
+  ASSERT_EQ(reports.size(), 1U);
+  EXPECT_TRUE(reports[0].ok);
+  ASSERT_TRUE(reports[0].model);
+  EXPECT_EQ(reports[0].checksum, slice_checksum(*owner_.slice()));
+  // Member 6 attaches later (a SHARD_SLICE without a model) and gets x̄_6's slice then.
+  a = owner_.on_slice({6, 66, 0, 1, {}}, 600);
+  ASSERT_EQ(sent<shard_average_msg>(a).size(), 1U);
+  EXPECT_EQ(a.sends[0].peer, 600U);
+  // A slice of the closed round is late.
+  EXPECT_TRUE(owner_.on_slice({1, 11, 5, 1, values({3.0F, 2.0F})}, 100).sends.empty());
+}
+
+TEST_F(ShardOwnerCoreTest, AMissingInputIsReportedNotAveragedAround) {
+  shard_round_msg order;
+  order.averager_incarnation = 9;
+  order.round = 6;
+  order.combine = true;
+  order.inputs = {{1, 11, 32, 4}};
+  const auto a = owner_.on_coordinator(order);
+  const auto reports = sent<shard_report_msg>(a);
+  ASSERT_EQ(reports.size(), 1U);
+  EXPECT_FALSE(reports[0].ok);
+  EXPECT_NE(reports[0].why.find("member 1"), std::string::npos);
+  EXPECT_EQ(owner_.round(), 5U);
+}
+
+TEST_F(ShardOwnerCoreTest, ASliceUnderAnotherTokenDoesNotReplaceTheMembers) {
+  (void)owner_.on_slice({1, 11, 5, 1, values({3.0F, 2.0F})}, 100);
+  (void)owner_.on_slice({1, 999, 5, 1, values({50.0F, 50.0F})}, 700);  // a forger naming member 1
+  shard_round_msg order;
+  order.averager_incarnation = 9;
+  order.round = 6;
+  order.combine = true;
+  order.inputs = {{1, 11, 32, 4}};
+  (void)owner_.on_coordinator(order);
+  EXPECT_EQ(*owner_.slice(), (std::vector<float>{3.0F, 2.0F}));
+}
+
+TEST(ShardCodecTest, ShardMessagesRoundTrip) {
+  shard_round_msg order;
+  order.averager_incarnation = 3;
+  order.round = 17;
+  order.combine = true;
+  order.inputs = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+  order.rule = 2;
+  order.aggregate = 1;
+  order.trim = 0.25;
+  order.recipients = {{1, 2}};
+  order.fetch = true;
+  auto back = decode_shard(encode(shard_msg{order}));
+  ASSERT_TRUE(back) << back.error().message();
+  const auto& o = std::get<shard_round_msg>(*back);
+  EXPECT_EQ(o.inputs, order.inputs);
+  EXPECT_EQ(o.recipients, order.recipients);
+  EXPECT_TRUE(o.fetch);
+  EXPECT_DOUBLE_EQ(o.trim, 0.25);
+
+  auto slice = decode_shard(encode(shard_msg{shard_slice_msg{4, 5, 6, 1, values({1.0F, 2.0F})}}));
+  ASSERT_TRUE(slice);
+  EXPECT_EQ(*std::get<shard_slice_msg>(*slice).model, (std::vector<float>{1.0F, 2.0F}));
+  auto attach = decode_shard(encode(shard_msg{shard_slice_msg{4, 5, 0, 1, {}}}));
+  ASSERT_TRUE(attach);
+  EXPECT_FALSE(std::get<shard_slice_msg>(*attach).model);
+
+  // A sliced MODEL is a header; with a payload it is malformed.
+  model_msg m;
+  m.sliced = true;
+  auto header = decode_to_averager(encode(to_averager{m}));
+  ASSERT_TRUE(header);
+  EXPECT_TRUE(std::get<model_msg>(*header).sliced);
+  m.params = values({1.0F});
+  EXPECT_FALSE(decode_to_averager(encode(to_averager{m})));
+  // A worker message is not a shard message.
+  EXPECT_FALSE(decode_shard(encode(to_averager{join_msg{}})));
+}
+
+}  // namespace
+}  // namespace prsgd::actors
