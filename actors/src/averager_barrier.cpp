@@ -390,7 +390,8 @@ void averager_core::advance_round(std::vector<float> next) {
 std::vector<float> averager_core::settle_change(std::vector<float> next) {
   restart_change_.reset();
   const auto dtype = config_.spec.wire;
-  if (!algorithms::lossy(dtype) || !model_ || model_->size() != next.size()) {
+  // Sharded: each owner settles its slice's change itself (shard_owner_core).
+  if (sharded() || !algorithms::lossy(dtype) || !model_ || model_->size() != next.size()) {
     return next;
   }
   const auto& prev = *model_;

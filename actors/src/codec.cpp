@@ -524,7 +524,7 @@ multipart encode_one(const shard_hello_msg& m) {
 }
 
 multipart encode_one(const shard_setup_msg& m) {
-  header_writer w{wire_type::shard_setup, common_fields + 6};
+  header_writer w{wire_type::shard_setup, common_fields + 7};
   w.put("m", std::uint64_t{0});
   w.put("i", m.incarnation);
   w.put("a", m.averager_incarnation);
@@ -534,6 +534,7 @@ multipart encode_one(const shard_setup_msg& m) {
   w.put("of", m.offset);
   w.put("ms", m.model_size);
   w.put("hb", static_cast<std::int64_t>(m.heartbeat_interval.count()));
+  w.put("wd", dtype_name(m.wire));
   w.put("n", floats_in(m.model));
   return {w.finish(), payload_of(m.model)};
 }
@@ -563,7 +564,7 @@ multipart encode_one(const shard_round_msg& m) {
 }
 
 multipart encode_one(const shard_slice_msg& m) {
-  header_writer w{wire_type::shard_slice, common_fields + 3};
+  header_writer w{wire_type::shard_slice, common_fields + 5};
   w.put("m", m.member);
   w.put("i", std::uint64_t{0});
   w.put("a", std::uint64_t{0});
@@ -571,7 +572,9 @@ multipart encode_one(const shard_slice_msg& m) {
   w.put("k", m.token);
   w.put("sk", m.shard);
   w.put("n", floats_in(m.model));
-  return {w.finish(), payload_of(m.model)};
+  w.put("wd", dtype_name(m.dtype));
+  w.put("dl", m.delta);
+  return {w.finish(), payload_of(m.model, m.dtype)};
 }
 
 multipart encode_one(const shard_ack_msg& m) {
@@ -588,7 +591,7 @@ multipart encode_one(const shard_ack_msg& m) {
 }
 
 multipart encode_one(const shard_average_msg& m) {
-  header_writer w{wire_type::shard_average, common_fields + 3};
+  header_writer w{wire_type::shard_average, common_fields + 4 + (m.base ? 1 : 0)};
   w.put("m", m.member);
   w.put("i", std::uint64_t{0});
   w.put("a", std::uint64_t{0});
@@ -596,7 +599,11 @@ multipart encode_one(const shard_average_msg& m) {
   w.put("k", m.token);
   w.put("sk", m.shard);
   w.put("n", floats_in(m.model));
-  return {w.finish(), payload_of(m.model)};
+  w.put("wd", dtype_name(m.dtype));
+  if (m.base) {
+    w.put("wb", *m.base);
+  }
+  return {w.finish(), payload_of(m.model, m.dtype)};
 }
 
 multipart encode_one(const shard_report_msg& m) {
@@ -1012,8 +1019,9 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
     return std::move(parsed).error();
   }
   // Reads frame 1; an empty payload means "no model".
-  const auto payload = [&](const header_reader& r) -> expected<flat_buffer> {
-    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+  const auto payload = [&](const header_reader& r,
+                           algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) -> expected<flat_buffer> {
+    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits, dtype);
     if (!p) {
       return std::move(p).error();
     }
@@ -1047,6 +1055,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         m.offset = r.get<std::uint64_t>("of");
         m.model_size = r.get<std::uint64_t>("ms");
         m.heartbeat_interval = std::chrono::nanoseconds{r.get<std::int64_t>("hb")};
+        m.wire = get_dtype(r, "wd");
         if (m.shards == 0 || m.shard >= m.shards) {
           throw std::range_error("shard " + std::to_string(m.shard) + " of " + std::to_string(m.shards));
         }
@@ -1081,14 +1090,20 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         const session_token token = r.get<session_token>("k");
         const round_t round = r.get<round_t>("r");
         const auto shard = r.get<std::uint64_t>("sk");
-        auto p = payload(r);
+        const auto dtype = get_dtype(r, "wd");
+        auto p = payload(r, dtype);
         if (!p) {
           return std::move(p).error();
         }
         if (parsed->type == wire_type::shard_slice) {
-          return shard_msg{shard_slice_msg{member, token, round, shard, std::move(*p)}};
+          return shard_msg{
+              shard_slice_msg{member, token, round, shard, std::move(*p), dtype, r.get_or<bool>("dl", false)}};
         }
-        return shard_msg{shard_average_msg{member, token, round, shard, std::move(*p)}};
+        shard_average_msg m{member, token, round, shard, std::move(*p), dtype};
+        if (r.find("wb") != nullptr) {
+          m.base = r.get<round_t>("wb");
+        }
+        return shard_msg{std::move(m)};
       }
       case wire_type::shard_ack: {
         PRSGD_TRY(expect_no_payload(msg));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -40,14 +41,15 @@ worker_core::worker_core(worker_config config, const clock_source& clk) : config
 
 join_msg worker_core::make_join() const {
   using algorithms::wire_dtype;
-  return join_msg{0,
-                  config_.incarnation,
-                  averager_incarnation_,
-                  last_finished_,
-                  config_.speed_hint,
-                  config_.model_fingerprint,
-                  config_.data_fingerprint,
-                  {wire_dtype::f32, wire_dtype::bf16, wire_dtype::f16, wire_dtype::int8}};
+  join_msg m{0,
+             config_.incarnation,
+             averager_incarnation_,
+             last_finished_,
+             config_.speed_hint,
+             config_.model_fingerprint,
+             config_.data_fingerprint};
+  m.wire_dtypes = {wire_dtype::f32, wire_dtype::bf16, wire_dtype::f16, wire_dtype::int8};
+  return m;
 }
 
 void worker_core::send(actions& out, any_msg m) const { out.sends.push_back({member_, std::move(m), std::nullopt}); }
@@ -76,7 +78,9 @@ void worker_core::rejoin(actions& out) {
   member_ = 0;                     // a new JOIN makes a new member
   token_ = 0;
   ref_.reset();  // a new member gets the whole model in its first RESTART
-  uplink_.reset();
+  for (auto& u : uplinks_) {
+    u.reset();
+  }
   send(out, make_join());
   next_join_ = clock_->now() + config_.join_retry;
 }
@@ -99,6 +103,7 @@ void worker_core::on_welcome(const welcome_msg& m, actions& out) {
     shard_index_ = m.shard_index;
     num_shards_ = m.num_shards;
     spec_ = m.spec;
+    uplinks_.assign(std::max<std::size_t>(m.owners.size(), 1), algorithms::error_feedback{});
     PRSGD_LOG(info, log_component) << "joined as member " << member_ << " (shard " << shard_index_ << " of "
                                    << num_shards_ << ") of averager incarnation " << m.averager_incarnation
                                    << ", admitted at round " << m.admitted_round;
@@ -257,7 +262,17 @@ actions worker_core::on_trained(const train_result& r) {
         v[i] -= (*ref_)[i];
       }
     }
-    m.params = std::make_shared<const std::vector<float>>(uplink_.compress(v, spec_.wire));
+    // Slice by slice (the whole vector in a star): a shard owner decodes its slice alone, and int8 blocks
+    // must not straddle two owners.
+    const std::size_t K = uplinks_.size();
+    auto sent = std::make_shared<std::vector<float>>(v.size());
+    for (std::size_t k = 0; k < K; ++k) {
+      const auto begin = slice_begin(v.size(), K, k);
+      const auto end = slice_begin(v.size(), K, k + 1);
+      const auto part = uplinks_[k].compress(std::span<const float>(v).subspan(begin, end - begin), spec_.wire);
+      std::copy(part.begin(), part.end(), sent->begin() + static_cast<std::ptrdiff_t>(begin));
+    }
+    m.params = std::move(sent);
     m.dtype = spec_.wire;
   }
   if (m.params) {

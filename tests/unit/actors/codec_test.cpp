@@ -139,6 +139,7 @@ TEST(CodecTest, SpecRequestAndReplyRoundTrip) {
   r.spec.lr = 0.07;
   r.spec.momentum = 0.5;
   r.spec.keep_momentum = false;
+  r.spec.wire = algorithms::wire_dtype::int8;
   r.mode = training_mode::minibatch_sgd;
   r.model_size = 19090;
   auto back = decode_to_operator(encode(to_operator{r}));
@@ -452,7 +453,8 @@ TEST(CodecWireDtypeTest, WelcomeAndJoinCarryTheDtypes) {
   ASSERT_TRUE(wb) << wb.error().message();
   EXPECT_EQ(std::get<welcome_msg>(*wb).spec.wire, algorithms::wire_dtype::int8);
 
-  join_msg j{0, 5, 0, 0, 1.0, "m", "d", {algorithms::wire_dtype::f32, algorithms::wire_dtype::bf16}};
+  join_msg j{0, 5, 0, 0, 1.0, "m", "d"};
+  j.wire_dtypes = {algorithms::wire_dtype::f32, algorithms::wire_dtype::bf16};
   auto jb = decode_to_averager(encode(to_averager{j}));
   ASSERT_TRUE(jb) << jb.error().message();
   EXPECT_EQ(std::get<join_msg>(*jb).wire_dtypes, j.wire_dtypes);

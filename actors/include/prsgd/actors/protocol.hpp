@@ -111,15 +111,15 @@ struct join_msg {
   /// The worker's model and data fingerprints (job_spec::model, job_spec::data); empty = not declared.
   std::string model_fingerprint{};
   std::string data_fingerprint{};
-  /// The payload dtypes the worker can read and write (empty: f32 only). A job whose job_spec::wire is
-  /// not among them refuses the JOIN.
-  std::vector<algorithms::wire_dtype> wire_dtypes{};
   /// The worker's own initial model (optional payload; null = none). A job whose averager has no model of
   /// its own (`--model external`) starts from the first one it receives (averager_config::initial_from_join).
   flat_buffer initial_model{};
   /// True when the worker can average in shards (split its MODEL over shard owners and assemble x̄ from
   /// their slices); a sharded job refuses a worker that cannot.
   bool sharding = false;
+  /// The payload dtypes the worker can read and write (empty: f32 only). A job whose job_spec::wire is
+  /// not among them refuses the JOIN.
+  std::vector<algorithms::wire_dtype> wire_dtypes{};
 };
 
 /// Refuses a JOIN for good (averager -> worker): the worker does not fit the job (another model or data
@@ -409,6 +409,8 @@ struct shard_setup_msg {
   std::uint64_t model_size = 0;
   std::chrono::nanoseconds heartbeat_interval{0};
   flat_buffer model;
+  /// The job's wire dtype (job_spec::wire): how the owner's slices of x̄ travel to the members.
+  algorithms::wire_dtype wire = algorithms::wire_dtype::f32;
 };
 
 /// Names one member's submission an owner combines: its id, token, samples and steps (for the weights).
@@ -452,6 +454,10 @@ struct shard_slice_msg {
   round_t round = 0;
   std::uint64_t shard = 0;
   flat_buffer model;
+  /// How `model` travels (job_spec::wire); its values are exactly representable in it.
+  algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
+  /// True when `model` is slice k of the change x_i − x̄_round, not of the model.
+  bool delta = false;
 };
 
 /// Confirms a received slice (owner -> coordinator): whether it had the right size and finite values,
@@ -472,6 +478,10 @@ struct shard_average_msg {
   round_t round = 0;
   std::uint64_t shard = 0;
   flat_buffer model;
+  /// How `model` travels: f32 for a whole slice, job_spec::wire for a change.
+  algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
+  /// Set when `model` is slice k of the change x̄_round − x̄_base, for a member that trained from x̄_base.
+  std::optional<round_t> base{};
 };
 
 /// Reports an owner's slice of x̄_round (owner -> coordinator): its FNV-1a checksum, whether it is

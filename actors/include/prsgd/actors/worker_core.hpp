@@ -117,6 +117,8 @@ class worker_core {
   [[nodiscard]] std::uint64_t models_sent() const noexcept { return models_sent_; }
   /// Returns the model of the last accepted RESTART (empty before one, and after a rejoin).
   [[nodiscard]] const flat_buffer& restart_model() const noexcept { return ref_; }
+  /// Returns the round of restart_model().
+  [[nodiscard]] round_t restart_round() const noexcept { return ref_round_; }
 
  private:
   [[nodiscard]] join_msg make_join() const;
@@ -146,10 +148,11 @@ class worker_core {
   clock_source::time_point next_heartbeat_{};
   clock_source::time_point next_join_{};
   // The model of the last accepted RESTART (round ref_round_), the base of RESTART changes and of MODEL
-  // deltas, and what the lossy dtype dropped from earlier MODELs.
+  // deltas, and what the lossy dtype dropped from earlier MODELs: one residual per slice of a sharded job
+  // (WELCOME's owners; one slice in a star), each slice encoded on its own as the shard owner decodes it.
   flat_buffer ref_;
   round_t ref_round_ = 0;
-  algorithms::error_feedback uplink_;
+  std::vector<algorithms::error_feedback> uplinks_{1};
 };
 
 }  // namespace prsgd::actors
