@@ -164,8 +164,8 @@ TEST_F(ShardedTest, LossyWireDtypesGiveEveryWorkerTheOwnersModelBitForBit) {
     const auto metrics = job_.path(dtype + ".jsonl");
     const auto logs = job_.path("logs-" + dtype);
     auto args = job_args("sharded", metrics, 8);
-    std::vector<std::string> local{"local", "--workers", "3", "--shards", "2", "--wire-dtype", dtype,
-                                   "--log-dir", logs, "--log-level", "debug"};
+    std::vector<std::string> local{"local", "--workers", "3",  "--shards",    "2",    "--wire-dtype",
+                                   dtype,   "--log-dir", logs, "--log-level", "debug"};
     *(std::find(args.begin(), args.end(), "--eval-every") + 1) = "8";  // the last round is scored
     local.insert(local.end(), args.begin(), args.end());
     const pid_t pid = job_.start("local-" + dtype, local);
