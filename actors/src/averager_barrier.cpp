@@ -4,6 +4,7 @@
 #include "averager_core_detail.hpp"
 
 #include "prsgd/algorithms/schedule.hpp"
+#include "prsgd/algorithms/wire_change.hpp"
 #include "prsgd/common/check.hpp"
 #include "prsgd/common/log.hpp"
 
@@ -394,25 +395,12 @@ std::vector<float> averager_core::settle_change(std::vector<float> next) {
   if (sharded() || !algorithms::lossy(dtype) || !model_ || model_->size() != next.size()) {
     return next;
   }
-  const auto& prev = *model_;
-  for (std::size_t i = 0; i < next.size(); ++i) {
-    next[i] -= prev[i];
-  }
-  auto change = downlink_.compress(next, dtype);
-  if (!all_finite(change)) {
-    // f16 overflow (a change beyond 65504): send this round's x̄ whole, as f32, to everyone.
-    downlink_.reset();
-    for (std::size_t i = 0; i < next.size(); ++i) {
-      next[i] += prev[i];
-    }
-    return next;
-  }
   // Every member rebuilds x̄_{r+1} = x̄_r + change with the same float32 additions, so this is bit for bit
-  // the model they train from and the one checkpoints record.
-  for (std::size_t i = 0; i < next.size(); ++i) {
-    next[i] = prev[i] + change[i];
+  // the model they train from and the one checkpoints record. A change beyond f16's range is not sent:
+  // this round's x̄ goes whole, as f32, to everyone.
+  if (auto change = algorithms::settle_change(*model_, next, dtype, downlink_)) {
+    restart_change_ = std::make_shared<const std::vector<float>>(std::move(*change));
   }
-  restart_change_ = std::make_shared<const std::vector<float>>(std::move(change));
   return next;
 }
 

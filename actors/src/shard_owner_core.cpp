@@ -10,6 +10,7 @@
 
 #include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/averaging.hpp"
+#include "prsgd/algorithms/wire_change.hpp"
 #include "prsgd/common/log.hpp"
 
 namespace prsgd::actors {
@@ -191,23 +192,9 @@ std::vector<float> shard_owner_core::settle_change(std::vector<float> next) {
   if (!algorithms::lossy(wire_) || next.size() != slice_->size()) {
     return next;
   }
-  const auto& prev = *slice_;
-  for (std::size_t i = 0; i < next.size(); ++i) {
-    next[i] -= prev[i];
-  }
-  auto change = downlink_.compress(next, wire_);
-  if (!std::all_of(change.begin(), change.end(), [](float v) { return std::isfinite(v); })) {
-    // f16 overflow (a change beyond 65504): this round's slice goes whole, as f32, to everyone.
-    downlink_.reset();
-    for (std::size_t i = 0; i < next.size(); ++i) {
-      next[i] += prev[i];
-    }
-    return next;
-  }
-  for (std::size_t i = 0; i < next.size(); ++i) {
-    next[i] = prev[i] + change[i];
-  }
-  change_ = std::make_shared<const std::vector<float>>(std::move(change));
+  if (auto change = algorithms::settle_change(*slice_, next, wire_, downlink_)) {
+    change_ = std::make_shared<const std::vector<float>>(std::move(*change));
+  }  // else f16 overflow (a change beyond 65504): this round's slice goes whole, as f32, to everyone
   return next;
 }
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/algorithms/wire_dtype.hpp"
 
+#include "prsgd/algorithms/wire_change.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -290,6 +292,23 @@ std::vector<float> error_feedback::compress(std::span<const float> v, wire_dtype
     residual_.clear();
   }
   return sent;
+}
+
+std::optional<std::vector<float>> settle_change(std::span<const float> prev, std::vector<float>& next, wire_dtype dtype,
+                                                error_feedback& feedback) {
+  std::vector<float> step(next.size());
+  for (std::size_t i = 0; i < next.size(); ++i) {
+    step[i] = next[i] - prev[i];
+  }
+  auto change = feedback.compress(step, dtype);
+  if (!std::all_of(change.begin(), change.end(), [](float v) { return std::isfinite(v); })) {
+    feedback.reset();
+    return std::nullopt;
+  }
+  for (std::size_t i = 0; i < next.size(); ++i) {
+    next[i] = prev[i] + change[i];
+  }
+  return change;
 }
 
 }  // namespace prsgd::algorithms
