@@ -242,6 +242,7 @@ void averager_actor::on_shard(peer_id peer, const shard_msg& msg) {
                             config_.core.heartbeat_interval,
                             std::make_shared<const std::vector<float>>(x.begin() + static_cast<std::ptrdiff_t>(begin),
                                                                        x.begin() + static_cast<std::ptrdiff_t>(end))};
+      setup.wire = config_.core.spec.wire;
       (void)link_->send(peer, encode(shard_msg{std::move(setup)}));
     } else {
       fail_job("shard owner " + std::to_string(hello->shard) + "/" + std::to_string(owners_.size()) +
@@ -282,6 +283,8 @@ void averager_actor::on_shard(peer_id peer, const shard_msg& msg) {
       fail_job(who + " cannot go on: " + report->why);
       return;
     }
+    PRSGD_LOG(debug, "averager") << "x̄ of round " << report->round << " slice " << report->shard << " checksum "
+                                 << report->checksum;
     if (!report->model) {
       return;
     }

@@ -4,6 +4,7 @@
 #include "averager_core_detail.hpp"
 
 #include "prsgd/algorithms/schedule.hpp"
+#include "prsgd/algorithms/wire_change.hpp"
 #include "prsgd/common/check.hpp"
 #include "prsgd/common/log.hpp"
 
@@ -376,6 +377,7 @@ void averager_core::account() {
 void averager_core::advance_round(std::vector<float> next) {
   bytes_in_ += round_bytes_in_;
   bytes_out_ += round_bytes_out_;
+  next = settle_change(std::move(next));
   ++round_;
   model_ = std::make_shared<const std::vector<float>>(std::move(next));
   submissions_.clear();
@@ -384,6 +386,26 @@ void averager_core::advance_round(std::vector<float> next) {
   round_bytes_out_ = 0;
   round_counters_ = {};
   prune_accounting();
+}
+
+std::vector<float> averager_core::settle_change(std::vector<float> next) {
+  restart_change_.reset();
+  const auto dtype = config_.spec.wire;
+  // Sharded: each owner settles its slice's change itself (shard_owner_core).
+  if (sharded() || !algorithms::lossy(dtype) || !model_ || model_->size() != next.size()) {
+    return next;
+  }
+  // Every member rebuilds x̄_{r+1} = x̄_r + change with the same float32 additions, so this is bit for bit
+  // the model they train from and the one checkpoints record. A change beyond f16's range is not sent:
+  // this round's x̄ goes whole, as f32, to everyone.
+  if (auto change = algorithms::settle_change(*model_, next, dtype, downlink_)) {
+    restart_change_ = std::make_shared<const std::vector<float>>(std::move(*change));
+  }
+  return next;
+}
+
+std::uint64_t averager_core::wire_bytes(const flat_buffer& values, algorithms::wire_dtype dtype) {
+  return values ? algorithms::encoded_size(dtype, values->size()) : 0;
 }
 
 // Takes a checkpoint of round r (x̄_r and the schedule) after every checkpoint_every-th trained round. It

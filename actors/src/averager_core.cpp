@@ -369,6 +369,7 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
   }
   e.shard = *shard;
   pending_[id] = e;
+  file_silence_due(id, e);
   joins_[{from, m.incarnation}] = id;
   PRSGD_LOG(info, log_component) << "worker joins as member " << id << " (shard " << *shard << " of " << num_shards_
                                  << "); admitted at the next barrier";
@@ -410,7 +411,14 @@ actions averager_core::on_heartbeat(const heartbeat_msg& m, origin_t from) {
   for (auto* set : {&members_, &pending_}) {
     if (auto it = set->find(m.member); it != set->end()) {
       if (it->second.incarnation == m.incarnation) {
-        it->second.last_seen = clock_->now();
+        auto& e = it->second;
+        e.last_seen = clock_->now();
+        if (m.transfer_bytes > 0) {
+          // Its MODEL is on the way behind this heartbeat: allow for the transfer.
+          e.transfer_until =
+              std::max(e.transfer_until, e.last_seen + config_.heartbeat_timeout +
+                                             transfer_allowance(m.transfer_bytes, config_.slowest_link_bytes_per_s));
+        }
         return with_wakeup(std::move(out));
       }
       if (m.incarnation < it->second.incarnation) {
@@ -423,19 +431,35 @@ actions averager_core::on_heartbeat(const heartbeat_msg& m, origin_t from) {
   return with_wakeup(std::move(out));
 }
 
-actions averager_core::on_model(const model_msg& m, origin_t from) {
+actions averager_core::on_model(const model_msg& msg, origin_t from) {
   actions out;
   if (state_ == averager_state::stopped) {
     return with_wakeup(std::move(out));
   }
-  if (m.params) {
-    round_bytes_in_ += m.params->size() * sizeof(float);
+  if (msg.params) {
+    const auto bytes = wire_bytes(msg.params, msg.dtype);
+    round_bytes_in_ += bytes;
     for (auto* set : {&members_, &pending_}) {
-      if (auto it = set->find(m.member); it != set->end()) {
-        it->second.bytes_in += m.params->size() * sizeof(float);
+      if (auto it = set->find(msg.member); it != set->end()) {
+        it->second.bytes_in += bytes;
       }
     }
   }
+  // A change x_i − x̄_r becomes the model x̄_r + change; one for another round or of the wrong size is left as
+  // it is and refused below (late, round or size).
+  std::optional<model_msg> rebuilt;
+  if (msg.delta && msg.params && msg.round == round_ && msg.averager_incarnation == incarnation_ && model_ &&
+      msg.params->size() == model_->size()) {
+    rebuilt = msg;
+    auto full = std::make_shared<std::vector<float>>(*model_);
+    const auto& d = *msg.params;
+    for (std::size_t i = 0; i < full->size(); ++i) {
+      (*full)[i] += d[i];
+    }
+    rebuilt->params = std::move(full);
+    rebuilt->delta = false;
+  }
+  const model_msg& m = rebuilt ? *rebuilt : msg;
   if (!authorised(m.member, m.token, from, "MODEL")) {
     return with_wakeup(std::move(out));
   }
@@ -536,6 +560,7 @@ actions averager_core::on_model(const model_msg& m, origin_t from) {
   }
   it->second.missed = 0;
   it->second.send_failures = 0;
+  it->second.holds = m.round;
   submissions_[m.member] = submission{m, clock_->now()};
   record(m, submission_status::accepted, "");
   if (config_.idle_rounds > 0) {
@@ -564,7 +589,7 @@ actions averager_core::tick() {
   std::vector<member_id> silent;
   for (const auto* set : {&members_, &pending_}) {
     for (const auto& [id, e] : *set) {
-      if (now - e.last_seen > config_.heartbeat_timeout) {
+      if (now >= silence_due(e)) {
         silent.push_back(id);
       }
     }
@@ -664,10 +689,8 @@ std::optional<clock_source::time_point> averager_core::next_wakeup() const {
     return std::nullopt;
   }
   clock_source::time_point t = next_heartbeat_;
-  for (const auto* set : {&members_, &pending_}) {
-    for (const auto& [id, e] : *set) {
-      t = std::min(t, e.last_seen + config_.heartbeat_timeout + clock_source::duration{1});
-    }
+  if (auto due = earliest_silence_due()) {
+    t = std::min(t, *due);
   }
   // A deadline that passed without a quorum needs no timer: the next accepted MODEL closes the barrier.
   if (state_ == averager_state::collecting && deadline_ && *deadline_ > clock_->now()) {
@@ -680,13 +703,47 @@ std::optional<clock_source::time_point> averager_core::next_wakeup() const {
     t = std::min(t, *idle_cutoff_);
   }
   if (state_ == averager_state::collecting) {
-    for (const auto& [id, e] : members_) {
-      if (e.resend_at) {
-        t = std::min(t, *e.resend_at);
-      }
+    if (auto due = earliest_resend_due()) {
+      t = std::min(t, *due);
     }
   }
   return t;
+}
+
+clock_source::time_point averager_core::silence_due(const member_entry& e) const {
+  return std::max(e.last_seen + config_.heartbeat_timeout, e.transfer_until) + clock_source::duration{1};
+}
+
+void averager_core::file_silence_due(member_id id, const member_entry& e) { silence_due_.emplace(silence_due(e), id); }
+
+std::optional<clock_source::time_point> averager_core::earliest_silence_due() const {
+  while (!silence_due_.empty()) {
+    const auto [t, id] = silence_due_.top();
+    const member_entry* e = find_entry(id);
+    if (e == nullptr) {
+      silence_due_.pop();  // removed since
+      continue;
+    }
+    const auto due = silence_due(*e);
+    if (due == t) {
+      return t;
+    }
+    silence_due_.pop();  // heard from since: file it at its current deadline
+    silence_due_.emplace(due, id);
+  }
+  return std::nullopt;
+}
+
+std::optional<clock_source::time_point> averager_core::earliest_resend_due() const {
+  while (!resend_due_.empty()) {
+    const auto [t, id] = resend_due_.top();
+    auto it = members_.find(id);
+    if (it != members_.end() && it->second.resend_at == t) {
+      return t;
+    }
+    resend_due_.pop();  // sent, rescheduled or removed since
+  }
+  return std::nullopt;
 }
 
 actions averager_core::with_wakeup(actions out) const {

@@ -222,6 +222,11 @@ restart_msg averager_core::make_restart(member_id id) const {
   // Sharded: the header only; the member assembles x̄_r from the owners' slices.
   restart_msg m{id,         e.incarnation,    incarnation_, round_, sharded() ? flat_buffer{} : model_,
                 e.interval, round_step_size_, config_.mode, {}};
+  if (!sharded() && restart_change_ && round_ > 0 && e.holds == round_ - 1) {
+    m.model = restart_change_;  // the member rebuilds x̄_r from the x̄_{r−1} it trained from
+    m.dtype = config_.spec.wire;
+    m.base = round_ - 1;
+  }
   if (auto g = grants_.find(id); g != grants_.end()) {
     m.ranges.reserve(g->second.size());
     for (const auto& r : g->second) {
@@ -301,13 +306,22 @@ void averager_core::send_restart(actions& out, member_id id) {
   }
   e.restarted = round_;
   e.resend_at.reset();
-  send_to(out, id, make_restart(id));
+  auto m = make_restart(id);
+  const auto bytes = wire_bytes(m.model, m.dtype);
+  if (bytes > 0) {
+    // Announce the payload on the same connection, ahead of it: the worker does not take us for gone
+    // while it is in flight (docs/decisions/0024).
+    heartbeat_msg hb{id, e.incarnation, incarnation_, round_, true};
+    hb.transfer_bytes = bytes;
+    send_to(out, id, hb);
+  }
+  send_to(out, id, std::move(m));
   if (sharded()) {
     order_recipient(out, id);
     return;
   }
-  round_bytes_out_ += model_size_ * sizeof(float);
-  e.bytes_out += model_size_ * sizeof(float);
+  round_bytes_out_ += bytes;
+  e.bytes_out += bytes;
 }
 
 void averager_core::order_recipient(actions& out, member_id id) const {
@@ -348,6 +362,7 @@ actions averager_core::on_send_failed(member_id member, const any_msg& msg, errc
   if (code == errc::overloaded && e.send_failures <= config_.send_retries) {
     e.restarted.reset();  // send_restart may send this round's RESTART once more
     e.resend_at = clock_->now() + config_.heartbeat_interval;
+    resend_due_.emplace(*e.resend_at, member);
     if (warnings_->send_failed.allow(clock_->now())) {
       PRSGD_LOG(warn, log_component) << "RESTART of round " << round_ << " to worker " << member << " not sent ("
                                      << to_string(code) << "); retry " << e.send_failures << " of "
@@ -451,6 +466,17 @@ std::optional<std::string> averager_core::mismatch(const join_msg& m) const {
   }
   if (!labels.empty() && !declared_labels_.empty() && labels != declared_labels_) {
     return "data mismatch: the job's members train on" + declared_labels_ + ", the worker has" + labels;
+  }
+  const auto wire = config_.spec.wire;
+  const bool reads = wire == algorithms::wire_dtype::f32 ||
+                     std::find(m.wire_dtypes.begin(), m.wire_dtypes.end(), wire) != m.wire_dtypes.end();
+  if (!reads) {
+    std::string has;
+    for (const auto d : m.wire_dtypes) {
+      has += (has.empty() ? "" : ", ") + std::string{algorithms::to_string(d)};
+    }
+    return "wire dtype mismatch: the job sends " + std::string{algorithms::to_string(wire)} +
+           " payloads, the worker reads " + (has.empty() ? std::string{"f32"} : has) + " only";
   }
   return std::nullopt;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -102,12 +103,17 @@ void put_common(header_writer& w, const M& m) {
 }
 constexpr std::size_t common_fields = 4;
 
-frame payload_of(const flat_buffer& buf) {
+frame payload_of(const flat_buffer& buf, algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) {
   if (!buf) {
     return frame{};
   }
-  return frame::share(buf);
+  if (dtype == algorithms::wire_dtype::f32) {
+    return frame::share(buf);
+  }
+  return frame::take(algorithms::encode(*buf, dtype));
 }
+
+std::string dtype_name(algorithms::wire_dtype dtype) { return std::string{algorithms::to_string(dtype)}; }
 
 // Reads fields from a decoded header map; every getter validates type and presence. Looks keys up by a
 // linear scan of the map (headers have a dozen keys, a status entry a few dozen): no copies, no allocation.
@@ -155,6 +161,16 @@ void get_common(const header_reader& r, M& m) {
   m.incarnation = r.get<incarnation_t>("i");
   m.averager_incarnation = r.get<incarnation_t>("a");
   m.round = r.get<round_t>("r");
+}
+
+// Reads an optional dtype field (absent: f32); an unknown name is decode_failed.
+algorithms::wire_dtype get_dtype(const header_reader& r, const char* key) {
+  const auto name = r.get_or<std::string>(key, "f32");
+  auto d = algorithms::parse_wire_dtype(name);
+  if (!d) {
+    throw std::range_error(d.error().message());
+  }
+  return *d;
 }
 
 training_mode get_mode(const header_reader& r) {
@@ -214,8 +230,9 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
   return out;
 }
 
-// Copies frame 1 into a fresh float buffer after checking it against the declared count.
-expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared, const codec_limits& limits) {
+// Decodes frame 1 (`declared` values sent as `dtype`) into a fresh float buffer after checking its size.
+expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared, const codec_limits& limits,
+                                   algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) {
   if (declared > limits.max_model_floats) {
     return fail(errc::too_large, "model of " + std::to_string(declared) + " floats exceeds the limit of " +
                                      std::to_string(limits.max_model_floats));
@@ -224,13 +241,19 @@ expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared,
     return fail(errc::protocol_error, "header declares a payload but the message has no payload frame");
   }
   const frame& p = msg[1];
-  if (p.size() != declared * sizeof(float)) {
+  const std::size_t expected_bytes = algorithms::encoded_size(dtype, declared);
+  if (p.size() != expected_bytes) {
     return fail(errc::protocol_error, "payload has " + std::to_string(p.size()) + " bytes, header declares " +
-                                          std::to_string(declared) + " floats");
+                                          std::to_string(declared) + " values as " + dtype_name(dtype) + " (" +
+                                          std::to_string(expected_bytes) + " bytes)");
   }
   auto buf = std::make_shared<std::vector<float>>(declared);
-  if (declared > 0) {
-    std::memcpy(buf->data(), p.data(), p.size());
+  if (dtype == algorithms::wire_dtype::f32) {
+    if (declared > 0) {
+      std::memcpy(buf->data(), p.data(), p.size());
+    }
+  } else {
+    PRSGD_TRY(algorithms::decode(std::span{reinterpret_cast<const std::byte*>(p.data()), p.size()}, dtype, *buf));
   }
   return flat_buffer{std::move(buf)};
 }
@@ -244,7 +267,7 @@ expected<void> expect_no_payload(const multipart& msg) {
 
 // One encoder per message type; the variant overloads below dispatch to them.
 multipart encode_one(const welcome_msg& m) {
-  header_writer w{wire_type::welcome, common_fields + 11 + (m.owners.empty() ? 0 : 1)};
+  header_writer w{wire_type::welcome, common_fields + 12 + (m.owners.empty() ? 0 : 1)};
   put_common(w, m);
   w.put("ad", m.admitted_round);
   w.put("md", static_cast<std::uint8_t>(m.mode));
@@ -257,6 +280,7 @@ multipart encode_one(const welcome_msg& m) {
   w.put("df", clipped(m.spec.data));
   w.put("bs", m.spec.batch_size);
   w.put("sd", m.spec.seed);
+  w.put("wd", dtype_name(m.spec.wire));
   if (!m.owners.empty()) {
     std::vector<std::string> owners;
     for (const auto& o : m.owners) {
@@ -275,21 +299,26 @@ multipart encode_one(const refused_msg& m) {
 }
 
 multipart encode_one(const restart_msg& m) {
-  header_writer w{wire_type::restart, common_fields + 5};
+  header_writer w{wire_type::restart, common_fields + 6 + (m.base ? 1 : 0)};
   put_common(w, m);
   w.put("iv", m.interval);
   w.put("ranges", m.ranges);
   w.put("ss", m.step_size);
   w.put("md", static_cast<std::uint8_t>(m.mode));
   w.put("n", static_cast<std::uint64_t>(m.model ? m.model->size() : 0));
-  return {w.finish(), payload_of(m.model)};
+  w.put("wd", dtype_name(m.dtype));
+  if (m.base) {
+    w.put("wb", *m.base);
+  }
+  return {w.finish(), payload_of(m.model, m.dtype)};
 }
 
 multipart encode_one(const heartbeat_msg& m) {
-  header_writer w{wire_type::heartbeat, common_fields + 2};
+  header_writer w{wire_type::heartbeat, common_fields + 3};
   put_common(w, m);
   w.put("fa", m.from_averager);
   w.put("k", m.token);
+  w.put("tx", m.transfer_bytes);
   return {w.finish()};
 }
 
@@ -306,12 +335,17 @@ multipart encode_one(const stop_msg& m) {
 }
 
 multipart encode_one(const join_msg& m) {
-  header_writer w{wire_type::join, common_fields + 4 + (m.initial_model ? 1 : 0)};
+  header_writer w{wire_type::join, common_fields + 5 + (m.initial_model ? 1 : 0)};
   put_common(w, m);
   w.put("sc", m.sharding);
   w.put("s", m.speed_hint);
   w.put("mf", clipped(m.model_fingerprint));
   w.put("df", clipped(m.data_fingerprint));
+  std::vector<std::string> dtypes;
+  for (const auto d : m.wire_dtypes) {
+    dtypes.push_back(dtype_name(d));
+  }
+  w.put("wds", dtypes);
   if (!m.initial_model) {
     return {w.finish()};
   }
@@ -350,7 +384,7 @@ multipart encode_one(const leave_msg& m) {
 }
 
 multipart encode_one(const model_msg& m) {
-  header_writer w{wire_type::model, common_fields + 8 + (m.sliced ? 1 : 0)};
+  header_writer w{wire_type::model, common_fields + 10 + (m.sliced ? 1 : 0)};
   put_common(w, m);
   if (m.sliced) {
     w.put("sl", true);
@@ -363,7 +397,9 @@ multipart encode_one(const model_msg& m) {
   w.put("lc", m.loss_count);
   w.put("g", m.is_gradient);
   w.put("n", static_cast<std::uint64_t>(m.params ? m.params->size() : 0));
-  return {w.finish(), payload_of(m.params)};
+  w.put("wd", dtype_name(m.dtype));
+  w.put("dl", m.delta);
+  return {w.finish(), payload_of(m.params, m.dtype)};
 }
 
 // job_status <-> msgpack, field by field through each struct's `fields` list (a map per struct).
@@ -488,7 +524,7 @@ multipart encode_one(const shard_hello_msg& m) {
 }
 
 multipart encode_one(const shard_setup_msg& m) {
-  header_writer w{wire_type::shard_setup, common_fields + 6};
+  header_writer w{wire_type::shard_setup, common_fields + 7};
   w.put("m", std::uint64_t{0});
   w.put("i", m.incarnation);
   w.put("a", m.averager_incarnation);
@@ -498,6 +534,7 @@ multipart encode_one(const shard_setup_msg& m) {
   w.put("of", m.offset);
   w.put("ms", m.model_size);
   w.put("hb", static_cast<std::int64_t>(m.heartbeat_interval.count()));
+  w.put("wd", dtype_name(m.wire));
   w.put("n", floats_in(m.model));
   return {w.finish(), payload_of(m.model)};
 }
@@ -527,7 +564,7 @@ multipart encode_one(const shard_round_msg& m) {
 }
 
 multipart encode_one(const shard_slice_msg& m) {
-  header_writer w{wire_type::shard_slice, common_fields + 3};
+  header_writer w{wire_type::shard_slice, common_fields + 5};
   w.put("m", m.member);
   w.put("i", std::uint64_t{0});
   w.put("a", std::uint64_t{0});
@@ -535,7 +572,9 @@ multipart encode_one(const shard_slice_msg& m) {
   w.put("k", m.token);
   w.put("sk", m.shard);
   w.put("n", floats_in(m.model));
-  return {w.finish(), payload_of(m.model)};
+  w.put("wd", dtype_name(m.dtype));
+  w.put("dl", m.delta);
+  return {w.finish(), payload_of(m.model, m.dtype)};
 }
 
 multipart encode_one(const shard_ack_msg& m) {
@@ -552,7 +591,7 @@ multipart encode_one(const shard_ack_msg& m) {
 }
 
 multipart encode_one(const shard_average_msg& m) {
-  header_writer w{wire_type::shard_average, common_fields + 3};
+  header_writer w{wire_type::shard_average, common_fields + 4 + (m.base ? 1 : 0)};
   w.put("m", m.member);
   w.put("i", std::uint64_t{0});
   w.put("a", std::uint64_t{0});
@@ -560,7 +599,11 @@ multipart encode_one(const shard_average_msg& m) {
   w.put("k", m.token);
   w.put("sk", m.shard);
   w.put("n", floats_in(m.model));
-  return {w.finish(), payload_of(m.model)};
+  w.put("wd", dtype_name(m.dtype));
+  if (m.base) {
+    w.put("wb", *m.base);
+  }
+  return {w.finish(), payload_of(m.model, m.dtype)};
 }
 
 multipart encode_one(const shard_report_msg& m) {
@@ -584,7 +627,7 @@ multipart encode_one(const spec_request_msg& m) {
 }
 
 multipart encode_one(const spec_reply_msg& m) {
-  header_writer w{wire_type::spec_reply, common_fields + 14};
+  header_writer w{wire_type::spec_reply, common_fields + 15};
   put_common(w, m);
   w.put("mf", clipped(m.spec.model));
   w.put("df", clipped(m.spec.data));
@@ -599,6 +642,7 @@ multipart encode_one(const spec_reply_msg& m) {
   w.put("lr", m.spec.lr);
   w.put("mo", m.spec.momentum);
   w.put("km", m.spec.keep_momentum);
+  w.put("wd", dtype_name(m.spec.wire));
   w.put("md", static_cast<std::uint8_t>(m.mode));
   w.put("ms", m.model_size);
   return {w.finish()};
@@ -674,6 +718,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.spec.data = r.get<std::string>("df");
         m.spec.batch_size = r.get<std::uint64_t>("bs");
         m.spec.seed = r.get<std::uint64_t>("sd");
+        m.spec.wire = get_dtype(r, "wd");
         m.owners = r.get_or<std::vector<std::string>>("ow", {});
         return to_worker{m};
       }
@@ -696,7 +741,11 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
             throw std::range_error("sample range [" + std::to_string(b) + ", " + std::to_string(e) + ") is empty");
           }
         }
-        auto model = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        m.dtype = get_dtype(r, "wd");
+        if (r.find("wb") != nullptr) {
+          m.base = r.get<round_t>("wb");
+        }
+        auto model = read_payload(msg, r.get<std::uint64_t>("n"), limits, m.dtype);
         if (!model) {
           return std::move(model).error();
         }
@@ -709,6 +758,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         get_common(r, m);
         m.from_averager = r.get<bool>("fa");
         m.token = r.get<session_token>("k");
+        m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
         return to_worker{m};
       }
       case wire_type::removed: {
@@ -746,6 +796,12 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.speed_hint = r.get_or<double>("s", 0.0);
         m.model_fingerprint = r.get_or<std::string>("mf", {});
         m.data_fingerprint = r.get_or<std::string>("df", {});
+        // Names this build does not know (a newer worker's) are skipped: the job's dtype is one it knows.
+        for (const auto& name : r.get_or<std::vector<std::string>>("wds", {})) {
+          if (auto d = algorithms::parse_wire_dtype(name)) {
+            m.wire_dtypes.push_back(*d);
+          }
+        }
         m.sharding = r.get_or<bool>("sc", false);
         if (r.find("n") == nullptr) {
           PRSGD_TRY(expect_no_payload(msg));
@@ -786,6 +842,7 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         get_common(r, m);
         m.from_averager = r.get<bool>("fa");
         m.token = r.get<session_token>("k");
+        m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
         return to_averager{m};
       }
       case wire_type::model: {
@@ -798,11 +855,13 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.is_gradient = r.get<bool>("g");
         m.token = r.get<session_token>("k");
         m.cut = r.get_or<bool>("ct", false);
+        m.dtype = get_dtype(r, "wd");
+        m.delta = r.get_or<bool>("dl", false);
         m.sliced = r.get_or<bool>("sl", false);
         if (m.sliced && r.get<std::uint64_t>("n") != 0) {
           return fail(errc::protocol_error, "a sliced MODEL carries no payload");
         }
-        auto params = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+        auto params = read_payload(msg, r.get<std::uint64_t>("n"), limits, m.dtype);
         if (!params) {
           return std::move(params).error();
         }
@@ -896,6 +955,7 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
         m.spec.lr = r.get<double>("lr");
         m.spec.momentum = r.get<double>("mo");
         m.spec.keep_momentum = r.get<bool>("km");
+        m.spec.wire = get_dtype(r, "wd");
         m.mode = get_mode(r);
         m.model_size = r.get<std::uint64_t>("ms");
         return to_operator{std::move(m)};
@@ -959,8 +1019,9 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
     return std::move(parsed).error();
   }
   // Reads frame 1; an empty payload means "no model".
-  const auto payload = [&](const header_reader& r) -> expected<flat_buffer> {
-    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits);
+  const auto payload = [&](const header_reader& r,
+                           algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) -> expected<flat_buffer> {
+    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits, dtype);
     if (!p) {
       return std::move(p).error();
     }
@@ -994,6 +1055,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         m.offset = r.get<std::uint64_t>("of");
         m.model_size = r.get<std::uint64_t>("ms");
         m.heartbeat_interval = std::chrono::nanoseconds{r.get<std::int64_t>("hb")};
+        m.wire = get_dtype(r, "wd");
         if (m.shards == 0 || m.shard >= m.shards) {
           throw std::range_error("shard " + std::to_string(m.shard) + " of " + std::to_string(m.shards));
         }
@@ -1028,14 +1090,20 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         const session_token token = r.get<session_token>("k");
         const round_t round = r.get<round_t>("r");
         const auto shard = r.get<std::uint64_t>("sk");
-        auto p = payload(r);
+        const auto dtype = get_dtype(r, "wd");
+        auto p = payload(r, dtype);
         if (!p) {
           return std::move(p).error();
         }
         if (parsed->type == wire_type::shard_slice) {
-          return shard_msg{shard_slice_msg{member, token, round, shard, std::move(*p)}};
+          return shard_msg{
+              shard_slice_msg{member, token, round, shard, std::move(*p), dtype, r.get_or<bool>("dl", false)}};
         }
-        return shard_msg{shard_average_msg{member, token, round, shard, std::move(*p)}};
+        shard_average_msg m{member, token, round, shard, std::move(*p), dtype};
+        if (r.find("wb") != nullptr) {
+          m.base = r.get<round_t>("wb");
+        }
+        return shard_msg{std::move(m)};
       }
       case wire_type::shard_ack: {
         PRSGD_TRY(expect_no_payload(msg));

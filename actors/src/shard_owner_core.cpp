@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/shard_owner_core.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/averaging.hpp"
+#include "prsgd/algorithms/wire_change.hpp"
 #include "prsgd/common/log.hpp"
 
 namespace prsgd::actors {
@@ -91,6 +93,10 @@ owner_actions shard_owner_core::on_coordinator(const shard_msg& msg) {
     recipients_.clear();
     served_.clear();
     broken_.reset();
+    wire_ = setup->wire;
+    downlink_.reset();
+    change_.reset();
+    holders_.clear();
     PRSGD_LOG(info, log_component) << "shard " << config_.shard << "/" << config_.shards << ": values [" << begin
                                    << ", " << end << ") of x̄ at round " << round_ << " from coordinator incarnation "
                                    << coordinator_;
@@ -167,11 +173,29 @@ void shard_owner_core::combine(const shard_round_msg& order) {
     PRSGD_LOG(error, log_component) << *broken_;
     return;
   }
+  holders_.clear();
+  for (const auto& in : order.inputs) {
+    holders_.emplace(in.member, in.token);
+  }
+  next = settle_change(std::move(next));
   round_ = order.round;
   slice_ = std::make_shared<const std::vector<float>>(std::move(next));
   slices_.clear();
   recipients_.clear();
   served_.clear();
+}
+
+// With a lossy wire dtype, encodes x̄_{r+1} − x̄_r of this slice with error feedback and defines the new slice
+// as x̄_r plus the decoded change, added in float32: exactly what a member holding x̄_r rebuilds.
+std::vector<float> shard_owner_core::settle_change(std::vector<float> next) {
+  change_.reset();
+  if (!algorithms::lossy(wire_) || next.size() != slice_->size()) {
+    return next;
+  }
+  if (auto change = algorithms::settle_change(*slice_, next, wire_, downlink_)) {
+    change_ = std::make_shared<const std::vector<float>>(std::move(*change));
+  }  // else f16 overflow (a change beyond 65504): this round's slice goes whole, as f32, to everyone
+  return next;
 }
 
 void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
@@ -184,8 +208,13 @@ void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
     return;  // the member has not attached yet; its SHARD_SLICE without a model triggers the send
   }
   served_.insert(key);
-  out.sends.push_back(
-      {false, route->second.second, shard_average_msg{to.member, to.token, round_, config_.shard, slice_}});
+  shard_average_msg m{to.member, to.token, round_, config_.shard, slice_};
+  if (change_ && round_ > 0 && holders_.contains(key)) {
+    m.model = change_;  // the member rebuilds this slice of x̄_r from the x̄_{r−1} it trained from
+    m.dtype = wire_;
+    m.base = round_ - 1;
+  }
+  out.sends.push_back({false, route->second.second, std::move(m)});
 }
 
 void shard_owner_core::report(owner_actions& out, bool fetch, bool ok, std::string why) {
@@ -231,11 +260,20 @@ owner_actions shard_owner_core::on_slice(const shard_slice_msg& msg, origin_t fr
     }
   }
   shard_ack_msg ack{msg.member, msg.token, msg.round, config_.shard, false, 0};
-  if (msg.model->size() == length_) {
+  flat_buffer model = msg.model;
+  if (msg.delta && model->size() == length_) {
+    // A slice of x_i − x̄_r: the member's slice is x̄_r + change, added in float32.
+    auto full = std::make_shared<std::vector<float>>(*slice_);
+    for (std::size_t i = 0; i < length_; ++i) {
+      (*full)[i] += (*msg.model)[i];
+    }
+    model = std::move(full);
+  }
+  if (model->size() == length_) {
     double sum = 0;
     bool finite = true;
     for (std::size_t i = 0; i < length_; ++i) {
-      const float v = (*msg.model)[i];
+      const float v = (*model)[i];
       finite = finite && std::isfinite(v);
       const double d = static_cast<double>(v) - static_cast<double>((*slice_)[i]);
       sum += d * d;
@@ -245,7 +283,7 @@ owner_actions shard_owner_core::on_slice(const shard_slice_msg& msg, origin_t fr
   }
   if (ack.ok) {
     // A repeated slice keeps the first copy: the coordinator counts a (member, round) once anyway.
-    slices_.try_emplace(key, held_slice{msg.model, from});
+    slices_.try_emplace(key, held_slice{model, from});
   }
   routes_[msg.member] = {msg.token, from};
   out.sends.push_back({true, 0, ack});

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "prsgd/actors/shard_owner_core.hpp"
 #include "prsgd/algorithms/model.hpp"
 #include "prsgd/algorithms/sample_pool.hpp"
 #include "prsgd/common/log.hpp"
@@ -239,6 +240,7 @@ void worker_actor::attach_owners(const welcome_msg& w) {
     held_restart_.reset();
     slices_round_ = 0;
     slices_.clear();
+    slice_bases_.clear();
   }
   for (std::size_t k = 0; k < owners_.size(); ++k) {
     // Tells owner k the connection to send this member's slices of x̄ on.
@@ -260,8 +262,10 @@ void worker_actor::on_owner(std::size_t k, multipart msg) {
   if (avg->round > slices_round_ || slices_.size() != owners_.size()) {
     slices_round_ = avg->round;
     slices_.assign(owners_.size(), flat_buffer{});
+    slice_bases_.assign(owners_.size(), std::nullopt);
   }
   slices_[k] = avg->model;
+  slice_bases_[k] = avg->base;
   try_restart();
 }
 
@@ -277,6 +281,32 @@ void worker_actor::try_restart() {
   }
   restart_msg r = std::move(*held_restart_);
   held_restart_.reset();
+  // Slices that are changes (a lossy wire dtype) are added, in float32, to the slices of the x̄ this worker
+  // trained from, as their owners did. Without that x̄ the core gets a change it cannot use and rejoins.
+  const auto& ref = core_->restart_model();
+  for (std::size_t k = 0; k < slices_.size(); ++k) {
+    const auto& base = slice_bases_[k];
+    if (!base) {
+      continue;
+    }
+    if (!ref || core_->restart_round() != *base || ref->size() != x->size()) {
+      r.base = base;
+      break;
+    }
+    const auto begin = slice_begin(x->size(), slices_.size(), k);
+    const auto end = slice_begin(x->size(), slices_.size(), k + 1);
+    for (auto i = begin; i < end; ++i) {
+      (*x)[i] += (*ref)[i];
+    }
+  }
+  if (!r.base) {
+    for (std::size_t k = 0; k < slices_.size(); ++k) {
+      const auto b = static_cast<std::ptrdiff_t>(slice_begin(x->size(), slices_.size(), k));
+      const auto e = static_cast<std::ptrdiff_t>(slice_begin(x->size(), slices_.size(), k + 1));
+      PRSGD_LOG(debug, "worker") << "x̄ of round " << r.round << " slice " << k << " checksum "
+                                 << slice_checksum(std::vector<float>(x->begin() + b, x->begin() + e));
+    }
+  }
   r.model = std::move(x);
   apply(core_->on_message(to_worker{std::move(r)}));
 }
@@ -287,7 +317,8 @@ void worker_actor::send_sliced(const model_msg& m) {
     const auto begin = static_cast<std::ptrdiff_t>(slice_begin(size, owners_.size(), k));
     const auto end = static_cast<std::ptrdiff_t>(slice_begin(size, owners_.size(), k + 1));
     auto part = std::make_shared<const std::vector<float>>(m.params->begin() + begin, m.params->begin() + end);
-    if (auto sent = link_->send(owners_[k], encode(shard_msg{shard_slice_msg{m.member, m.token, m.round, k, part}}));
+    if (auto sent = link_->send(
+            owners_[k], encode(shard_msg{shard_slice_msg{m.member, m.token, m.round, k, part, m.dtype, m.delta}}));
         !sent) {
       PRSGD_LOG(debug, "worker") << "send to shard owner " << k << " failed: " << sent.error().message();
     }

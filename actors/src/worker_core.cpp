@@ -2,6 +2,9 @@
 #include "prsgd/actors/worker_core.hpp"
 
 #include <algorithm>
+#include <memory>
+#include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -37,13 +40,16 @@ worker_core::worker_core(worker_config config, const clock_source& clk) : config
 }
 
 join_msg worker_core::make_join() const {
-  return join_msg{0,
-                  config_.incarnation,
-                  averager_incarnation_,
-                  last_finished_,
-                  config_.speed_hint,
-                  config_.model_fingerprint,
-                  config_.data_fingerprint};
+  using algorithms::wire_dtype;
+  join_msg m{0,
+             config_.incarnation,
+             averager_incarnation_,
+             last_finished_,
+             config_.speed_hint,
+             config_.model_fingerprint,
+             config_.data_fingerprint};
+  m.wire_dtypes = {wire_dtype::f32, wire_dtype::bf16, wire_dtype::f16, wire_dtype::int8};
+  return m;
 }
 
 void worker_core::send(actions& out, any_msg m) const { out.sends.push_back({member_, std::move(m), std::nullopt}); }
@@ -71,6 +77,10 @@ void worker_core::rejoin(actions& out) {
   state_ = worker_state::joining;  // (7)
   member_ = 0;                     // a new JOIN makes a new member
   token_ = 0;
+  ref_.reset();  // a new member gets the whole model in its first RESTART
+  for (auto& u : uplinks_) {
+    u.reset();
+  }
   send(out, make_join());
   next_join_ = clock_->now() + config_.join_retry;
 }
@@ -93,6 +103,7 @@ void worker_core::on_welcome(const welcome_msg& m, actions& out) {
     shard_index_ = m.shard_index;
     num_shards_ = m.num_shards;
     spec_ = m.spec;
+    uplinks_.assign(std::max<std::size_t>(m.owners.size(), 1), algorithms::error_feedback{});
     PRSGD_LOG(info, log_component) << "joined as member " << member_ << " (shard " << shard_index_ << " of "
                                    << num_shards_ << ") of averager incarnation " << m.averager_incarnation
                                    << ", admitted at round " << m.admitted_round;
@@ -115,16 +126,36 @@ void worker_core::accept_restart(const restart_msg& m, actions& out) {
     PRSGD_LOG(warn, log_component) << "ignoring RESTART(" << m.round << ") without a model";
     return;
   }
+  flat_buffer model = m.model;
+  if (m.base) {
+    // A change against the model of RESTART(base): add it in float32, as the averager did to get x̄.
+    if (!ref_ || ref_round_ != *m.base || ref_->size() != m.model->size()) {
+      PRSGD_LOG(warn, log_component) << "RESTART(" << m.round << ") is a change against round " << *m.base
+                                     << ", but this worker holds "
+                                     << (ref_ ? "round " + std::to_string(ref_round_) : std::string{"no model"})
+                                     << "; rejoining for the whole model";
+      rejoin(out);
+      return;
+    }
+    auto sum = std::make_shared<std::vector<float>>(*ref_);
+    const auto& d = *m.model;
+    for (std::size_t i = 0; i < sum->size(); ++i) {
+      (*sum)[i] += d[i];
+    }
+    model = std::move(sum);
+  }
   if (state_ == worker_state::training) {
     out.cancel_task = true;  // (5)
   }
+  ref_ = model;
+  ref_round_ = m.round;
   have_restart_ = true;
   round_ = m.round;
   interval_ = std::max<std::uint64_t>(m.interval, 1);
   mode_ = m.mode;
   state_ = worker_state::training;  // (3)/(6)
-  out.task = train_task{m.round,     m.model,          interval_,  m.step_size, m.mode, shard_index_,
-                        num_shards_, spec_.batch_size, spec_.seed, m.ranges,    member_};
+  out.task = train_task{m.round,          model,      interval_, m.step_size, m.mode, shard_index_, num_shards_,
+                        spec_.batch_size, spec_.seed, m.ranges,  member_};
 }
 
 actions worker_core::on_message(const to_worker& msg) {
@@ -167,6 +198,12 @@ actions worker_core::on_message(const to_worker& msg) {
             return;
           }
           last_heard_ = clock_->now();
+          if (m.transfer_bytes > 0) {
+            // A RESTART is on its way behind this heartbeat: allow for the transfer.
+            quiet_until_ =
+                std::max(quiet_until_, last_heard_ + config_.averager_timeout +
+                                           transfer_allowance(m.transfer_bytes, config_.slowest_link_bytes_per_s));
+          }
           if (m.averager_incarnation > averager_incarnation_ && state_ != worker_state::joining) {
             PRSGD_LOG(info, log_component)
                 << "member " << member_ << " sees new averager incarnation " << m.averager_incarnation << "; rejoining";
@@ -216,6 +253,35 @@ actions worker_core::on_trained(const train_result& r) {
   m.params = r.params;
   // The averager tells the mode in RESTART; gradient submissions are marked so it can check the kind.
   m.is_gradient = mode_ == training_mode::minibatch_sgd;
+  if (algorithms::lossy(spec_.wire) && r.params) {
+    // Send x_i − x̄_r (a gradient as it is), with what the encoding dropped last time added back in.
+    std::vector<float> v = *r.params;
+    m.delta = !m.is_gradient && ref_ && ref_->size() == v.size();
+    if (m.delta) {
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        v[i] -= (*ref_)[i];
+      }
+    }
+    // Slice by slice (the whole vector in a star): a shard owner decodes its slice alone, and int8 blocks
+    // must not straddle two owners.
+    const std::size_t K = uplinks_.size();
+    auto sent = std::make_shared<std::vector<float>>(v.size());
+    for (std::size_t k = 0; k < K; ++k) {
+      const auto begin = slice_begin(v.size(), K, k);
+      const auto end = slice_begin(v.size(), K, k + 1);
+      const auto part = uplinks_[k].compress(std::span<const float>(v).subspan(begin, end - begin), spec_.wire);
+      std::copy(part.begin(), part.end(), sent->begin() + static_cast<std::ptrdiff_t>(begin));
+    }
+    m.params = std::move(sent);
+    m.dtype = spec_.wire;
+  }
+  if (m.params) {
+    // Announce the payload on the same connection, ahead of it: the averager does not take us for gone
+    // while it is in flight (docs/decisions/0024).
+    heartbeat_msg hb{member_, config_.incarnation, averager_incarnation_, round_, false, token_};
+    hb.transfer_bytes = algorithms::encoded_size(m.dtype, m.params->size());
+    send(out, hb);
+  }
   send(out, std::move(m));
   ++models_sent_;
   last_finished_ = r.round;
@@ -229,7 +295,7 @@ actions worker_core::tick() {
     return with_wakeup(std::move(out));
   }
   const auto now = clock_->now();
-  if (state_ != worker_state::joining && now - last_heard_ > config_.averager_timeout) {
+  if (state_ != worker_state::joining && now - last_heard_ > config_.averager_timeout && now > quiet_until_) {
     PRSGD_LOG(warn, log_component) << "member " << member_ << ": averager silent; rejoining";
     rejoin(out);
     last_heard_ = now;  // one rejoin per silence period; JOIN retries continue below
@@ -268,7 +334,7 @@ std::optional<clock_source::time_point> worker_core::next_wakeup() const {
   if (state_ == worker_state::joining) {
     t = std::min(t, next_join_);
   } else {
-    t = std::min(t, last_heard_ + config_.averager_timeout + clock_source::duration{1});
+    t = std::min(t, std::max(last_heard_ + config_.averager_timeout, quiet_until_) + clock_source::duration{1});
   }
   return t;
 }

@@ -13,6 +13,7 @@
 #include "prsgd/algorithms/averaging.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
 #include "prsgd/algorithms/schedule.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 #include "prsgd/common/log.hpp"
 
 namespace prsgd::cli {
@@ -111,6 +112,10 @@ expected<void> validate(const liveness_options& o) {
   if (o.heartbeat_timeout_ms <= o.heartbeat_ms) {
     return bad("--heartbeat-timeout-ms must be greater than --heartbeat-ms (got " + str(o.heartbeat_timeout_ms) +
                " <= " + str(o.heartbeat_ms) + ")");
+  }
+  if (!(o.slowest_link_mbit > 0) || !std::isfinite(o.slowest_link_mbit)) {
+    return bad("--slowest-link-mbit must be a positive number of Mbit/s (got " + std::to_string(o.slowest_link_mbit) +
+               ")");
   }
   return {};
 }
@@ -285,6 +290,7 @@ expected<void> validate(const schedule_options& o) {
   }
   PRSGD_TRY(at_least(o.min_workers, 0, "--min-workers"));
   PRSGD_TRY(at_least(o.idle_rounds, 0, "--idle-rounds"));
+  PRSGD_TRY(parsed("--wire-dtype", algorithms::parse_wire_dtype(o.wire_dtype)));
   PRSGD_TRY(at_least(o.max_workers, 0, "--max-workers"));
   if (o.max_workers > 0 && o.max_workers < o.min_workers) {
     return bad("--max-workers must not be below --min-workers (got " + str(o.max_workers) + " < " + str(o.min_workers) +

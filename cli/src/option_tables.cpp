@@ -53,6 +53,9 @@ std::vector<option_def> liveness_table(liveness_options& o) {
   return {
       {"--heartbeat-ms", "Heartbeat interval in ms", &o.heartbeat_ms},
       {"--heartbeat-timeout-ms", "Declare a silent peer dead after this many ms", &o.heartbeat_timeout_ms},
+      {"--slowest-link-mbit",
+       "A peer sending a model gets the timeout plus the model's transfer time at this rate (Mbit/s)",
+       &o.slowest_link_mbit},
   };
 }
 
@@ -113,6 +116,8 @@ std::vector<option_def> schedule_table(schedule_options& o) {
       {"--max-workers", "Data shards: at most this many members train at once, more wait (0 = --min-workers)",
        &o.max_workers},
       {"--idle-rounds", "Remove a member that has not submitted for this many rounds (0 = never)", &o.idle_rounds},
+      {"--wire-dtype", "Model payloads on the wire: f32 | bf16 | f16 | int8 (lossy: changes with error feedback)",
+       &o.wire_dtype},
       {"--topology", "star (the averager averages whole models) | sharded (--shards owner processes average slices)",
        &o.topology},
       {"--shards", "Shard owner processes of a sharded job (local: 0 = one per worker)", &o.shards},

@@ -14,6 +14,7 @@
 #include "prsgd/algorithms/aggregation.hpp"
 #include "prsgd/algorithms/outer_optimizer.hpp"
 #include "prsgd/algorithms/schedule.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 
 namespace prsgd::cli {
 namespace {
@@ -93,6 +94,7 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
 
   core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
   core.heartbeat_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
+  core.slowest_link_bytes_per_s = o.liveness.slowest_link_mbit * 1e6 / 8;
   core.rejoin_grace = std::max<std::chrono::nanoseconds>(2s, 2 * core.heartbeat_timeout);
   core.checkpoint_every = static_cast<std::uint64_t>(s.checkpoint_every);
   core.max_rounds = plan.rounds;
@@ -112,6 +114,9 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
     PRSGD_TRY(spec);
     core.spec = std::move(*spec);
   }
+  auto wire = algorithms::parse_wire_dtype(s.wire_dtype);
+  PRSGD_TRY(wire);
+  core.spec.wire = *wire;
 
   cfg.model_name = o.model.model;
   cfg.model = data.model;
@@ -152,6 +157,7 @@ expected<actors::worker_actor_config> worker_config_from(const worker_options& o
   cfg.core.data_fingerprint = data_fingerprint(data);
   cfg.core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
   cfg.core.averager_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
+  cfg.core.slowest_link_bytes_per_s = o.liveness.slowest_link_mbit * 1e6 / 8;
   cfg.core.join_retry = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds{o.liveness.heartbeat_ms}, 200ms);
   cfg.model_name = o.model.model;
   cfg.model = data.model;

@@ -43,6 +43,7 @@
 #include "prsgd/actors/worker_actor.hpp"
 #include "prsgd/algorithms/dataset_registry.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 #include "prsgd/cli/job_data.hpp"
 #include "prsgd/cli/key_files.hpp"
 #include "prsgd/cli/progress.hpp"
@@ -572,7 +573,7 @@ int run_worker(const worker_options& given) {
   o.model = std::move(std::get<joined_job>(learned).model);
   PRSGD_LOG(info, "worker") << "the job at " << averager << ": model " << o.model.model << " on " << o.model.dataset
                             << ", batch " << o.model.batch << ", lr " << o.model.lr << ", momentum " << o.model.momentum
-                            << ", seed " << o.model.seed;
+                            << ", seed " << o.model.seed << ", wire dtype " << algorithms::to_string(job.spec.wire);
   auto data = load_job_data(o.model, data_need::train);
   if (!data) {
     std::fprintf(stderr, "prsgd worker: %s\n", data.error().message().c_str());

@@ -3,8 +3,10 @@
 
 One protocol message is one ZeroMQ message of the prsgd transport: a kind frame (b"D" for data), a header
 frame (a msgpack map with short string keys) and, for RESTART and MODEL, a payload frame of raw little-endian
-float32 values. `encode_*` build the frames a worker (or an evaluator) sends; `decode` checks what the averager
-sent and returns a `Message`, or raises `ProtocolError` with one line saying what is wrong.
+float32 values. This worker reads and writes f32 payloads only: its JOIN says so (`wds`), and an averager
+whose job uses another wire dtype (`prsgd averager --wire-dtype`) refuses it with REFUSED. `encode_*` build
+the frames a worker (or an evaluator) sends; `decode` checks what the averager sent and returns a `Message`,
+or raises `ProtocolError` with one line saying what is wrong.
 """
 import msgpack
 import numpy as np
@@ -84,7 +86,7 @@ def encode_join(nonce, averager_incarnation, last_round, speed_hint, model_finge
         payload = _floats(initial_model)
         extra["n"] = payload.size
     header = _header(JOIN, 0, nonce, averager_incarnation, last_round, s=float(speed_hint),
-                     mf=_clip(model_fingerprint), df=_clip(data_fingerprint), **extra)
+                     mf=_clip(model_fingerprint), df=_clip(data_fingerprint), wds=["f32"], **extra)
     if initial_model is None:
         return [KIND_DATA, header]
     return [KIND_DATA, header, memoryview(payload).cast("B")]
@@ -221,6 +223,8 @@ def decode(frames, accepted=TO_WORKER):
     elif type_ == RESTART:
         f.update(iv=_uint(fields, "iv"), ss=_float(fields, "ss"), md=_uint(fields, "md", 8), n=_uint(fields, "n"))
         f["ranges"] = _ranges(fields)
+        if fields.get("wd", "f32") != "f32" or "wb" in fields:
+            raise ProtocolError(f"RESTART payload as {fields.get('wd')!r}: this worker reads f32 only")
         if f["n"] > MAX_MODEL_FLOATS:
             raise ProtocolError(f"model of {f['n']} floats is too large")
         if len(frames) != 2 or len(frames[1]) != 4 * f["n"]:

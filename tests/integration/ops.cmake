@@ -20,3 +20,14 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   set_tests_properties(ops_paper_experiment_quick PROPERTIES LABELS integration TIMEOUT ${timeout} RUN_SERIAL TRUE
                        SKIP_RETURN_CODE 77)
 endif()
+
+# Heartbeats behind a model on a tc-tbf-limited netns link (docs/decisions/0024): the member is kept. Root
+# only (skipped otherwise); serial because it creates network namespaces.
+if(TARGET prsgd)
+  add_test(NAME ops_slow_link_heartbeat
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/slow_link_heartbeat_test.sh $<TARGET_FILE:prsgd>
+                   ${PROJECT_SOURCE_DIR} ${PRSGD_TEST_TIME_SCALE})
+  prsgd_scaled_timeout(timeout 600)
+  set_tests_properties(ops_slow_link_heartbeat PROPERTIES LABELS integration TIMEOUT ${timeout} RUN_SERIAL TRUE
+                       SKIP_RETURN_CODE 77)
+endif()

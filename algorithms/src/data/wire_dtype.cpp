@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/algorithms/wire_dtype.hpp"
 
+#include "prsgd/algorithms/wire_change.hpp"
+
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 namespace prsgd::algorithms {
@@ -12,6 +17,37 @@ static_assert(std::endian::native == std::endian::little, "the wire is little-en
 
 std::uint32_t bits_of(float x) noexcept { return std::bit_cast<std::uint32_t>(x); }
 float float_of(std::uint32_t b) noexcept { return std::bit_cast<float>(b); }
+
+std::size_t int8_blocks(std::size_t count) noexcept { return (count + int8_block - 1) / int8_block; }
+
+// The int8 scale of a block: the smallest power of two s with max|x| <= 127·s (NaN for a non-finite block,
+// 0 for an all-zero one). Powers of two make x/s and q·s exact, which keeps encoding idempotent.
+float int8_scale(std::span<const float> block) noexcept {
+  float m = 0;
+  for (const float x : block) {
+    const float a = std::abs(x);
+    if (!(a <= std::numeric_limits<float>::max())) {
+      return std::numeric_limits<float>::quiet_NaN();  // NaN or Inf
+    }
+    m = std::max(m, a);
+  }
+  if (m == 0) {
+    return 0;
+  }
+  int e = 0;
+  const float f = std::frexp(m / 127.0F, &e);  // m/127 = f·2^e, f in [0.5, 1)
+  if (f == 0.5F) {
+    --e;  // exactly a power of two
+  }
+  return std::ldexp(1.0F, std::max(e, std::numeric_limits<float>::min_exponent - std::numeric_limits<float>::digits));
+}
+
+std::int8_t int8_of(float x, float scale) noexcept {
+  if (scale == 0 || std::isnan(scale)) {
+    return 0;
+  }
+  return static_cast<std::int8_t>(std::clamp(std::nearbyint(x / scale), -127.0F, 127.0F));
+}
 
 }  // namespace
 
@@ -25,7 +61,10 @@ expected<wire_dtype> parse_wire_dtype(std::string_view name) {
   if (name == "bf16") {
     return wire_dtype::bf16;
   }
-  return fail(errc::invalid_argument, "unknown wire dtype '" + std::string{name} + "' (f32 | f16 | bf16)");
+  if (name == "int8") {
+    return wire_dtype::int8;
+  }
+  return fail(errc::invalid_argument, "unknown wire dtype '" + std::string{name} + "' (f32 | bf16 | f16 | int8)");
 }
 
 std::string_view to_string(wire_dtype dtype) noexcept {
@@ -33,13 +72,24 @@ std::string_view to_string(wire_dtype dtype) noexcept {
     case wire_dtype::f32: return "f32";
     case wire_dtype::f16: return "f16";
     case wire_dtype::bf16: return "bf16";
+    case wire_dtype::int8: return "int8";
   }
   return "unknown";
 }
 
-std::size_t element_size(wire_dtype dtype) noexcept { return dtype == wire_dtype::f32 ? 4 : 2; }
+std::size_t element_size(wire_dtype dtype) noexcept {
+  switch (dtype) {
+    case wire_dtype::f32: return 4;
+    case wire_dtype::f16:
+    case wire_dtype::bf16: return 2;
+    case wire_dtype::int8: return 1;
+  }
+  return 4;
+}
 
-std::size_t encoded_size(wire_dtype dtype, std::size_t count) noexcept { return element_size(dtype) * count; }
+std::size_t encoded_size(wire_dtype dtype, std::size_t count) noexcept {
+  return element_size(dtype) * count + (dtype == wire_dtype::int8 ? sizeof(float) * int8_blocks(count) : 0);
+}
 
 std::uint16_t float_to_bf16(float x) noexcept {
   const std::uint32_t b = bits_of(x);
@@ -127,6 +177,19 @@ expected<void> encode(std::span<const float> in, wire_dtype dtype, std::span<std
         std::memcpy(out.data() + 2 * i, &h, 2);
       }
       break;
+    case wire_dtype::int8: {
+      std::byte* o = out.data();
+      for (std::size_t b = 0; b < in.size(); b += int8_block) {
+        const auto block = in.subspan(b, std::min(int8_block, in.size() - b));
+        const float scale = int8_scale(block);
+        std::memcpy(o, &scale, sizeof scale);
+        o += sizeof scale;
+        for (const float x : block) {
+          *o++ = static_cast<std::byte>(int8_of(x, scale));
+        }
+      }
+      break;
+    }
   }
   return {};
 }
@@ -164,8 +227,88 @@ expected<void> decode(std::span<const std::byte> in, wire_dtype dtype, std::span
         out[i] = bf16_to_float(h);
       }
       break;
+    case wire_dtype::int8: {
+      const std::byte* p = in.data();
+      for (std::size_t b = 0; b < out.size(); b += int8_block) {
+        float scale = 0;
+        std::memcpy(&scale, p, sizeof scale);
+        p += sizeof scale;
+        const std::size_t end = std::min(out.size(), b + int8_block);
+        for (std::size_t i = b; i < end; ++i) {
+          out[i] = static_cast<float>(static_cast<std::int8_t>(*p++)) * scale;
+        }
+      }
+      break;
+    }
   }
   return {};
+}
+
+std::vector<float> quantize(std::span<const float> in, wire_dtype dtype) {
+  std::vector<float> out(in.begin(), in.end());
+  switch (dtype) {
+    case wire_dtype::f32: break;
+    case wire_dtype::f16:
+      for (auto& x : out) {
+        x = f16_to_float(float_to_f16(x));
+      }
+      break;
+    case wire_dtype::bf16:
+      for (auto& x : out) {
+        x = bf16_to_float(float_to_bf16(x));
+      }
+      break;
+    case wire_dtype::int8:
+      for (std::size_t b = 0; b < out.size(); b += int8_block) {
+        const std::size_t end = std::min(out.size(), b + int8_block);
+        const float scale = int8_scale(in.subspan(b, end - b));
+        for (std::size_t i = b; i < end; ++i) {
+          out[i] = static_cast<float>(int8_of(in[i], scale)) * scale;
+        }
+      }
+      break;
+  }
+  return out;
+}
+
+std::vector<float> error_feedback::compress(std::span<const float> v, wire_dtype dtype) {
+  if (!lossy(dtype)) {
+    residual_.clear();
+    return {v.begin(), v.end()};
+  }
+  if (residual_.size() != v.size()) {
+    residual_.assign(v.size(), 0.0F);
+  }
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    residual_[i] += v[i];  // the vector to send: v + what earlier rounds dropped
+  }
+  auto sent = quantize(residual_, dtype);
+  bool finite = true;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    residual_[i] -= sent[i];
+    finite = finite && std::isfinite(sent[i]);
+  }
+  if (!finite) {
+    residual_.clear();
+  }
+  return sent;
+}
+
+std::optional<std::vector<float>> settle_change(std::span<const float> prev, std::vector<float>& next, wire_dtype dtype,
+                                                error_feedback& feedback) {
+  std::vector<float> step(next.size());
+  for (std::size_t i = 0; i < next.size(); ++i) {
+    step[i] = next[i] - prev[i];
+  }
+  auto change = feedback.compress(step, dtype);
+  if (!std::all_of(change.begin(), change.end(), [](float v) { return std::isfinite(v); })) {
+    feedback.reset();
+    return std::nullopt;
+  }
+  for (std::size_t i = 0; i < next.size(); ++i) {
+    next[i] = prev[i] + change[i];
+  }
+  return change;
 }
 
 }  // namespace prsgd::algorithms

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Sharded averaging with real `prsgd` processes on 127.0.0.1: a coordinator, K shard owners and N
 // workers. A sharded job trains the same model as a star job of the same seed (the owners apply the
-// star's averaging to their slices); a worker killed with SIGKILL mid-job leaves the job to finish with
-// one line per round; an owner killed with SIGKILL stops the job with one clear line and status 1.
+// star's averaging to their slices); with a lossy wire dtype every worker rebuilds the owners' x̄ bit for bit;
+// a worker killed with SIGKILL mid-job leaves the job to finish with one line per round; an owner killed
+// with SIGKILL stops the job with one clear line and status 1.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -13,6 +14,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -116,6 +119,82 @@ TEST_F(ShardedTest, ShardedJobTrainsTheSameModelAsStar) {
   }
   std::printf("largest difference between the star and the sharded x̄: %g\n", worst);
   EXPECT_LE(worst, 1e-4) << "the sharded x̄ must equal the star x̄ up to float order";
+}
+
+// The "x̄ of round R slice K checksum C" debug lines of a log: (R, K) -> C, and how many lines there were.
+struct checksums {
+  std::map<std::pair<long, long>, std::string> of;
+  std::size_t lines = 0;
+  bool conflicting = false;
+};
+
+checksums read_checksums(const std::string& text) {
+  static const std::regex line{R"(x̄ of round (\d+) slice (\d+) checksum (\d+))"};
+  checksums out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
+    const std::pair<long, long> key{std::stol((*it)[1]), std::stol((*it)[2])};
+    const auto [at, added] = out.of.emplace(key, (*it)[3]);
+    out.conflicting = out.conflicting || (!added && at->second != (*it)[3]);
+    ++out.lines;
+  }
+  return out;
+}
+
+// The test accuracy of the last line of a metrics file that has one (-1 if none).
+double last_test_acc(const std::string& path) {
+  double acc = -1;
+  std::istringstream in{slurp(path)};
+  for (std::string l; std::getline(in, l);) {
+    const auto at = l.find("\"test_acc\":");
+    if (at != std::string::npos && l.compare(at + 11, 4, "null") != 0) {
+      acc = std::stod(l.substr(at + 11));
+    }
+  }
+  return acc;
+}
+
+// Lossy wire dtypes on sharded averaging: each worker sends every owner its slice of the change with its own
+// error feedback, each owner sends its slice of x̄'s change back with its own. Every worker must rebuild,
+// for every round, exactly the slices the owners hold (and the coordinator checkpoints), and the job
+// must learn about as well as with f32.
+TEST_F(ShardedTest, LossyWireDtypesGiveEveryWorkerTheOwnersModelBitForBit) {
+  std::map<std::string, double> accuracy;
+  for (const std::string dtype : {"f32", "bf16", "int8"}) {
+    SCOPED_TRACE(dtype);
+    const auto metrics = job_.path(dtype + ".jsonl");
+    const auto logs = job_.path("logs-" + dtype);
+    auto args = job_args("sharded", metrics, 8);
+    std::vector<std::string> local{"local", "--workers", "3",  "--shards",    "2",    "--wire-dtype",
+                                   dtype,   "--log-dir", logs, "--log-level", "debug"};
+    *(std::find(args.begin(), args.end(), "--eval-every") + 1) = "8";  // the last round is scored
+    local.insert(local.end(), args.begin(), args.end());
+    const pid_t pid = job_.start("local-" + dtype, local);
+    const auto status = job_.wait_exit(pid, test::scaled(240s));
+    ASSERT_EQ(status, 0) << job_.log("local-" + dtype) << slurp(logs + "/averager.log");
+    const auto m = read_metrics(metrics);
+    EXPECT_TRUE(m.done);
+    EXPECT_EQ(m.rounds.size(), 8U);
+    accuracy[dtype] = last_test_acc(metrics);
+
+    const auto owners = read_checksums(slurp(logs + "/averager.log"));
+    EXPECT_FALSE(owners.conflicting) << "an owner reported two different slices for one round";
+    ASSERT_GE(owners.of.size(), 2U * 7) << "the coordinator logs every owner's slice of every round";
+    for (int i = 0; i < 3; ++i) {
+      const auto worker = read_checksums(slurp(logs + "/worker-" + std::to_string(i) + ".log"));
+      EXPECT_GE(worker.lines, 2U * 6) << "worker " << i << " restarted from fewer rounds than expected";
+      for (const auto& [key, sum] : worker.of) {
+        const auto it = owners.of.find(key);
+        ASSERT_NE(it, owners.of.end()) << "round " << key.first << " slice " << key.second;
+        EXPECT_EQ(sum, it->second) << "worker " << i << " round " << key.first << " slice " << key.second
+                                   << ": its x̄ differs from the owner's";
+      }
+    }
+  }
+  std::printf("test accuracy after 8 rounds: f32 %.4f, bf16 %.4f, int8 %.4f\n", accuracy["f32"], accuracy["bf16"],
+              accuracy["int8"]);
+  ASSERT_GT(accuracy["f32"], 0.5);
+  EXPECT_NEAR(accuracy["bf16"], accuracy["f32"], 0.03);
+  EXPECT_NEAR(accuracy["int8"], accuracy["f32"], 0.05);
 }
 
 // A worker killed with SIGKILL mid-job: the coordinator removes it by the heartbeat rules, the owners

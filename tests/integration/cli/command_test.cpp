@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,7 @@ TEST_F(CommandTest, UsageErrorsAreOneLineWithStatusTwo) {
   expect_one_line_usage_error(run({"local", "--workers", "-3"}), "--workers");
   expect_one_line_usage_error(run({"local", "--lr", "0"}), "--lr");
   expect_one_line_usage_error(run({"local", "--no-such-option"}), "--no-such-option");
+  expect_one_line_usage_error(run({"local", "--wire-dtype", "fp8"}), "--wire-dtype");
   expect_one_line_usage_error(run({"dance"}), "unknown subcommand");
   expect_one_line_usage_error(run({"local", "--config", "missing.yaml"}), "missing.yaml");
   expect_one_line_usage_error(run({"averager"}), "--listen");
@@ -136,6 +138,41 @@ TEST_F(CommandTest, LocalCreatesItsDirectoriesAndKeepsTheRoundsOfAResumedJob) {
   EXPECT_NE(read(path("logs/a/b/averager.log")).find("already finished"), std::string::npos)
       << read(path("logs/a/b/averager.log"));
   EXPECT_EQ(rounds_in(), 3) << "the earlier rounds were lost:\n" << read(path("runs/x/m.jsonl"));
+}
+
+// A real job (averager and two worker processes) with every wire dtype: it finishes, trains, and the
+// lossy dtypes move fewer payload bytes per round than f32 (bf16 and f16 about half, int8 about a quarter).
+TEST_F(CommandTest, LocalJobFinishesWithEveryWireDtype) {
+  std::map<std::string, double> bytes_per_round;
+  for (const std::string dtype : {"f32", "bf16", "f16", "int8"}) {
+    SCOPED_TRACE(dtype);
+    const std::string metrics = "m-" + dtype + ".jsonl";
+    auto r = run({"local", "--workers", "2", "--rounds", "4", "--interval", "2", "--batch", "16", "--wire-dtype", dtype,
+                  "--metrics-jsonl", metrics, "--log-dir", "logs-" + dtype, "--progress", "off", "--grace-s", "1"});
+    ASSERT_EQ(r.status, 0) << r.err << read(path("logs-" + dtype + "/averager.log"));
+    double bytes = 0;
+    int rounds = 0;
+    for (const auto& l : prsgd::test::lines_of(read(path(metrics)))) {
+      if (l.rfind(R"({"round":)", 0) != 0) {
+        continue;
+      }
+      ++rounds;
+      for (const char* key : {R"("bytes_in":)", R"("bytes_out":)"}) {
+        const auto at = l.find(key);
+        ASSERT_NE(at, std::string::npos) << l;
+        bytes += std::stod(l.substr(at + std::string{key}.size()));
+      }
+      const auto loss = l.find(R"("train_loss":)");
+      ASSERT_NE(loss, std::string::npos) << l;
+      EXPECT_NE(l.substr(loss + 13, 4), "null") << "round trained: " << l;
+    }
+    ASSERT_EQ(rounds, 4);
+    bytes_per_round[dtype] = bytes / rounds;
+  }
+  // Round 0's RESTARTs are whole f32 models in every dtype; the MODELs and later RESTARTs shrink.
+  EXPECT_LT(bytes_per_round["bf16"], 0.7 * bytes_per_round["f32"]);
+  EXPECT_LT(bytes_per_round["f16"], 0.7 * bytes_per_round["f32"]);
+  EXPECT_LT(bytes_per_round["int8"], 0.45 * bytes_per_round["f32"]);
 }
 
 TEST_F(CommandTest, LocalReportsAnAveragerThatExitsBeforeListeningAndStartsNoWorker) {

@@ -22,8 +22,9 @@ std::string data_dir() { return test::fmnist_dir(); }
 const std::vector<std::string> model_options = {
     "--model", "mlp:784-24-10",         "--batch", "24",     "--lr", "0.07", "--momentum",
     "0.5",     "--momentum-on-restart", "reset",   "--seed", "11"};
-// How long it runs (the averager's alone).
-const std::vector<std::string> schedule_options = {"--rounds", "4", "--interval", "3", "--min-workers", "1"};
+// How long it runs and how models travel (the averager's alone; a worker follows the job's wire dtype).
+const std::vector<std::string> schedule_options = {"--rounds",      "4", "--interval",   "3",
+                                                   "--min-workers", "1", "--wire-dtype", "bf16"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -73,6 +74,7 @@ TEST(JobSpecTest, WorkerWithOnlyTheAveragerTrainsAsIfGivenEveryOption) {
   EXPECT_NE(bare.log("worker-0").find("model mlp:784-24-10 on fashion-mnist, batch 24, lr 0.07, momentum 0.5"),
             std::string::npos)
       << bare.log("worker-0");
+  EXPECT_NE(bare.log("worker-0").find(", wire dtype bf16"), std::string::npos) << bare.log("worker-0");
 
   test::prsgd_job full{PRSGD_BINARY, "prsgd-spec-full"};
   const std::string full_done = run_job(full, model_options);

@@ -98,7 +98,7 @@ class Averager:
         """SPEC_REPLY: the job the scripted averager stands for, fmnist-mlp with batch BATCH and seed 3."""
         h = {"v": VERSION, "t": SPEC_REPLY, "m": 0, "i": request["i"], "a": self.incarnation, "r": 0, "mf": MF,
              "df": DF, "bs": BATCH, "sd": 3, "mn": "fmnist-mlp", "dn": "fashion-mnist", "do": [], "ni": False,
-             "da": 0.5, "lr": 0.05, "mo": 0.9, "km": True, "md": 0, "ms": MODEL_FLOATS}
+             "da": 0.5, "lr": 0.05, "mo": 0.9, "km": True, "wd": "f32", "md": 0, "ms": MODEL_FLOATS}
         self.sock.send_multipart([rid, b"D", msgpack.packb(h)])
 
     def recv(self, timeout_s, want=None):
@@ -206,6 +206,7 @@ def c_join(avg, w):
     expect(j["m"] == 0 and j["i"] != 0 and j["a"] == 0, f"JOIN header {j}")
     expect(j.get("mf") == MF, f"JOIN model fingerprint {j.get('mf')!r}")
     expect(j.get("df") == DF, f"JOIN data fingerprint {j.get('df')!r}")
+    expect("f32" in j.get("wds", ["f32"]), f"JOIN wire dtypes {j.get('wds')!r} without f32")
     again = avg.recv(10, {JOIN})
     expect(again is not None and again["i"] == j["i"], "the unanswered JOIN was not repeated with its nonce")
 

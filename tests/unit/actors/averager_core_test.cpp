@@ -263,12 +263,13 @@ TEST_F(AveragerCoreTest, FirstJoinerGetsWelcomeThenStartsRoundAtOnce) {
   make(filled(1.5F));
   EXPECT_EQ(core->state(), averager_state::idle);
   auto out = join(7);
-  ASSERT_EQ(out.sends.size(), 2U);
+  ASSERT_EQ(out.sends.size(), 3U) << "WELCOME, the RESTART's announcement, RESTART";
   auto w = std::get<welcome_msg>(out.sends[0].msg);
   EXPECT_EQ(w.member, 7U);
   EXPECT_EQ(w.admitted_round, 0U);
   EXPECT_EQ(w.model_size, dim);
-  auto r = std::get<restart_msg>(out.sends[1].msg);
+  EXPECT_EQ(std::get<heartbeat_msg>(out.sends[1].msg).transfer_bytes, dim * sizeof(float));
+  auto r = std::get<restart_msg>(out.sends[2].msg);
   EXPECT_EQ(r.round, 0U);
   EXPECT_EQ(r.interval, 4U);
   EXPECT_EQ(*r.model, filled(1.5F));
@@ -390,6 +391,88 @@ TEST_F(AveragerCoreTest, CrashedWorkerIsRemovedAfterHeartbeatTimeout) {
   ASSERT_EQ(removed.size(), 1U);
   EXPECT_EQ(removed[0].member, 2U);
   EXPECT_EQ(*core->model(), filled(5.0F));
+}
+
+// next_wakeup keeps the heartbeat deadlines in a queue checked lazily; it must still name the earliest
+// deadline of whoever is silent longest, skip members that left, and include joiners.
+TEST_F(AveragerCoreTest, NextWakeupIsTheEarliestSilenceDeadlineAsWorkersHeartbeatAndLeave) {
+  cfg.heartbeat_interval = 100s;  // the averager's own heartbeat never comes first here
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)join(3);
+  const auto t0 = clk.now();
+  ASSERT_TRUE(core->next_wakeup().has_value());
+  EXPECT_EQ(*core->next_wakeup(), t0 + 5s + 1ns);
+  clk.advance(1s);
+  (void)heartbeat(1);
+  (void)heartbeat(3);
+  EXPECT_EQ(*core->next_wakeup(), t0 + 5s + 1ns) << "worker 2 is silent longest";
+  clk.advance(1s);
+  (void)heartbeat(2);
+  EXPECT_EQ(*core->next_wakeup(), t0 + 1s + 5s + 1ns) << "now workers 1 and 3";
+  (void)on_leave(leave_msg{1, 1, core->incarnation(), core->round()});
+  (void)on_leave(leave_msg{3, 1, core->incarnation(), core->round()});
+  EXPECT_EQ(*core->next_wakeup(), t0 + 2s + 5s + 1ns) << "workers that left set no deadline";
+  (void)join(4);  // a joiner's deadline counts as well
+  clk.advance(1s);
+  (void)heartbeat(2);
+  EXPECT_EQ(*core->next_wakeup(), t0 + 2s + 5s + 1ns) << "joiner 4 came at t0 + 2 s";
+  clk.advance(5s);
+  (void)heartbeat(2);
+  (void)run(core->tick());
+  EXPECT_EQ(pending(), std::vector<member_id>{}) << "joiner 4 timed out";
+  EXPECT_EQ(members(), std::vector<member_id>{2});
+  EXPECT_GT(*core->next_wakeup(), clk.now());
+}
+
+// A member whose heartbeat announced a MODEL of B bytes is not timed out before timeout + B / rate, though
+// its later heartbeats wait behind the model (decision 0024); silent past that, it is removed.
+TEST_F(AveragerCoreTest, AnAnnouncedModelExtendsTheHeartbeatTimeoutByItsTransferTime) {
+  cfg.slowest_link_bytes_per_s = 1e6;
+  cfg.idle_rounds = 0;
+  make();
+  (void)join(1);
+  (void)join(2);
+  (void)submit(1, 0, 1.0F);
+  (void)submit(2, 0, 1.0F);
+  ASSERT_EQ(members(), (std::vector<member_id>{1, 2}));
+  heartbeat_msg hb{2, 1, core->incarnation(), core->round(), false, 0};
+  hb.transfer_bytes = 20'000'000;  // 20 s at 1 MB/s
+  (void)on_heartbeat(hb);
+  const auto announced = clk.now();
+  for (int s = 0; s < 25; ++s) {
+    clk.advance(1s);
+    (void)heartbeat(1);
+    (void)run(core->tick());
+  }
+  EXPECT_EQ(members(), (std::vector<member_id>{1, 2})) << "5 s timeout + 20 s transfer";
+  EXPECT_LE(*core->next_wakeup(), announced + 25s + 1ns);
+  clk.advance(1ms);
+  (void)heartbeat(1);
+  auto out = run(core->tick());
+  EXPECT_EQ(members(), std::vector<member_id>{1}) << "silent past the allowance";
+  EXPECT_EQ(of<removed_msg>(out).size(), 1U);
+}
+
+// Every RESTART is announced to its worker, ahead of it, with its size on the wire.
+TEST_F(AveragerCoreTest, RestartIsAnnouncedByAHeartbeatCarryingItsSize) {
+  make();
+  auto out = join(1);
+  std::optional<std::size_t> hb_at;
+  std::optional<std::size_t> restart_at;
+  for (std::size_t i = 0; i < out.sends.size(); ++i) {
+    if (const auto* hb = std::get_if<heartbeat_msg>(&out.sends[i].msg); hb != nullptr && hb->transfer_bytes > 0) {
+      EXPECT_EQ(hb->transfer_bytes, dim * sizeof(float));
+      EXPECT_TRUE(hb->from_averager);
+      hb_at = i;
+    }
+    if (std::holds_alternative<restart_msg>(out.sends[i].msg)) {
+      restart_at = i;
+    }
+  }
+  ASSERT_TRUE(hb_at && restart_at);
+  EXPECT_EQ(*hb_at + 1, *restart_at) << "the announcement goes right before the RESTART";
 }
 
 TEST_F(AveragerCoreTest, AveragerSendsHeartbeatsToMembersAndJoiners) {

@@ -139,6 +139,7 @@ TEST(CodecTest, SpecRequestAndReplyRoundTrip) {
   r.spec.lr = 0.07;
   r.spec.momentum = 0.5;
   r.spec.keep_momentum = false;
+  r.spec.wire = algorithms::wire_dtype::int8;
   r.mode = training_mode::minibatch_sgd;
   r.model_size = 19090;
   auto back = decode_to_operator(encode(to_operator{r}));
@@ -389,6 +390,117 @@ TEST(CodecTest, EvaluatorMessagesRoundTripAndGoOneWay) {
   EXPECT_EQ(decode_to_evaluator(encode(to_worker{removed_msg{1, 1, 1, 1}})).error().code, errc::protocol_error);
   EXPECT_EQ(decode_to_worker(encode(to_averager{evaluation_msg{0, 5, 2, 12, 9, 0.5}})).error().code,
             errc::protocol_error);
+}
+
+}  // namespace
+}  // namespace prsgd::actors
+
+namespace prsgd::actors {
+namespace {
+
+std::vector<float> quantized(algorithms::wire_dtype dtype) {
+  std::vector<float> v(300);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = 1e-3F * static_cast<float>(i % 17) - 4e-3F;
+  }
+  return algorithms::quantize(v, dtype);
+}
+
+TEST(CodecWireDtypeTest, ModelAndRestartPayloadsRoundTripInEveryDtype) {
+  for (const auto dtype : {algorithms::wire_dtype::f32, algorithms::wire_dtype::bf16, algorithms::wire_dtype::f16,
+                           algorithms::wire_dtype::int8}) {
+    SCOPED_TRACE(std::string{algorithms::to_string(dtype)});
+    const auto v = quantized(dtype);
+    model_msg m;
+    m.member = 2;
+    m.round = 5;
+    m.steps = 1;
+    m.samples = 1;
+    m.dtype = dtype;
+    m.delta = dtype != algorithms::wire_dtype::f32;
+    m.params = std::make_shared<const std::vector<float>>(v);
+    const auto frames = encode(to_averager{m});
+    ASSERT_EQ(frames.size(), 2U);
+    EXPECT_EQ(payload_bytes(frames), algorithms::encoded_size(dtype, v.size()));
+    auto mb = decode_to_averager(frames);
+    ASSERT_TRUE(mb) << mb.error().message();
+    const auto& mm = std::get<model_msg>(*mb);
+    EXPECT_EQ(mm.dtype, dtype);
+    EXPECT_EQ(mm.delta, m.delta);
+    EXPECT_EQ(*mm.params, v) << "quantised values travel exactly";
+
+    restart_msg r;
+    r.member = 2;
+    r.round = 6;
+    r.model = std::make_shared<const std::vector<float>>(v);
+    r.dtype = dtype;
+    if (dtype != algorithms::wire_dtype::f32) {
+      r.base = 5;
+    }
+    auto rb = decode_to_worker(encode(to_worker{r}));
+    ASSERT_TRUE(rb) << rb.error().message();
+    const auto& rr = std::get<restart_msg>(*rb);
+    EXPECT_EQ(rr.dtype, dtype);
+    EXPECT_EQ(rr.base, r.base);
+    EXPECT_EQ(*rr.model, v);
+  }
+}
+
+TEST(CodecWireDtypeTest, WelcomeAndJoinCarryTheDtypes) {
+  welcome_msg w{3, 4, 5, 6, 6, training_mode::restarted_sgd, 10, std::chrono::seconds{1}};
+  w.spec.wire = algorithms::wire_dtype::int8;
+  auto wb = decode_to_worker(encode(to_worker{w}));
+  ASSERT_TRUE(wb) << wb.error().message();
+  EXPECT_EQ(std::get<welcome_msg>(*wb).spec.wire, algorithms::wire_dtype::int8);
+
+  join_msg j{0, 5, 0, 0, 1.0, "m", "d"};
+  j.wire_dtypes = {algorithms::wire_dtype::f32, algorithms::wire_dtype::bf16};
+  auto jb = decode_to_averager(encode(to_averager{j}));
+  ASSERT_TRUE(jb) << jb.error().message();
+  EXPECT_EQ(std::get<join_msg>(*jb).wire_dtypes, j.wire_dtypes);
+}
+
+TEST(CodecWireDtypeTest, PayloadSizeMustMatchTheDtypeAndUnknownDtypesAreRefused) {
+  model_msg m;
+  m.steps = 1;
+  m.samples = 1;
+  m.dtype = algorithms::wire_dtype::bf16;
+  m.params = std::make_shared<const std::vector<float>>(quantized(algorithms::wire_dtype::bf16));
+  auto frames = encode(to_averager{m});
+  frames[1] = frame::copy(frames[1].data(), frames[1].size() - 2);  // one bf16 value short
+  auto bad = decode_to_averager(frames);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, errc::protocol_error);
+
+  // A header naming a dtype this build does not know.
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(14);
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::uint64_t>>{{"v", protocol_version},
+                                                                               {"t", 5},
+                                                                               {"m", 1},
+                                                                               {"i", 1},
+                                                                               {"a", 1},
+                                                                               {"r", 0},
+                                                                               {"k", 0},
+                                                                               {"st", 1},
+                                                                               {"sa", 1},
+                                                                               {"lc", 0},
+                                                                               {"n", 2}}) {
+    pk.pack(k);
+    pk.pack(v);
+  }
+  pk.pack(std::string{"ls"});
+  pk.pack(0.0);
+  pk.pack(std::string{"g"});
+  pk.pack_false();
+  pk.pack(std::string{"wd"});
+  pk.pack(std::string{"fp8"});
+  const multipart msg{frame::copy(buf.data(), buf.size()), frame::copy(std::string(2, '\0'))};
+  auto unknown = decode_to_averager(msg);
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().code, errc::decode_failed);
+  EXPECT_NE(unknown.error().message().find("fp8"), std::string::npos) << unknown.error().message();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -155,6 +156,56 @@ TEST(ShardCodecTest, ShardMessagesRoundTrip) {
   EXPECT_FALSE(decode_to_averager(encode(to_averager{m})));
   // A worker message is not a shard message.
   EXPECT_FALSE(decode_shard(encode(to_averager{join_msg{}})));
+}
+
+// A bf16 job: slices come as changes against x̄_r, and the owner's new slice is x̄_r plus its own encoded
+// change, which goes to the members that trained from x̄_r (others get the whole slice as f32).
+TEST(ShardOwnerCoreLossyTest, ChangesGoBothWaysAndTheSliceIsWhatMembersRebuild) {
+  fake_clock clk;
+  shard_owner_core owner{shard_owner_config{1, 2, "tcp://owner", 42, 100ms, 4}, clk};
+  (void)owner.start();
+  shard_setup_msg setup{42, 9, 5, 1, 2, slice_begin(5, 2, 1), 5, 100ms, values({1.0F, 2.0F})};
+  setup.wire = algorithms::wire_dtype::bf16;
+  (void)owner.on_coordinator(setup);
+  const auto slice5 = *owner.slice();
+
+  // Member 1 sends the change (+2, 0): its slice is x̄_5 + change, so the norm is that of the change.
+  auto a = owner.on_slice({1, 11, 5, 1, values({2.0F, 0.0F}), algorithms::wire_dtype::bf16, true}, 100);
+  ASSERT_EQ(sent<shard_ack_msg>(a).size(), 1U);
+  EXPECT_DOUBLE_EQ(sent<shard_ack_msg>(a)[0].norm2, 4.0);
+  (void)owner.on_slice({2, 22, 5, 1, values({0.01F, 0.0F}), algorithms::wire_dtype::bf16, true}, 200);
+  (void)owner.on_slice({3, 0, 0, 1, {}}, 300);  // member 3 (a joiner) only attaches
+
+  shard_round_msg order;
+  order.averager_incarnation = 9;
+  order.round = 6;
+  order.combine = true;
+  order.inputs = {{1, 11, 32, 4}, {2, 22, 32, 4}};
+  order.rule = static_cast<std::uint8_t>(algorithms::averaging_rule::by_samples);
+  order.recipients = {{1, 11}, {3, 0}};
+  a = owner.on_coordinator(order);
+  ASSERT_EQ(owner.round(), 6U);
+  const auto averages = sent<shard_average_msg>(a);
+  ASSERT_EQ(averages.size(), 2U);
+  const auto& change = averages[0].member == 1 ? averages[0] : averages[1];
+  const auto& whole = averages[0].member == 1 ? averages[1] : averages[0];
+  ASSERT_TRUE(change.base.has_value());
+  EXPECT_EQ(*change.base, 5U);
+  EXPECT_EQ(change.dtype, algorithms::wire_dtype::bf16);
+  EXPECT_FALSE(whole.base.has_value());
+  EXPECT_EQ(whole.dtype, algorithms::wire_dtype::f32);
+  EXPECT_EQ(*whole.model, *owner.slice());
+  // The change survives the codec exactly, and x̄_5 + change is the owner's slice bit for bit.
+  auto decoded = decode_shard(encode(shard_msg{change}), codec_limits{});
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().message();
+  const auto& back = std::get<shard_average_msg>(*decoded);
+  ASSERT_TRUE(back.base.has_value());
+  std::vector<float> rebuilt = slice5;
+  for (std::size_t i = 0; i < rebuilt.size(); ++i) {
+    rebuilt[i] += (*back.model)[i];
+  }
+  EXPECT_EQ(std::memcmp(rebuilt.data(), owner.slice()->data(), rebuilt.size() * sizeof(float)), 0);
+  EXPECT_NE(*owner.slice(), slice5);
 }
 
 }  // namespace

@@ -235,6 +235,37 @@ TEST_F(WorkerCoreTest, SilentAveragerLeadsToRejoin) {
   EXPECT_EQ(worker.state(), worker_state::joining);
 }
 
+// A RESTART announced by a heartbeat may take its transfer time on top of the timeout (decision 0024).
+TEST_F(WorkerCoreTest, AnAnnouncedRestartKeepsTheAveragerAliveForItsTransferTime) {
+  worker_config c = config();
+  c.slowest_link_bytes_per_s = 1e6;
+  worker_core w{c, clk};
+  (void)w.start();
+  (void)w.on_message(welcome());
+  heartbeat_msg hb{3, 7, 1, 0, true, 0};
+  hb.transfer_bytes = 20'000'000;  // 20 s at 1 MB/s
+  (void)w.on_message(hb);
+  EXPECT_EQ(w.next_wakeup(), clk.now() + 1s) << "heartbeats still follow their interval";
+  clk.advance(24s);
+  EXPECT_TRUE(of<join_msg>(w.tick()).empty()) << "5 s timeout + 20 s transfer not over yet";
+  clk.advance(1s + 1ms);
+  EXPECT_EQ(of<join_msg>(w.tick()).size(), 1U) << "silent past the allowance: rejoin";
+}
+
+// Every MODEL is announced, ahead of it, with its size on the wire.
+TEST_F(WorkerCoreTest, ModelIsAnnouncedByAHeartbeatCarryingItsSize) {
+  (void)worker.start();
+  (void)worker.on_message(welcome());
+  (void)worker.on_message(restart(0));
+  auto a = worker.on_trained(result(0));
+  ASSERT_EQ(a.sends.size(), 2U);
+  const auto* hb = std::get_if<heartbeat_msg>(&a.sends[0].msg);
+  ASSERT_NE(hb, nullptr) << "the heartbeat goes first";
+  EXPECT_EQ(hb->transfer_bytes, 3U * sizeof(float));
+  EXPECT_EQ(hb->token, 0xC0FFEEU);
+  EXPECT_NE(std::get_if<model_msg>(&a.sends[1].msg), nullptr);
+}
+
 TEST_F(WorkerCoreTest, HeartbeatsFollowTheInterval) {
   (void)worker.start();
   clk.advance(1s);

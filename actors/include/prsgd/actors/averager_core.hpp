@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,6 +94,10 @@ struct averager_config {
   /// How often the averager heartbeats each known worker, and how long a worker may stay silent.
   std::chrono::nanoseconds heartbeat_interval{std::chrono::seconds(1)};
   std::chrono::nanoseconds heartbeat_timeout{std::chrono::seconds(5)};
+  /// The slowest rate a payload is expected to move at, in bytes per second: after a HEARTBEAT that
+  /// announces a payload of B bytes, the member is not timed out before heartbeat_timeout + B / this
+  /// (docs/decisions/0024). RESTARTs are announced to the workers the same way. 0 = no allowance.
+  double slowest_link_bytes_per_s = 125'000;
   /// After resuming from a checkpoint, how long to wait for its members to rejoin before starting.
   std::chrono::nanoseconds rejoin_grace{std::chrono::seconds(2)};
 
@@ -413,6 +418,8 @@ class averager_core {
     /// The JOIN's nonce.
     incarnation_t incarnation = 0;
     clock_source::time_point last_seen{};
+    /// Not timed out before this: an announced payload is on its way (never moves back).
+    clock_source::time_point transfer_until{};
     std::uint64_t interval = 1;
     double speed = 0;
     session_token token = 0;
@@ -426,6 +433,9 @@ class averager_core {
     std::uint64_t missed = 0;
     /// The last round a RESTART was sent for (at most one per round).
     std::optional<round_t> restarted;
+    /// The round of the member's last accepted MODEL: the worker holds that round's x̄, so the next
+    /// RESTART may carry the change since (lossy wire dtypes).
+    std::optional<round_t> holds;
     /// RESTARTs of the open round the transport refused (on_send_failed), and when to send it again.
     std::uint32_t send_failures = 0;
     std::optional<clock_source::time_point> resend_at;
@@ -474,6 +484,11 @@ class averager_core {
   [[nodiscard]] std::vector<float> outer_step(std::vector<float> avg, bool averaged);
   void account();
   void advance_round(std::vector<float> next);
+  /// Returns x̄_{r+1} as the members will rebuild it: x̄_r plus the quantised change (lossy wire dtypes),
+  /// and keeps that change for the RESTARTs; returns `next` unchanged for f32.
+  [[nodiscard]] std::vector<float> settle_change(std::vector<float> next);
+  /// Returns the payload bytes of `m` on the wire.
+  [[nodiscard]] static std::uint64_t wire_bytes(const flat_buffer& values, algorithms::wire_dtype dtype);
   void request_checkpoint();
   /// Sharded averaging: returns the order to combine the closing round's accepted submissions with
   /// `rule` (close_barrier sets its round and `fetch` once the round has advanced).
@@ -535,6 +550,17 @@ class averager_core {
   [[nodiscard]] job_summary summary(bool job_over) const;
   /// Sets the wakeup of `out` and returns it (every public event handler ends with it).
   [[nodiscard]] actions with_wakeup(actions out) const;
+  /// Returns when `e` counts as silent: heartbeat_timeout after it was last heard from, or later while an
+  /// announced payload may still be on its way.
+  [[nodiscard]] clock_source::time_point silence_due(const member_entry& e) const;
+  /// Files `id`'s heartbeat deadline (a new member or joiner) for next_wakeup.
+  void file_silence_due(member_id id, const member_entry& e);
+  /// Returns the earliest heartbeat deadline of the members and joiners, after dropping or re-filing the
+  /// stale entries at the front of silence_due_.
+  [[nodiscard]] std::optional<clock_source::time_point> earliest_silence_due() const;
+  /// Returns the earliest RESTART retry time of the members, after dropping the stale entries at the front
+  /// of resend_due_.
+  [[nodiscard]] std::optional<clock_source::time_point> earliest_resend_due() const;
 
   averager_config config_;
   const clock_source* clock_;
@@ -548,9 +574,23 @@ class averager_core {
   flat_buffer model_;
   std::size_t model_size_ = 0;
   std::optional<algorithms::outer_optimizer> outer_;
+  // Lossy wire dtypes: x̄_{r} − x̄_{r−1} as sent (quantised) for the RESTARTs of members that hold x̄_{r−1},
+  // and what the encoding dropped from earlier changes (carried into the next; not checkpointed).
+  flat_buffer restart_change_;
+  algorithms::error_feedback downlink_;
   std::vector<float> minibatch_momentum_;  // b, over the trainable prefix (minibatch_sgd mode)
 
-  std::map<member_id, member_entry> members_;        // M_r
+  std::map<member_id, member_entry> members_;  // M_r
+  /// Due times of next_wakeup, earliest first, so that it does not walk every member after each event.
+  /// Both are lazy: an entry is checked against its member when it reaches the front. silence_due_ holds at
+  /// most one entry per member or joiner, filed when it joins, never later than its real deadline
+  /// (last_seen only moves forward): a front entry of a worker heard from since is re-filed at its
+  /// current deadline, one of a worker that is gone is dropped. resend_due_ gets an entry each time a
+  /// resend_at is set; a front entry that no longer matches its member's resend_at is dropped.
+  using due_entry = std::pair<clock_source::time_point, member_id>;
+  using due_queue = std::priority_queue<due_entry, std::vector<due_entry>, std::greater<>>;
+  mutable due_queue silence_due_;
+  mutable due_queue resend_due_;
   std::map<member_id, member_entry> pending_;        // welcomed, admitted at the next barrier
   std::map<member_id, checkpoint_member> restored_;  // checkpointed members not yet back (rejoin_wait)
   std::map<member_id, submission> submissions_;      // accepted for round_

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "prsgd/actors/status.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 #include "prsgd/common/expected.hpp"
 
 namespace prsgd::actors {
@@ -72,6 +74,10 @@ struct job_spec {
   std::uint64_t batch_size = 0;
   /// Seed for initialisation, shuffling and sharding.
   std::uint64_t seed = 0;
+  /// How MODEL and RESTART payloads travel. f32: whole models, lossless. A lossy dtype: a worker sends
+  /// its change x_i − x̄_r with error feedback, and the averager sends x̄_{r+1} − x̄_r (with its own error
+  /// feedback) to members that hold x̄_r, and the whole x̄ as f32 to everyone else.
+  algorithms::wire_dtype wire = algorithms::wire_dtype::f32;
   /// The model's name in the model registry, or a model spec such as mlp:784-64-10.
   std::string model_name{};
   /// The data set's name in the data set registry (never "auto").
@@ -111,6 +117,9 @@ struct join_msg {
   /// True when the worker can average in shards (split its MODEL over shard owners and assemble x̄ from
   /// their slices); a sharded job refuses a worker that cannot.
   bool sharding = false;
+  /// The payload dtypes the worker can read and write (empty: f32 only). A job whose job_spec::wire is
+  /// not among them refuses the JOIN.
+  std::vector<algorithms::wire_dtype> wire_dtypes{};
 };
 
 /// Refuses a JOIN for good (averager -> worker): the worker does not fit the job (another model or data
@@ -170,7 +179,20 @@ struct heartbeat_msg {
   bool from_averager = false;
   /// The member's session token (the recipient's, when the averager sent it).
   session_token token = 0;
+  /// Bytes of the payload the sender's next message carries (0 = none announced). Sent right before a
+  /// MODEL or RESTART, so that the receiver does not take the sender for gone while the payload is in
+  /// flight behind this heartbeat (docs/decisions/0024).
+  std::uint64_t transfer_bytes = 0;
 };
+
+/// Returns how long a transfer of `bytes` may take at `bytes_per_s` (0 for no bytes or no rate).
+[[nodiscard]] inline std::chrono::nanoseconds transfer_allowance(std::uint64_t bytes, double bytes_per_s) noexcept {
+  if (bytes == 0 || !(bytes_per_s > 0)) {
+    return std::chrono::nanoseconds{0};
+  }
+  const double ns = static_cast<double>(bytes) / bytes_per_s * 1e9;
+  return std::chrono::nanoseconds{static_cast<std::int64_t>(std::min(ns, 1e17))};
+}
 
 /// Submits a worker's result for a round (worker -> averager): its model after I_i local steps
 /// (restarted_sgd) or one mini-batch gradient at x̄_r (minibatch_sgd, `is_gradient` = true).
@@ -193,6 +215,10 @@ struct model_msg {
   session_token token = 0;
   /// True when the worker ran fewer steps than assigned because the round was cut short.
   bool cut = false;
+  /// How `params` travels (job_spec::wire). The values are exactly representable in it (quantize()).
+  algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
+  /// True when `params` is the change x_i − x̄_round against the model of RESTART(round), not the model.
+  bool delta = false;
   /// Sharded averaging: the model went to the shard owners in slices and this message is the header
   /// alone (`params` empty). The averager's shell fills the two fields below from the owners' receipts.
   bool sliced = false;
@@ -214,7 +240,7 @@ struct restart_msg {
   incarnation_t incarnation = 0;
   incarnation_t averager_incarnation = 0;
   round_t round = 0;
-  /// x̄_round, shared by every recipient.
+  /// x̄_round, shared by every recipient; with `base` the change x̄_round − x̄_base instead.
   flat_buffer model;
   /// I_i: local steps this worker runs this round (1 in minibatch_sgd).
   std::uint64_t interval = 1;
@@ -224,6 +250,11 @@ struct restart_msg {
   /// The samples this member trains on this round: its batches are drawn from exactly these indices
   /// (interval x batch of them, or fewer at the end of the job). Empty: the member samples its own shard.
   std::vector<index_range> ranges;
+  /// How `model` travels: f32 for a whole model, job_spec::wire for a change.
+  algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
+  /// Set when `model` is a change against x̄_base, the model of the RESTART the member last trained from;
+  /// the worker adds it to that model in float32, so every member and the averager get the same x̄.
+  std::optional<round_t> base{};
 };
 
 /// Tells a worker the averager no longer counts it (averager -> worker), e.g. after a heartbeat timeout
@@ -378,6 +409,8 @@ struct shard_setup_msg {
   std::uint64_t model_size = 0;
   std::chrono::nanoseconds heartbeat_interval{0};
   flat_buffer model;
+  /// The job's wire dtype (job_spec::wire): how the owner's slices of x̄ travel to the members.
+  algorithms::wire_dtype wire = algorithms::wire_dtype::f32;
 };
 
 /// Names one member's submission an owner combines: its id, token, samples and steps (for the weights).
@@ -421,6 +454,10 @@ struct shard_slice_msg {
   round_t round = 0;
   std::uint64_t shard = 0;
   flat_buffer model;
+  /// How `model` travels (job_spec::wire); its values are exactly representable in it.
+  algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
+  /// True when `model` is slice k of the change x_i − x̄_round, not of the model.
+  bool delta = false;
 };
 
 /// Confirms a received slice (owner -> coordinator): whether it had the right size and finite values,
@@ -441,6 +478,10 @@ struct shard_average_msg {
   round_t round = 0;
   std::uint64_t shard = 0;
   flat_buffer model;
+  /// How `model` travels: f32 for a whole slice, job_spec::wire for a change.
+  algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
+  /// Set when `model` is slice k of the change x̄_round − x̄_base, for a member that trained from x̄_base.
+  std::optional<round_t> base{};
 };
 
 /// Reports an owner's slice of x̄_round (owner -> coordinator): its FNV-1a checksum, whether it is

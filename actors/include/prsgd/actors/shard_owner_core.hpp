@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "prsgd/actors/protocol.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 #include "prsgd/common/clock.hpp"
 
 namespace prsgd::actors {
@@ -96,6 +97,7 @@ class shard_owner_core {
   };
   void hello(owner_actions& out);
   void combine(const shard_round_msg& order);
+  [[nodiscard]] std::vector<float> settle_change(std::vector<float> next);
   void serve(owner_actions& out, const shard_recipient& to);
   void report(owner_actions& out, bool fetch, bool ok, std::string why);
   [[nodiscard]] owner_actions finish(owner_actions out);
@@ -120,6 +122,14 @@ class shard_owner_core {
   std::set<std::pair<member_id, session_token>> served_;
   /// A combine that found an input missing or failed: reported with every later SHARD_REPORT.
   std::optional<std::string> broken_;
+  /// The job's wire dtype (from SHARD_SETUP). Lossy: members send slices of their changes, and the owner
+  /// sends x̄_round() − x̄_{round()−1} (with its own error feedback) to the members that hold x̄_{round()−1}.
+  algorithms::wire_dtype wire_ = algorithms::wire_dtype::f32;
+  algorithms::error_feedback downlink_;
+  /// The encoded change of the last combine (null: send the whole slice), and who trained from the
+  /// slice before it (the combine's inputs), who can rebuild x̄_round() from it.
+  flat_buffer change_;
+  std::set<std::pair<member_id, session_token>> holders_;
 };
 
 /// Returns the 64-bit FNV-1a hash of the bytes of `values` (SHARD_REPORT's checksum).

@@ -116,6 +116,8 @@ class worker_actor : public actor {
   std::optional<restart_msg> held_restart_;
   round_t slices_round_ = 0;
   std::vector<flat_buffer> slices_;
+  /// Per slice: the round its change is against (a lossy wire dtype), or none for a whole slice.
+  std::vector<std::optional<round_t>> slice_bases_;
   rate_limiter malformed_warnings_;  // malformed input from the averager's connection: a few lines per 10 s
 };
 

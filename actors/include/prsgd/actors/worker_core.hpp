@@ -10,6 +10,7 @@
 
 #include "prsgd/actors/actions.hpp"
 #include "prsgd/actors/protocol.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 #include "prsgd/common/clock.hpp"
 
 namespace prsgd::actors {
@@ -31,6 +32,10 @@ struct worker_config {
   std::chrono::nanoseconds join_retry{std::chrono::seconds(1)};
   /// Treat the averager as gone (and keep sending JOIN) after this much silence.
   std::chrono::nanoseconds averager_timeout{std::chrono::seconds(5)};
+  /// The slowest rate a payload is expected to move at, in bytes per second: after a HEARTBEAT that
+  /// announces a RESTART of B bytes, the averager is not taken for gone before averager_timeout + B / this
+  /// (docs/decisions/0024). Each MODEL is announced to the averager the same way. 0 = no allowance.
+  double slowest_link_bytes_per_s = 125'000;
 };
 
 /// Reports a finished train_task to the worker_core.
@@ -72,6 +77,11 @@ enum class worker_state : std::uint8_t { joining, welcomed, training, submitted,
 /// A RESTART is accepted when it names this member and incarnation, comes from the newest averager
 /// incarnation seen, and its round is newer than the last accepted one of that incarnation; anything
 /// else is a duplicate, reordered or stale message and is ignored.
+///
+/// With a lossy job dtype (job_spec::wire) the core keeps the model of the last accepted RESTART: a
+/// RESTART that carries a change against it is added to it (a change against any other model makes the
+/// worker rejoin, which gets it the whole model), and MODEL carries x_i − that model, compressed with
+/// error feedback (a gradient is compressed as it is).
 class worker_core {
  public:
   /// Creates the core. @pre config.incarnation > 0
@@ -105,6 +115,10 @@ class worker_core {
   [[nodiscard]] std::uint64_t num_shards() const noexcept { return num_shards_; }
   /// Returns how many MODEL messages this worker has sent.
   [[nodiscard]] std::uint64_t models_sent() const noexcept { return models_sent_; }
+  /// Returns the model of the last accepted RESTART (empty before one, and after a rejoin).
+  [[nodiscard]] const flat_buffer& restart_model() const noexcept { return ref_; }
+  /// Returns the round of restart_model().
+  [[nodiscard]] round_t restart_round() const noexcept { return ref_round_; }
 
  private:
   [[nodiscard]] join_msg make_join() const;
@@ -130,8 +144,15 @@ class worker_core {
   round_t last_finished_ = 0;
   std::uint64_t models_sent_ = 0;
   clock_source::time_point last_heard_{};
+  clock_source::time_point quiet_until_{};  // an announced RESTART may still be on its way until then
   clock_source::time_point next_heartbeat_{};
   clock_source::time_point next_join_{};
+  // The model of the last accepted RESTART (round ref_round_), the base of RESTART changes and of MODEL
+  // deltas, and what the lossy dtype dropped from earlier MODELs: one residual per slice of a sharded job
+  // (WELCOME's owners; one slice in a star), each slice encoded on its own as the shard owner decodes it.
+  flat_buffer ref_;
+  round_t ref_round_ = 0;
+  std::vector<algorithms::error_feedback> uplinks_{1};
 };
 
 }  // namespace prsgd::actors

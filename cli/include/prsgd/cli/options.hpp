@@ -42,6 +42,9 @@ struct liveness_options {
   int heartbeat_ms = 500;
   /// A peer silent for this long is declared dead, in milliseconds. @pre > heartbeat_ms
   int heartbeat_timeout_ms = 5000;
+  /// The slowest rate, in Mbit/s, at which a model is expected to cross a connection: a peer that
+  /// announced a model of B bytes is not declared dead before the timeout + B / this rate. @pre > 0
+  double slowest_link_mbit = 1.0;
 
   friend bool operator==(const liveness_options&, const liveness_options&) = default;
 };
@@ -165,6 +168,9 @@ struct schedule_options {
   int shards = 0;
   /// Remove a member that heartbeats but has not submitted for this many rounds (0 = never).
   int idle_rounds = 2;
+  /// How MODEL and RESTART payloads travel: f32 | bf16 | f16 | int8 (the lossy ones send changes with
+  /// error feedback; actors/PROTOCOL.md).
+  std::string wire_dtype = "f32";
 
   friend bool operator==(const schedule_options&, const schedule_options&) = default;
 };

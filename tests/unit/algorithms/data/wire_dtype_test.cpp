@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -147,6 +149,137 @@ TEST(CodecTest, SizeMismatchesAreErrors) {
   ASSERT_FALSE(p.has_value());
   EXPECT_EQ(p.error().code, errc::invalid_argument);
   EXPECT_EQ(*parse_wire_dtype("bf16"), wire_dtype::bf16);
+}
+
+}  // namespace
+
+namespace {
+
+std::vector<float> normal_values(std::size_t n, float sigma, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0F, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    x = d(gen);
+  }
+  return v;
+}
+
+constexpr wire_dtype all_dtypes[] = {wire_dtype::f32, wire_dtype::bf16, wire_dtype::f16, wire_dtype::int8};
+
+TEST(CodecTest, Int8ErrorIsAtMostHalfAScaleAndScalesArePowersOfTwo) {
+  // 1000 elements: three full blocks and a short one; the blocks have very different magnitudes.
+  auto v = normal_values(1000, 1.0F, 3);
+  for (std::size_t i = 256; i < 512; ++i) {
+    v[i] *= 1e-6F;
+  }
+  for (std::size_t i = 512; i < 768; ++i) {
+    v[i] *= 1e4F;
+  }
+  const auto bytes = encode(v, wire_dtype::int8);
+  ASSERT_EQ(bytes.size(), 1000U + 4U * 4U);
+  EXPECT_EQ(encoded_size(wire_dtype::int8, 256), 260U);
+  EXPECT_EQ(encoded_size(wire_dtype::int8, 0), 0U);
+  std::vector<float> back(v.size());
+  ASSERT_TRUE(decode(bytes, wire_dtype::int8, back).has_value());
+  for (std::size_t b = 0; b < 4; ++b) {
+    float scale = 0;
+    std::memcpy(&scale, bytes.data() + b * 260, 4);
+    int e = 0;
+    EXPECT_EQ(std::frexp(scale, &e), 0.5F) << "block " << b << " scale " << scale << " is a power of two";
+    float m = 0;
+    for (std::size_t i = b * 256; i < std::min<std::size_t>(1000, (b + 1) * 256); ++i) {
+      m = std::max(m, std::abs(v[i]));
+      EXPECT_LE(std::abs(back[i] - v[i]), scale / 2) << i;
+    }
+    EXPECT_LE(m, 127 * scale);
+    EXPECT_GT(m, 63 * scale) << "the smallest such power of two";
+  }
+}
+
+TEST(CodecTest, Int8NonFiniteBlockDecodesToNanAndZeroBlockToZero) {
+  std::vector<float> v(512, 0.0F);
+  v[300] = inf;
+  std::vector<float> back(v.size(), 1.0F);
+  ASSERT_TRUE(decode(encode(v, wire_dtype::int8), wire_dtype::int8, back).has_value());
+  for (std::size_t i = 0; i < 256; ++i) {
+    EXPECT_EQ(back[i], 0.0F);
+  }
+  for (std::size_t i = 256; i < 512; ++i) {
+    EXPECT_TRUE(std::isnan(back[i])) << i;
+  }
+}
+
+TEST(CodecTest, QuantizeIsWhatTheReceiverDecodesAndSendingItAgainIsLossless) {
+  const auto v = normal_values(777, 0.01F, 4);
+  for (const auto dtype : all_dtypes) {
+    const auto q = quantize(v, dtype);
+    std::vector<float> back(v.size());
+    ASSERT_TRUE(decode(encode(v, dtype), dtype, back).has_value());
+    EXPECT_EQ(std::memcmp(back.data(), q.data(), q.size() * 4), 0) << to_string(dtype);
+    std::vector<float> again(v.size());
+    ASSERT_TRUE(decode(encode(q, dtype), dtype, again).has_value());
+    EXPECT_EQ(std::memcmp(again.data(), q.data(), q.size() * 4), 0) << to_string(dtype) << " is idempotent";
+    EXPECT_EQ(*parse_wire_dtype(to_string(dtype)), dtype);
+  }
+}
+
+// Error feedback: after any number of rounds, everything sent adds up to everything fed in, up to the
+// residual, and the residual is at most one rounding step of the last vector sent.
+TEST(ErrorFeedbackTest, AccumulatedSentDeltasTrackTheTrueSumWithinOneQuantum) {
+  for (const auto dtype : {wire_dtype::bf16, wire_dtype::f16, wire_dtype::int8}) {
+    error_feedback ef;
+    constexpr std::size_t n = 600;
+    std::vector<double> fed(n, 0.0);
+    std::vector<double> sent(n, 0.0);
+    double plain_drift = 0;  // the same deltas quantized without error feedback, for contrast
+    std::vector<double> plain(n, 0.0);
+    for (std::uint32_t round = 0; round < 200; ++round) {
+      // Small deltas with a steady drift in one direction: without feedback, bf16 rounding of a value
+      // like 1e-3 + noise loses the same bits each round.
+      auto d = normal_values(n, 1e-4F, 100 + round);
+      for (auto& x : d) {
+        x += 1e-3F;
+      }
+      const auto s = ef.compress(d, dtype);
+      const auto p = quantize(d, dtype);
+      float quantum = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        fed[i] += d[i];
+        sent[i] += s[i];
+        plain[i] += p[i];
+        quantum = std::max(quantum, std::abs(s[i]));
+      }
+      // One rounding step of this vector: relative 2^-8 (bf16), 2^-11 (f16), max/127 per block (int8).
+      const double step =
+          dtype == wire_dtype::int8 ? quantum / 127.0 : quantum * (dtype == wire_dtype::bf16 ? 0x1p-8 : 0x1p-11);
+      ASSERT_EQ(ef.residual().size(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        // sum(sent) + residual == sum(fed), up to float rounding of the running sums.
+        EXPECT_NEAR(sent[i] + ef.residual()[i], fed[i], 1e-5 * (1 + std::abs(fed[i]))) << to_string(dtype);
+        EXPECT_LE(std::abs(fed[i] - sent[i]), step + 1e-6) << to_string(dtype) << " round " << round << " i " << i;
+      }
+    }
+    double feedback_drift = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      plain_drift = std::max(plain_drift, std::abs(fed[i] - plain[i]));
+      feedback_drift = std::max(feedback_drift, std::abs(fed[i] - sent[i]));
+    }
+    EXPECT_GT(plain_drift, 2 * feedback_drift) << to_string(dtype) << ": without feedback the rounding adds up";
+  }
+}
+
+TEST(ErrorFeedbackTest, F32PassesThroughAndNonFiniteResultsDoNotPoisonTheResidual) {
+  error_feedback ef;
+  const std::vector<float> v{1.0F, 2.5e-3F, -7.0F};
+  EXPECT_EQ(ef.compress(v, wire_dtype::f32), v);
+  EXPECT_TRUE(ef.residual().empty());
+  (void)ef.compress(std::vector<float>{nan, 1e-3F, 1.0F}, wire_dtype::bf16);
+  EXPECT_TRUE(ef.residual().empty()) << "a NaN round leaves no residual behind";
+  const auto s = ef.compress(v, wire_dtype::bf16);
+  EXPECT_TRUE(std::all_of(s.begin(), s.end(), [](float x) { return std::isfinite(x); }));
+  (void)ef.compress(std::vector<float>{1.0F}, wire_dtype::bf16);
+  EXPECT_EQ(ef.residual().size(), 1U) << "another length starts from zero";
 }
 
 }  // namespace
