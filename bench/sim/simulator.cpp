@@ -28,8 +28,9 @@ using clock_point = clock_source::time_point;
 
 // ---- the network ----------------------------------------------------------------------------------------
 // Every host has an up link and a down link. A batch of messages a host sends at once (an averager's
-// RESTARTs of one round) shares its up link fairly, so all of them leave together when the batch's bytes
-// are through; otherwise transfers on a link queue in order. A message reaches its receiver once its bytes
+// RESTARTs of one round, each behind its announcing heartbeat) shares its up link fairly: messages of equal
+// size leave together when the batch's bytes are through, a smaller one as soon as every message has sent
+// as many bytes as it has; otherwise transfers on a link queue in order. A message reaches its receiver once its bytes
 // are through the receiver's down link too (the two links pipeline, as TCP does across a switch) and the
 // latency has passed.
 struct host {
@@ -174,7 +175,7 @@ void engine::averager_actions(actions a) {
   for (const auto& r : a.routes) {
     routes_[r.member] = r.via;
   }
-  // The batch's bytes share the averager's up link: every message of it leaves when all are through.
+  // The batch's bytes share the averager's up link.
   host& ah = hosts_[0];
   double total = 0;
   for (const auto& s : a.sends) {
@@ -186,6 +187,21 @@ void engine::averager_actions(actions a) {
     ah.up_free = up_done;
     ah.bytes_up += total;
   }
+  // Fair sharing: a message of b bytes is through once every message of the batch has sent min(b, its own
+  // size), so a small message (the heartbeat announcing a RESTART) leaves early and does not hold the
+  // destination's down link until the whole batch is out.
+  std::vector<double> sizes;
+  sizes.reserve(a.sends.size());
+  for (const auto& s : a.sends) {
+    sizes.push_back(payload_bytes(s.msg));
+  }
+  const auto leaves_at = [&](double b) {
+    double shared = 0;
+    for (const double other : sizes) {
+      shared += std::min(b, other);
+    }
+    return start + shared / ah.up_rate;
+  };
   for (auto& s : a.sends) {
     actors::origin_t origin = 0;
     if (s.via) {
@@ -200,7 +216,7 @@ void engine::averager_actions(actions a) {
       continue;
     }
     const double bytes = payload_bytes(s.msg);
-    const double at = deliver_time(workers_[w].host, bytes, start, up_done);
+    const double at = deliver_time(workers_[w].host, bytes, start, leaves_at(bytes));
     push(event{at, 0, ev::to_worker, w, 0, 0, narrow<actors::to_worker>(std::move(s.msg))});
   }
   for (const auto& line : a.lines) {

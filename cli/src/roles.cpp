@@ -568,9 +568,10 @@ int run_worker(const worker_options& given) {
   if (const int* status = std::get_if<int>(&learned)) {
     return *status;
   }
-  const std::string& averager = std::get<joined_job>(learned).averager;
+  joined_job& job = std::get<joined_job>(learned);
+  const std::string& averager = job.averager;
   worker_options o = given;
-  o.model = std::move(std::get<joined_job>(learned).model);
+  o.model = std::move(job.model);
   PRSGD_LOG(info, "worker") << "the job at " << averager << ": model " << o.model.model << " on " << o.model.dataset
                             << ", batch " << o.model.batch << ", lr " << o.model.lr << ", momentum " << o.model.momentum
                             << ", seed " << o.model.seed << ", wire dtype " << algorithms::to_string(job.spec.wire);
