@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The README's test command: installs dependencies, checks layering, documentation links and the C++
-# formatting (.clang-format), builds and runs every unit and integration test twice (Release with -Werror,
-# then ASan+UBSan; each build after the first runs beside the previous suite at the lowest priority), builds
-# a consumer project against the installed package, and fuzzes the decoders that need no library briefly
-# (ops/fuzz.sh). Prints ctest's summary for each run and the fuzzers' execution counts.
+# formatting (.clang-format), builds and runs the unit and integration tests twice (Release with -Werror, then
+# ASan+UBSan, which leaves four accuracy-only tests to the Release run, see CONTRIBUTING.md; each build after the
+# first runs beside the previous suite at the lowest priority), builds a consumer project against the installed
+# package, and fuzzes the decoders that need no library briefly (ops/fuzz.sh). Prints ctest's summaries.
 #   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
 #   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again),
 #                        the container image built from source, the .deb installed in a container,
