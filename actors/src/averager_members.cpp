@@ -76,8 +76,9 @@ void averager_core::start_round(actions& out) {
   compute_deadline();
   grants_.clear();
   round_members_ = 0;
+  const auto need = pool_ ? round_need() : std::pair<std::uint64_t, std::uint64_t>{0, 0};
   for (auto& [id, e] : members_) {
-    if (pool_ && !grant_samples(id, e)) {
+    if (pool_ && !grant_samples(id, e, need)) {
       continue;  // nothing left to hand out this round: the member sits it out
     }
     ++round_members_;
@@ -236,9 +237,29 @@ restart_msg averager_core::make_restart(member_id id) const {
   return m;
 }
 
-bool averager_core::grant_samples(member_id id, member_entry& e) {
+std::pair<std::uint64_t, std::uint64_t> averager_core::round_need() const {
+  std::uint64_t want = 0;
+  for (const auto& [id, e] : members_) {
+    want += e.interval * config_.spec.batch_size;
+  }
+  return {pool_->remaining(), want};
+}
+
+bool averager_core::grant_samples(member_id id, member_entry& e, const std::pair<std::uint64_t, std::uint64_t>& need) {
   const std::uint64_t batch = config_.spec.batch_size;
-  auto grant = pool_->take(e.interval * batch, max_restart_ranges);
+  const auto [rest, want] = need;
+  const std::uint64_t members = members_.size();
+  std::uint64_t count = e.interval * batch;
+  // The end of an --epochs job is shared by every member, in proportion to its interval, so that x̄ does not
+  // end as one member's model, its last local steps averaged with no one's:
+  if (rest > want && rest - want < members * batch) {
+    // less than a batch per member would be left after this round: it goes out with this round;
+    count += (rest - want + members - 1) / members;
+  } else if (rest > 0 && rest <= want) {
+    // the last round: its samples are split instead of handed out first come, first served.
+    count = std::max<std::uint64_t>(1, (rest * e.interval * batch + want - 1) / want);
+  }
+  auto grant = pool_->take(count, max_restart_ranges);
   if (grant.empty()) {
     return false;
   }
@@ -247,8 +268,8 @@ bool averager_core::grant_samples(member_id id, member_entry& e) {
     n += r.size();
   }
   // Fewer samples than interval x batch (the last passes, or a fragmented pool): fewer steps, the last
-  // batch possibly short.
-  e.interval = std::min(e.interval, (n + batch - 1) / batch);
+  // batch possibly short; a share of the job's tail: one more, short step.
+  e.interval = (n + batch - 1) / batch;
   grants_[id] = std::move(grant);
   return true;
 }

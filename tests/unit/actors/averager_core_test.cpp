@@ -1704,6 +1704,48 @@ TEST_F(AveragerPoolTest, EachMemberGetsIntervalTimesBatchDisjointSamples) {
   }
 }
 
+// The job's last samples are shared by the round's members (a last round smaller than everyone's interval is
+// split; a tail smaller than a batch per member goes out with the round before), so x̄ never ends as one
+// member's model.
+TEST_F(AveragerPoolTest, ALastRoundSmallerThanEveryonesIntervalIsSplit) {
+  cfg.data_samples = 90;  // 2 members x 20 per round: 40, 80, then 10 < 2 x batch would be left
+  cfg.max_epochs = 1;
+  make();
+  note(join(1));
+  note(join(2));
+  note(submit_given(1));  // round 0: member 1 alone; member 2 is admitted for round 1
+  ASSERT_EQ(core->round(), 1U);
+  EXPECT_EQ(count(given[1]) + count(given[2]), 40U);
+  note(submit_given(1));
+  note(submit_given(2));
+  ASSERT_EQ(core->round(), 2U);
+  // 30 left, 40 wanted: each member gets 15 (three short steps), none sits the round out.
+  EXPECT_EQ(count(given[1]), 15U);
+  EXPECT_EQ(count(given[2]), 15U);
+  EXPECT_EQ(interval_of(1), 3U);
+  note(submit_given(1));
+  note(submit_given(2));
+  EXPECT_EQ(core->state(), averager_state::stopped) << "one pass over the 90 samples";
+}
+
+TEST_F(AveragerPoolTest, ATailOfLessThanABatchPerMemberGoesOutWithTheRoundBefore) {
+  cfg.data_samples = 105;  // 20, then 40; then 45 left, 40 wanted: the 5 after it go out with it
+  cfg.max_epochs = 1;
+  make();
+  note(join(1));
+  note(join(2));
+  note(submit_given(1));
+  note(submit_given(1));
+  note(submit_given(2));
+  ASSERT_EQ(core->round(), 2U);
+  EXPECT_EQ(count(given[1]), 23U);
+  EXPECT_EQ(count(given[2]), 22U);
+  EXPECT_EQ(interval_of(1), 5U) << "one more, short step";
+  note(submit_given(1));
+  note(submit_given(2));
+  EXPECT_EQ(core->state(), averager_state::stopped) << "one pass over the 105 samples, no round of 5";
+}
+
 TEST_F(AveragerPoolTest, ALostMembersSamplesGoToTheNextRound) {
   make();
   note(join(1));

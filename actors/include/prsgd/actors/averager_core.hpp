@@ -501,8 +501,11 @@ class averager_core {
   [[nodiscard]] bool work_done() const noexcept {
     return (config_.max_rounds > 0 && rounds_completed_ >= config_.max_rounds) || (pool_ && pool_->finished());
   }
-  /// Gives a member's samples of the open round to it (pool jobs); returns false when the pool had none.
-  bool grant_samples(member_id id, member_entry& e);
+  /// Gives a member's samples of the open round to it (pool jobs): interval x batch, or its part of the job's
+  /// end (see round_need); returns false when the pool had none.
+  bool grant_samples(member_id id, member_entry& e, const std::pair<std::uint64_t, std::uint64_t>& need);
+  /// Returns (samples the job still needs, samples this round's members would take at interval x batch each).
+  [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> round_need() const;
   /// Settles the closing round's grants: consumed for the submissions that entered x̄, returned otherwise.
   void settle_grants(round_metrics& rm);
   /// Returns the samples `id` was given for the open round (0 without a grant).
