@@ -253,6 +253,7 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
                                                        "fashion-mnist n=60000",
                                                        64,
                                                        1,
+                                                       prsgd::algorithms::wire_dtype::bf16,
                                                        "fmnist-mlp",
                                                        "csv",
                                                        {"label-column=last"},
