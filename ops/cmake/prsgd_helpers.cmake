@@ -41,7 +41,8 @@ elseif(PRSGD_X86_LEVEL)
 endif()
 
 # PRSGD_KERNEL_O3: compile the numeric kernels with -O3 in Release and RelWithDebInfo builds. The ASan+UBSan
-# preset turns it off: instrumented -O3 kernels take minutes to compile and the tests do not need their speed.
+# and ThreadSanitizer presets turn it off, and with it the forced loop unrolls: instrumented -O3 kernels take
+# minutes to compile and the tests do not need their speed.
 option(PRSGD_KERNEL_O3 "Compile the numeric kernels with -O3 in optimised builds" ON)
 
 # prsgd_compute_options(TARGET): TARGET's own sources are numeric kernels: -O3 in Release and RelWithDebInfo
@@ -51,6 +52,9 @@ option(PRSGD_KERNEL_O3 "Compile the numeric kernels with -O3 in optimised builds
 function(prsgd_compute_options target)
   if(PRSGD_KERNEL_O3)
     target_compile_options(${target} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-O3>)
+  else()
+    # Without the -O3 kernels, the forced loop unrolls (PRSGD_UNROLL, algorithms/src/unroll.hpp) go too.
+    target_compile_definitions(${target} PRIVATE PRSGD_NO_FORCED_UNROLL)
   endif()
   target_compile_options(${target} PRIVATE -ffp-contract=off)
   if(PRSGD_X86_LEVEL)

@@ -10,6 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "unroll.hpp"
+
 // The register kernels' helpers take and return 32-byte vectors, which warns about the ABI of AVX
 // arguments where AVX is not enabled (GCC reports it at the end of the file, so the pragma covers the
 // file); they are always inlined into their kernel, so no call crosses that ABI.
@@ -195,7 +197,7 @@ template <class V>
 template <std::size_t N, class T>
 [[gnu::always_inline]] inline T register_coordinate(T (&v)[N], const float (&c)[N]) {
   static constexpr comparator_list net = batcher(N);
-#pragma GCC unroll 80
+  PRSGD_UNROLL(80)
   for (std::size_t q = 0; q < net.size; ++q) {
     const T lo = vmin(v[net.pairs[q].first], v[net.pairs[q].second]);
     const T hi = vmax(v[net.pairs[q].first], v[net.pairs[q].second]);
@@ -203,7 +205,7 @@ template <std::size_t N, class T>
     v[net.pairs[q].second] = hi;
   }
   T acc = T{} + 0.0F;
-#pragma GCC unroll 16
+  PRSGD_UNROLL(16)
   for (std::size_t j = 0; j < N; ++j) {
     acc = acc + c[j] * v[j];
   }
@@ -226,7 +228,7 @@ template <std::size_t N>
   for (; k + lanes <= a.len; k += lanes) {
     const auto r = load<float8>(ref + k);
     float8 v[N];
-#pragma GCC unroll 16
+    PRSGD_UNROLL(16)
     for (std::size_t i = 0; i < N; ++i) {
       v[i] = load<float8>(x[i] + k) - r;
     }
@@ -314,7 +316,7 @@ template <std::size_t N, class T, class I, class Weight>
 [[gnu::always_inline]] inline T weighted_coordinate(T (&v)[N], I (&id)[N], const weighted_args& a,
                                                     const Weight& weight) {
   static constexpr comparator_list net = batcher(N);
-#pragma GCC unroll 80
+  PRSGD_UNROLL(80)
   for (std::size_t c = 0; c < net.size; ++c) {
     const std::size_t i = net.pairs[c].first;
     const std::size_t j = net.pairs[c].second;
@@ -334,7 +336,7 @@ template <std::size_t N, class T, class I, class Weight>
   I cum_lo = I{} - a.beta.lo;
   T below = zero;
   T acc = zero;
-#pragma GCC unroll 16
+  PRSGD_UNROLL(16)
   for (std::size_t j = 0; j + 1 < N; ++j) {
     const auto [hi, lo] = weight(id[j]);
     cum_hi = cum_hi + hi;
@@ -391,7 +393,7 @@ template <std::size_t N>
     const auto r = load<float8>(ref + k);
     float8 v[N];
     int8v id[N];
-#pragma GCC unroll 16
+    PRSGD_UNROLL(16)
     for (std::size_t i = 0; i < N; ++i) {
       v[i] = load<float8>(x[i] + k) - r;
       id[i] = int8v{} + static_cast<std::int32_t>(i);

@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "unroll.hpp"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define PRSGD_NN_DIRECT_CONV 1
@@ -111,11 +113,11 @@ template <int V, int R, int NPW, int XS>
 PRSGD_NN_DIRECT_KERNEL void forward_block(const float* xp, index plane_p, index wp, const float* wt, index cin, index k,
                                           index cout, float* out, index out_ld) {
   __m512 acc[R][NPW][V];
-#pragma GCC unroll 32
+  PRSGD_UNROLL(32)
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 32
+    PRSGD_UNROLL(32)
     for (int j = 0; j < NPW; ++j) {
-#pragma GCC unroll 4
+      PRSGD_UNROLL(4)
       for (int v = 0; v < V; ++v) {
         acc[r][j][v] = _mm512_setzero_ps();
       }
@@ -128,16 +130,16 @@ PRSGD_NN_DIRECT_KERNEL void forward_block(const float* xp, index plane_p, index 
       const float* wr = wt + (ci * taps + ki) * taps * cout;
       for (index kj = 0; kj < taps; ++kj) {
         __m512 wv[V];
-#pragma GCC unroll 4
+        PRSGD_UNROLL(4)
         for (int v = 0; v < V; ++v) {
           wv[v] = _mm512_loadu_ps(wr + kj * cout + 16 * v);
         }
-#pragma GCC unroll 32
+        PRSGD_UNROLL(32)
         for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 32
+          PRSGD_UNROLL(32)
           for (int j = 0; j < NPW; ++j) {
             const __m512 b = _mm512_set1_ps(xr[(r * wp + j + kj) * XS]);
-#pragma GCC unroll 4
+            PRSGD_UNROLL(4)
             for (int v = 0; v < V; ++v) {
               acc[r][j][v] = _mm512_fmadd_ps(b, wv[v], acc[r][j][v]);
             }
@@ -146,11 +148,11 @@ PRSGD_NN_DIRECT_KERNEL void forward_block(const float* xp, index plane_p, index 
       }
     }
   }
-#pragma GCC unroll 32
+  PRSGD_UNROLL(32)
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 32
+    PRSGD_UNROLL(32)
     for (int j = 0; j < NPW; ++j) {
-#pragma GCC unroll 4
+      PRSGD_UNROLL(4)
       for (int v = 0; v < V; ++v) {
         _mm512_storeu_ps(out + r * out_ld + j * cout + 16 * v, acc[r][j][v]);
       }
@@ -208,9 +210,9 @@ PRSGD_NN_DIRECT_KERNEL void weight_grad_taps(const plan& p, const float* xc, con
   __m512 acc[NT][V];
   const index cout = p.cout;
   const index wp = p.wp;
-#pragma GCC unroll 32
+  PRSGD_UNROLL(32)
   for (int t = 0; t < NT; ++t) {
-#pragma GCC unroll 4
+    PRSGD_UNROLL(4)
     for (int v = 0; v < V; ++v) {
       acc[t][v] = _mm512_loadu_ps(gw + t * cout + 16 * v);
     }
@@ -220,26 +222,26 @@ PRSGD_NN_DIRECT_KERNEL void weight_grad_taps(const plan& p, const float* xc, con
     const float* drow = dyt + h * p.w * cout;
     for (index w = 0; w < p.w; ++w) {
       __m512 d[V];
-#pragma GCC unroll 4
+      PRSGD_UNROLL(4)
       for (int v = 0; v < V; ++v) {
         d[v] = _mm512_loadu_ps(drow + w * cout + 16 * v);
       }
-#pragma GCC unroll 32
+      PRSGD_UNROLL(32)
       for (int t = 0; t < NT; ++t) {
         constexpr int ki0 = T0 / K;
         const int ki = (T0 + t) / K - ki0;
         const int kj = (T0 + t) % K;
         const __m512 b = _mm512_set1_ps(xrow[(ki0 + ki) * wp + w + kj]);
-#pragma GCC unroll 4
+        PRSGD_UNROLL(4)
         for (int v = 0; v < V; ++v) {
           acc[t][v] = _mm512_fmadd_ps(b, d[v], acc[t][v]);
         }
       }
     }
   }
-#pragma GCC unroll 32
+  PRSGD_UNROLL(32)
   for (int t = 0; t < NT; ++t) {
-#pragma GCC unroll 4
+    PRSGD_UNROLL(4)
     for (int v = 0; v < V; ++v) {
       _mm512_storeu_ps(gw + t * cout + 16 * v, acc[t][v]);
     }
