@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "metrics_lines.hpp"
 #include "prsgd_job.hpp"
 
 namespace {
@@ -29,70 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace test = prsgd::test;
 
-/// One parsed metrics line: flat numeric fields plus the event name ("" for a round line).
-struct line {
-  std::string event;
-  std::map<std::string, double> num;
-  /// arrival_s: worker id -> seconds from the round's start to its counted submission.
-  std::map<int, double> arrival;
-
-  [[nodiscard]] double get(const std::string& k) const {
-    auto it = num.find(k);
-    return it == num.end() ? -1 : it->second;
-  }
-  [[nodiscard]] bool has(const std::string& k) const { return num.contains(k); }
-};
-
-// Parses the top-level "key":number and "event":"x" pairs of a metrics line (nested objects skipped).
-line parse(const std::string& text) {
-  line out;
-  int depth = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '{') {
-      ++depth;
-    } else if (c == '}') {
-      --depth;
-    } else if (c == '"' && depth == 1) {
-      const auto end = text.find('"', i + 1);
-      if (end == std::string::npos || end + 1 >= text.size() || text[end + 1] != ':') {
-        i = end == std::string::npos ? text.size() : end;
-        continue;
-      }
-      const std::string key = text.substr(i + 1, end - i - 1);
-      std::size_t v = end + 2;
-      if (v < text.size() && text[v] == '"') {
-        const auto vend = text.find('"', v + 1);
-        if (key == "event") {
-          out.event = text.substr(v + 1, vend - v - 1);
-        }
-        i = vend;
-      } else if (key == "arrival_s" && v < text.size() && text[v] == '{') {
-        const auto close = text.find('}', v);
-        std::size_t k = v + 1;
-        while (k < close) {
-          const auto q1 = text.find('"', k);
-          if (q1 == std::string::npos || q1 >= close) {
-            break;
-          }
-          const auto q2 = text.find('"', q1 + 1);
-          const int id = std::atoi(text.c_str() + q1 + 1);
-          char* stop = nullptr;
-          out.arrival[id] = std::strtod(text.c_str() + q2 + 2, &stop);
-          k = static_cast<std::size_t>(stop - text.c_str());
-        }
-        i = close;
-      } else if (v < text.size() && (text[v] == '-' || (text[v] >= '0' && text[v] <= '9'))) {
-        char* stop = nullptr;
-        out.num[key] = std::strtod(text.c_str() + v, &stop);
-        i = static_cast<std::size_t>(stop - text.c_str()) - 1;
-      } else {
-        i = end + 1;
-      }
-    }
-  }
-  return out;
-}
+using line = test::metrics_line;
 
 class RecoveryTest : public ::testing::Test {
  protected:
@@ -176,17 +114,7 @@ class RecoveryTest : public ::testing::Test {
     return resumed;
   }
 
-  std::vector<line> lines() const {
-    std::vector<line> out;
-    std::ifstream in{metrics_};
-    std::string text;
-    while (std::getline(in, text)) {
-      if (!text.empty() && text.back() == '}') {
-        out.push_back(parse(text));
-      }
-    }
-    return out;
-  }
+  std::vector<line> lines() const { return test::read_metrics_lines(metrics_); }
 
   /// Waits until a metrics line satisfies `pred`; returns it.
   std::optional<line> wait_line(const std::function<bool(const line&)>& pred, std::chrono::milliseconds timeout) {
@@ -207,7 +135,7 @@ class RecoveryTest : public ::testing::Test {
 
   std::string log(const std::string& name) const { return job_.log(name); }
 
-  static bool round_line(const line& l) { return l.event.empty() && l.has("round"); }
+  static bool round_line(const line& l) { return l.is_round(); }
 
   test::prsgd_job job_{PRSGD_BINARY, "prsgd-recovery"};
   std::string metrics_ = job_.path("metrics.jsonl");
