@@ -3,7 +3,8 @@
 // workers. A sharded job trains the same model as a star job of the same seed (the owners apply the
 // star's averaging to their slices); with a lossy wire dtype every worker rebuilds the owners' x̄ bit for bit;
 // a worker killed with SIGKILL mid-job leaves the job to finish with one line per round; an owner killed
-// with SIGKILL stops the job with one clear line and status 1.
+// with SIGKILL stops the job with one clear line and status 1, and with a checkpoint directory a restart of
+// every process resumes from the last checkpoint and counts every round and every sample once.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics_lines.hpp"
 #include "prsgd_job.hpp"
 #include "time_scale.hpp"
 
@@ -262,6 +264,194 @@ TEST_F(ShardedTest, OwnerKilledStopsTheJobWithOneLine) {
   }
   EXPECT_EQ(job_.wait_exit(owners[0], test::scaled(30s)), 0) << job_.log("owner-0");
   EXPECT_FALSE(read_metrics(metrics).done) << "a failed job has no done line";
+}
+
+// The lines of `text` that start with `prefix` (the one-line messages a process prints on stderr, as opposed
+// to its timestamped log lines).
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in{text};
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind(prefix, 0) == 0) {
+      out.push_back(l);
+    }
+  }
+  return out;
+}
+
+// An owner killed with SIGKILL mid-job, with --checkpoint-dir: the coordinator stops the job with one line
+// naming the owner and exits 1, and every other process ends. Restarting the coordinator, both owners and
+// the workers on the same directory resumes from the last checkpoint (the rounds closed after it are run
+// again), and the finished job's accounting is an uninterrupted run's: each round once, every sample range
+// of the epoch at most once, the same totals. The owners start the resumed round from the checkpoint's x̄
+// bit for bit, and every worker rebuilds the owners' slices of every round after the resume.
+void owner_killed_job_resumes_from_its_checkpoint(test::prsgd_job& job, const std::string& dtype) {
+  constexpr int rounds = 20;
+  constexpr int workers = 3;
+  constexpr int interval = 16;
+  constexpr int batch = 32;
+  constexpr int every = 4;  // checkpoint every 4 rounds
+  const auto metrics = job.path("metrics.jsonl");
+  const auto heartbeat_timeout = std::to_string(test::scaled(1500ms).count());
+  std::vector<std::string> args{"--model", "fmnist-mlp", "--rounds", std::to_string(rounds)};
+  args.insert(args.end(), {"--interval", std::to_string(interval), "--batch", std::to_string(batch)});
+  args.insert(args.end(), {"--lr", "0.05", "--seed", "7", "--eval-every", "0", "--progress", "off"});
+  args.insert(args.end(), {"--metrics-jsonl", metrics, "--topology", "sharded", "--shards", "2"});
+  args.insert(args.end(), {"--min-workers", std::to_string(workers), "--wire-dtype", dtype});
+  args.insert(args.end(), {"--checkpoint-dir", job.path("ckpt"), "--checkpoint-every", std::to_string(every)});
+  args.insert(args.end(), {"--heartbeat-ms", "100", "--heartbeat-timeout-ms", heartbeat_timeout});
+  args.insert(args.end(), {"--log-level", "debug"});  // the x̄ checksums
+  std::vector<std::string> worker_args{"--model", "fmnist-mlp", "--batch", std::to_string(batch), "--progress", "off"};
+  worker_args.insert(worker_args.end(), {"--heartbeat-ms", "100", "--heartbeat-timeout-ms", heartbeat_timeout});
+  worker_args.insert(worker_args.end(), {"--log-level", "debug"});
+  // One incarnation of the job: the coordinator `name`, owners owner-<k><tag>, workers worker-<first..>.
+  struct incarnation {
+    pid_t coordinator = -1;
+    std::vector<pid_t> owners;
+    std::vector<pid_t> workers;
+  };
+  const auto start = [&](const std::string& name, const std::string& tag, int first_worker) {
+    incarnation out;
+    const bool restart = !job.averager_endpoint().empty();
+    auto avg = restart ? job.start_averager(args, name, job.averager_endpoint()) : job.start_averager(args, name);
+    EXPECT_TRUE(avg) << job.log(name);
+    if (!avg) {
+      return out;
+    }
+    out.coordinator = avg->pid;
+    for (int k = 0; k < 2; ++k) {
+      out.owners.push_back(job.start("owner-" + std::to_string(k) + tag,
+                                     {"averager", "--shard", std::to_string(k) + "/2", "--coordinator", avg->endpoint,
+                                      "--listen", "tcp://127.0.0.1:*", "--heartbeat-ms", "100"}));
+    }
+    for (int i = 0; i < workers; ++i) {
+      out.workers.push_back(job.start_worker(first_worker + i, worker_args));
+    }
+    return out;
+  };
+  const auto last_round_line = [&] {
+    double last = -1;
+    for (const auto& l : test::read_metrics_lines(metrics)) {
+      last = l.is_round() ? l.get("round") : last;
+    }
+    return last;
+  };
+
+  // 1. Until a checkpoint is saved and the round it holds has closed, then SIGKILL owner 1.
+  const auto first = start("coordinator", "", 0);
+  ASSERT_GT(first.coordinator, 0);
+  ASSERT_TRUE(job.wait_for_log("coordinator", "checkpoint: saved round " + std::to_string(every), 120s))
+      << job.log("coordinator");
+  ASSERT_TRUE(test::wait_until([&] { return last_round_line() >= every; }, 60s)) << job.log("coordinator");
+  ::kill(first.owners[1], SIGKILL);
+  ASSERT_EQ(job.wait_exit(first.coordinator, 60s), 1) << job.log("coordinator");
+  const auto said = lines_starting(job.log("coordinator"), "prsgd averager: ");
+  ASSERT_EQ(said.size(), 1U) << job.log("coordinator");
+  EXPECT_NE(said[0].find("shard owner 1/2"), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find("the job stops"), std::string::npos) << said[0];
+  for (std::size_t i = 0; i < first.workers.size(); ++i) {
+    EXPECT_EQ(job.wait_exit(first.workers[i], 30s), 0) << job.log("worker-" + std::to_string(i));
+  }
+  EXPECT_EQ(job.wait_exit(first.owners[0], 30s), 0) << job.log("owner-0");
+  const double last_before = last_round_line();
+  for (const auto& l : test::read_metrics_lines(metrics)) {
+    ASSERT_NE(l.event, "done") << "a stopped job has no done line";
+  }
+
+  // 2. Every process again, on the same checkpoint directory and endpoint.
+  const auto second = start("coordinator-2", "-2", workers);
+  ASSERT_GT(second.coordinator, 0);
+  ASSERT_EQ(job.wait_exit(second.coordinator, 180s), 0) << job.log("coordinator-2");
+  for (std::size_t i = 0; i < second.workers.size(); ++i) {
+    EXPECT_EQ(job.wait_exit(second.workers[i], 30s), 0) << job.log("worker-" + std::to_string(workers + i));
+  }
+  for (std::size_t k = 0; k < second.owners.size(); ++k) {
+    EXPECT_EQ(job.wait_exit(second.owners[k], 30s), 0) << job.log("owner-" + std::to_string(k) + "-2");
+  }
+
+  // The metrics file as written: rounds 0..19 once each and in order, one resumed line, one done line.
+  const auto all = test::read_metrics_lines(metrics);
+  std::vector<double> resumed;
+  double expected_round = 0;
+  double samples = 0;
+  double ranged = 0;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::uint64_t> ranges;  // (epoch, begin) -> end
+  std::uint64_t repeated = 0;
+  int done = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto& l = all[i];
+    if (l.event == "resumed") {
+      resumed.push_back(l.get("round"));
+    } else if (l.event == "done") {
+      ++done;
+      EXPECT_EQ(i + 1, all.size()) << "the done line is the last";
+      EXPECT_EQ(l.get("rounds"), rounds);
+      EXPECT_EQ(l.get("trained_rounds"), rounds);
+    } else if (l.is_round()) {
+      EXPECT_EQ(l.get("round"), expected_round++) << "line " << i << ": each round once, in order";
+      EXPECT_EQ(l.get("submissions"), workers) << "round " << l.get("round");
+      EXPECT_EQ(l.get("duplicate"), 0);
+      samples += l.get("samples");
+      for (const auto& [member, epoch, begin, end] : l.data) {
+        ranged += static_cast<double>(end - begin);
+        repeated += ranges.emplace(std::pair{epoch, begin}, end).second ? 0 : 1;
+      }
+    }
+  }
+  EXPECT_EQ(done, 1);
+  EXPECT_EQ(expected_round, rounds);
+  ASSERT_EQ(resumed.size(), 1U) << "one resumed line";
+  EXPECT_GE(resumed[0], every) << "it resumes a checkpoint, not round 0";
+  EXPECT_EQ(static_cast<long>(resumed[0]) % every, 0) << "a checkpointed round";
+  EXPECT_LE(resumed[0], last_before) << "the rounds closed after the checkpoint are run again";
+  // An uninterrupted run: every member trains I steps of B samples in every round.
+  EXPECT_EQ(samples, static_cast<double>(rounds) * workers * interval * batch) << "samples counted once";
+  EXPECT_EQ(ranged, samples) << "the data ranges hold the counted samples";
+  EXPECT_EQ(repeated, 0U) << "no sample range trained twice in an epoch";
+  for (auto it = ranges.begin(); it != ranges.end() && std::next(it) != ranges.end(); ++it) {
+    const auto next = std::next(it);
+    EXPECT_TRUE(next->first.first != it->first.first || it->second <= next->first.second)
+        << "epoch " << it->first.first << ": the ranges at " << it->first.second << " and " << next->first.second
+        << " overlap";
+  }
+
+  // x̄ across the resume: the owners' slices of the resumed round equal the first incarnation's (the
+  // checkpoint holds that x̄), and every worker of the second incarnation holds the owners' slices.
+  const auto r0 = static_cast<long>(resumed[0]);
+  const auto before = read_checksums(job.log("coordinator"));
+  const auto after = read_checksums(job.log("coordinator-2"));
+  EXPECT_FALSE(after.conflicting) << "an owner reported two different slices for one round";
+  for (long k = 0; k < 2; ++k) {
+    ASSERT_TRUE(before.of.contains({r0, k})) << "slice " << k << " of round " << r0 << " before the kill";
+    ASSERT_TRUE(after.of.contains({r0, k})) << "slice " << k << " of round " << r0 << " after the resume";
+    EXPECT_EQ(before.of.at({r0, k}), after.of.at({r0, k})) << "the owners resume from the checkpoint's x̄";
+  }
+  for (long r = r0; r < rounds; ++r) {
+    for (long k = 0; k < 2; ++k) {
+      EXPECT_TRUE(after.of.contains({r, k})) << "round " << r << " slice " << k << " reported";
+    }
+  }
+  for (int i = workers; i < 2 * workers; ++i) {
+    const auto worker = read_checksums(job.log("worker-" + std::to_string(i)));
+    EXPECT_GE(worker.lines, 2U * static_cast<std::size_t>(rounds - r0)) << "worker " << i;
+    for (const auto& [key, sum] : worker.of) {
+      const auto it = after.of.find(key);
+      ASSERT_NE(it, after.of.end()) << "round " << key.first << " slice " << key.second;
+      EXPECT_EQ(sum, it->second) << "worker " << i << " round " << key.first << " slice " << key.second
+                                 << ": its x̄ differs from the owner's";
+    }
+  }
+  std::printf("%s: stopped after round %g, resumed at round %g\n", dtype.c_str(), last_before, resumed[0]);
+}
+
+TEST_F(ShardedTest, OwnerKilledJobResumesFromItsCheckpointAndCountsEveryRoundOnce) {
+  owner_killed_job_resumes_from_its_checkpoint(job_, "f32");
+}
+
+// The same with bf16 payloads: workers and owners keep error-feedback residuals, which a resume starts from
+// zero (the new owners are set up with the checkpoint's x̄ and send it whole).
+TEST_F(ShardedTest, OwnerKilledBf16JobResumesFromItsCheckpointAndCountsEveryRoundOnce) {
+  owner_killed_job_resumes_from_its_checkpoint(job_, "bf16");
 }
 
 }  // namespace
