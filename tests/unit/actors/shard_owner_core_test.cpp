@@ -7,10 +7,12 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "prsgd/actors/codec.hpp"
 #include "prsgd/algorithms/averaging.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 
 namespace prsgd::actors {
 namespace {
@@ -206,6 +208,58 @@ TEST(ShardOwnerCoreLossyTest, ChangesGoBothWaysAndTheSliceIsWhatMembersRebuild) 
   }
   EXPECT_EQ(std::memcmp(rebuilt.data(), owner.slice()->data(), rebuilt.size() * sizeof(float)), 0);
   EXPECT_NE(*owner.slice(), slice5);
+}
+
+// A newer coordinator incarnation (a resume) sets the owner up again: its error-feedback residual restarts
+// from zero, as a resumed star averager's does, so the owner encodes exactly what a fresh owner would.
+// bf16 keeps 8 significant bits: in [0.25, 0.5) its values are k/512.
+TEST(ShardOwnerCoreLossyTest, ASetupOfANewerCoordinatorStartsTheResidualFromZero) {
+  fake_clock clk;
+  const auto setup_by = [](incarnation_t coordinator) {
+    shard_setup_msg setup{42, coordinator, 5, 1, 2, slice_begin(5, 2, 1), 5, 100ms, values({1.0F, 2.0F})};
+    setup.wire = algorithms::wire_dtype::bf16;
+    return setup;
+  };
+  // Member `m` sends the change (`c`, 0) against x̄_5 and gets x̄_6 back; returns the change it gets.
+  const auto round_with = [&](shard_owner_core& owner, incarnation_t coordinator, member_id m, float c) {
+    (void)owner.on_slice({m, m * 11, 5, 1, values({c, 0.0F}), algorithms::wire_dtype::bf16, true}, 100);
+    shard_round_msg order;
+    order.averager_incarnation = coordinator;
+    order.round = 6;
+    order.combine = true;
+    order.inputs = {{m, m * 11, 32, 4}};
+    order.rule = static_cast<std::uint8_t>(algorithms::averaging_rule::by_samples);
+    order.recipients = {{m, m * 11}};
+    const auto averages = sent<shard_average_msg>(owner.on_coordinator(order));
+    EXPECT_EQ(averages.size(), 1U);
+    EXPECT_TRUE(!averages.empty() && averages[0].base == std::optional<round_t>{5}) << "a change against x̄_5";
+    return averages.empty() ? std::vector<float>{} : *averages[0].model;
+  };
+
+  shard_owner_core owner{shard_owner_config{1, 2, "tcp://owner", 42, 100ms, 4}, clk};
+  (void)owner.start();
+  (void)owner.on_coordinator(setup_by(9));
+  // 170.5/512 is a tie: it goes as 170/512 and leaves +0.5/512 as the residual.
+  EXPECT_EQ(round_with(owner, 9, 1, 170.5F / 512), (std::vector<float>{170.0F / 512, 0.0F}));
+  // With that residual, 170.25/512 would go as 171/512 (170.75/512 rounded); after the resume's SETUP it
+  // goes as 170/512, as from an owner that never ran a round.
+  (void)owner.on_coordinator(setup_by(10));
+  EXPECT_EQ(owner.round(), 5U);
+  EXPECT_EQ(*owner.slice(), (std::vector<float>{1.0F, 2.0F})) << "the checkpoint's slice";
+  const auto resumed = round_with(owner, 10, 2, 170.25F / 512);
+  EXPECT_EQ(resumed, (std::vector<float>{170.0F / 512, 0.0F})) << "the residual of the old incarnation is gone";
+
+  shard_owner_core fresh{shard_owner_config{1, 2, "tcp://owner", 43, 100ms, 4}, clk};
+  (void)fresh.start();
+  (void)fresh.on_coordinator(setup_by(10));
+  EXPECT_EQ(round_with(fresh, 10, 2, 170.25F / 512), resumed);
+  EXPECT_EQ(*fresh.slice(), *owner.slice());
+
+  // The same owner without the SETUP in between keeps the residual (what the test above rules out).
+  algorithms::error_feedback kept;
+  (void)kept.compress(std::vector<float>{170.5F / 512}, algorithms::wire_dtype::bf16);
+  EXPECT_EQ(kept.compress(std::vector<float>{170.25F / 512}, algorithms::wire_dtype::bf16),
+            (std::vector<float>{171.0F / 512}));
 }
 
 }  // namespace
