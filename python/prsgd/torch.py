@@ -249,7 +249,8 @@ class TorchWorker(Worker):
 
 class Evaluator(_Evaluator):
     """Scores x̄ for a `prsgd averager --model external` job: loads it into `model` (prsgd.torch's flat layout)
-    and returns the share of `test_loader`'s samples whose arg-max output equals the target.
+    and returns the share of `test_loader`'s samples whose arg-max output equals the target, with the mean
+    cross-entropy over them (torch.nn.functional.cross_entropy).
 
     model_fingerprint defaults to prsgd.fingerprints.external(flat size); the other keyword arguments go to
     prsgd.Evaluator (averager endpoint, heartbeat_ms, CURVE key files)."""
@@ -264,14 +265,16 @@ class Evaluator(_Evaluator):
         load_flat(self.model, params)
         self.model.eval()
         correct = total = 0
+        loss_sum = 0.0
         with torch.no_grad():
             for inputs, targets in self.loader:
                 out = self.model(inputs.to(self.device))
                 correct += int((out.argmax(dim=1).cpu() == targets).sum())
+                loss_sum += float(torch.nn.functional.cross_entropy(out, targets.to(self.device), reduction="sum"))
                 total += int(targets.shape[0])
         if total == 0:
             raise ValueError("the test loader yielded no samples")
-        return correct / total
+        return correct / total, loss_sum / total
 
 
 __all__ = ["TorchWorker", "Evaluator", "ShardSampler", "shard_loader", "flat_tensors", "flat_size", "flatten",

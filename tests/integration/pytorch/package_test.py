@@ -4,6 +4,8 @@
 must look like, what JOIN/HEARTBEAT/LEAVE/MODEL look like), ShardSampler's shards and ranges, and the flat
 layout of the PyTorch twins (parameters first, then floating-point buffers, in state_dict order).
 
+The evaluator's scoring loop runs on this thread too, on a hand-fed job.
+
 usage: package_test.py PYTHON_SRC_DIR       (prints one line per check; exit 1 on the first failure)
 """
 import importlib.util
@@ -94,6 +96,27 @@ except P.ProtocolError:
 h = msgpack.unpackb(P.encode_evaluation(9, 5, 12, 7, 0.75)[1])
 check("EVALUATION header", h["t"] == P.EVALUATION and h["q"] == 7 and h["acc"] == 0.75 and h["r"] == 12 and
       h["a"] == 5 and h["i"] == 9)
+check("EVALUATION without a loss has no loss key", "loss" not in h)
+h = msgpack.unpackb(P.encode_evaluation(9, 5, 12, 7, 0.75, 0.5)[1])
+check("EVALUATION with a loss", h["loss"] == 0.5 and isinstance(h["loss"], float) and h["acc"] == 0.75)
+
+
+def scored_by(score):
+    """Runs prsgd.Evaluator's scoring loop on one job, on this thread: what it would send, or None."""
+    import queue
+    from prsgd.evaluator import Evaluator
+    ev = Evaluator("tcp://127.0.0.1:1", score, log=lambda *_: None)
+    jobs, results = queue.Queue(), queue.Queue()
+    jobs.put((5, 12, 7, np.zeros(3, dtype=np.float32)))
+    jobs.put(None)
+    ev._score_loop(jobs, results)
+    return None if results.empty() else results.get()[3:]
+
+
+check("a score of an accuracy alone sends no loss", scored_by(lambda p: 0.5) == (0.5, None))
+check("a score of (accuracy, loss) sends both", scored_by(lambda p: (0.5, 0.25)) == (0.5, 0.25))
+check("a NaN loss sends nothing", scored_by(lambda p: (0.5, float("nan"))) is None)
+check("a negative loss sends nothing", scored_by(lambda p: (0.5, -1.0)) is None)
 h = msgpack.unpackb(P.encode_evaluator_hello(9, 5, "external params=3")[1])
 check("EVALUATOR_HELLO header", h["t"] == P.EVALUATOR_HELLO and h["mf"] == "external params=3" and h["m"] == 0)
 from prsgd import fingerprints  # noqa: E402
