@@ -21,7 +21,8 @@ fmnist-mlp and a `prsgd worker --model fmnist-mlp` can train in one job.
 in RESTART). A `ShardSampler` given to the DataLoader (directly, or inside a BatchSampler) follows both:
 TorchWorker configures it; with ranges in a RESTART it yields the samples they name (positions of each
 epoch's seeded permutation of the data set, `prsgd.order`), shuffled, for that round; without them it yields
-the member's shard, reshuffled every pass.
+the member's shard, reshuffled every pass. A round's samples are trained at most once: when the loader runs
+out of them before the round's steps are done (a `drop_last` BatchSampler), the round ends early.
 
 **Rounds.** On each RESTART TorchWorker copies x̄ into the module, sets every parameter group's learning
 rate to the round's step size, keeps (default) or clears the optimiser's state (`momentum_on_restart`,
@@ -194,7 +195,9 @@ class TorchWorker(Worker):
         try:
             return next(self._batches)
         except StopIteration:
-            self._batches = iter(self.loader)
+            if self.sampler is not None and self.sampler.ranges is not None:
+                raise  # the round's samples are used up: none is trained twice (a drop_last loader stops early)
+            self._batches = iter(self.loader)  # a shard without ranges: the next pass
             return next(self._batches)
 
     def _begin_round(self, params):
