@@ -707,9 +707,9 @@ void averager_actor::evaluate(evaluation_request request, bool filled) {
     model = std::move(*made);
   } else {
     // Reported like any failed evaluation, through the compute pool: never from inside apply().
-    run_compute([e = made.error()]() -> double { throw std::runtime_error(e.message()); },
-                [this, request = std::move(request)](expected<double> acc) mutable {
-                  on_evaluated(std::move(request), std::move(acc));
+    run_compute([e = made.error()]() -> evaluation_score { throw std::runtime_error(e.message()); },
+                [this, request = std::move(request)](expected<evaluation_score> score) mutable {
+                  on_evaluated(std::move(request), std::move(score));
                 });
     return;
   }
@@ -717,35 +717,40 @@ void averager_actor::evaluate(evaluation_request request, bool filled) {
   auto test = config_.test_set;
   auto params = request.model;
   run_compute(
-      [model, test, params]() -> double {
+      [model, test, params]() -> evaluation_score {
         auto ok = model->set_params(*params);
         if (!ok) {
           throw std::runtime_error(ok.error().message());
         }
-        return model->evaluate(*test).accuracy;
+        const auto e = model->evaluate(*test);
+        return {e.accuracy, std::isfinite(e.loss) ? std::optional<double>{e.loss} : std::nullopt};
       },
-      [this, model, request = std::move(request)](expected<double> acc) mutable {
+      [this, model, request = std::move(request)](expected<evaluation_score> score) mutable {
         idle_evaluators_.push_back(std::move(model));
-        on_evaluated(std::move(request), std::move(acc));
+        on_evaluated(std::move(request), std::move(score));
       });
 }
 
 // Here the shell holds an evaluated x̄ (request.model, after request.rounds rounds) with its accuracy.
-void averager_actor::on_evaluated(evaluation_request request, expected<double> accuracy) {
+void averager_actor::on_evaluated(evaluation_request request, expected<evaluation_score> score) {
   if (!core_) {
     return;
   }
-  if (!accuracy && accuracy.error().code == errc::not_found) {
+  if (!score && score.error().code == errc::not_found) {
     PRSGD_LOG(info, "averager") << "x̄ after round " << request.rounds
-                                << " is not evaluated: " << accuracy.error().message();
-  } else if (!accuracy) {
+                                << " is not evaluated: " << score.error().message();
+  } else if (!score) {
     PRSGD_LOG(error, "averager") << "evaluation of x̄ after round " << request.rounds
-                                 << " failed: " << accuracy.error().message();
+                                 << " failed: " << score.error().message();
   }
-  if (accuracy && config_.on_model) {
-    config_.on_model({request.rounds, request.model, *accuracy, false});
+  if (score && config_.on_model) {
+    config_.on_model({request.rounds, request.model, score->accuracy, false});
   }
-  apply(core_->on_evaluated(request.id, accuracy ? std::optional<double>{*accuracy} : std::nullopt));
+  if (!score) {
+    apply(core_->on_evaluated(request.id, std::nullopt));
+    return;
+  }
+  apply(core_->on_evaluated(request.id, score->accuracy, score->loss));
 }
 
 void averager_actor::write_line(const round_metrics& m) {
@@ -784,7 +789,7 @@ void averager_actor::report_done(const job_summary& s, bool filled) {
   }
   done_ = true;
   if (s.job_over && writer_) {
-    if (auto ok = writer_->write_done(s.test_acc, s.rounds, s.trained_rounds, s.wall_s); !ok) {
+    if (auto ok = writer_->write_done(s.test_acc, s.test_loss, s.rounds, s.trained_rounds, s.wall_s); !ok) {
       PRSGD_LOG(error, "averager") << "metrics write failed: " << ok.error().message();
     }
   }
@@ -887,7 +892,12 @@ void averager_actor::on_evaluator(peer_id peer, const to_averager& msg) {
     on_evaluated(std::move(request), error{errc::protocol_error, "the evaluator reported an accuracy outside [0, 1]"});
     return;
   }
-  on_evaluated(std::move(request), result.accuracy);
+  if (result.loss && !(std::isfinite(*result.loss) && *result.loss >= 0)) {
+    on_evaluated(std::move(request),
+                 error{errc::protocol_error, "the evaluator reported a loss that is negative or not finite"});
+    return;
+  }
+  on_evaluated(std::move(request), evaluation_score{result.accuracy, result.loss});
 }
 
 void averager_actor::evaluate_remotely(evaluation_request request) {

@@ -659,7 +659,7 @@ actions averager_core::suspend() {
   return with_wakeup(std::move(out));
 }
 
-actions averager_core::on_evaluated(std::uint64_t id, std::optional<double> accuracy) {
+actions averager_core::on_evaluated(std::uint64_t id, std::optional<double> accuracy, std::optional<double> loss) {
   actions out;
   auto it = evaluating_.find(id);
   if (it == evaluating_.end()) {
@@ -669,12 +669,14 @@ actions averager_core::on_evaluated(std::uint64_t id, std::optional<double> accu
   evaluating_.erase(it);
   if (accuracy && (!last_acc_ || rounds >= last_acc_rounds_)) {
     last_acc_ = accuracy;
+    last_loss_ = loss;
     last_acc_rounds_ = rounds;
   }
   for (auto& l : lines_) {
     if (l.awaiting == id) {
       l.awaiting.reset();
       l.metrics.test_acc = accuracy;
+      l.metrics.test_loss = accuracy ? loss : std::nullopt;
       break;
     }
   }

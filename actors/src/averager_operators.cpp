@@ -70,6 +70,7 @@ job_summary averager_core::summary(bool job_over) const {
   s.rounds = round_;
   s.trained_rounds = rounds_completed_;
   s.test_acc = last_acc_;
+  s.test_loss = last_loss_;
   s.wall_s = to_seconds(clock_->now() - started_at_);
   s.bytes_in = bytes_in_;
   s.bytes_out = bytes_out_;
@@ -259,6 +260,7 @@ job_status averager_core::status(const std::function<std::string(origin_t)>& hos
   s.deadline = std::string{to_string(config_.deadline)};
   s.deadline_s = to_seconds(config_.fixed_deadline);
   s.test_acc = last_acc_.value_or(-1);
+  s.test_loss = last_loss_.value_or(-1);
   s.accepted = counters_.accepted;
   s.late = counters_.late;
   s.duplicate = counters_.duplicate;

@@ -369,10 +369,13 @@ multipart encode_one(const evaluate_msg& m) {
 }
 
 multipart encode_one(const evaluation_msg& m) {
-  header_writer w{wire_type::evaluation, common_fields + 2};
+  header_writer w{wire_type::evaluation, common_fields + (m.loss ? 3 : 2)};
   put_common(w, m);
   w.put("q", m.request);
   w.put("acc", m.accuracy);
+  if (m.loss) {
+    w.put("loss", *m.loss);
+  }
   return {w.finish()};
 }
 
@@ -827,6 +830,9 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         get_common(r, m);
         m.request = r.get<std::uint64_t>("q");
         m.accuracy = r.get<double>("acc");
+        if (r.find("loss") != nullptr) {
+          m.loss = r.get<double>("loss");
+        }
         return to_averager{m};
       }
       case wire_type::leave: {

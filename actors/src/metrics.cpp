@@ -72,6 +72,8 @@ std::string to_json_line(const round_metrics& m) {
   put_optional(out, m.train_loss);
   key(out, "test_acc");
   put_optional(out, m.test_acc);
+  key(out, "test_loss");
+  put_optional(out, m.test_loss);
   key(out, "consensus_distance");
   put_number(out, m.consensus_distance);
   key(out, "bytes_in");
@@ -241,13 +243,15 @@ expected<void> metrics_writer::write_resumed(round_t round, std::uint64_t incarn
   return put_line(out);
 }
 
-expected<void> metrics_writer::write_done(std::optional<double> final_test_acc, round_t rounds,
-                                          std::uint64_t trained_rounds, double wall_s) {
+expected<void> metrics_writer::write_done(std::optional<double> final_test_acc, std::optional<double> final_test_loss,
+                                          round_t rounds, std::uint64_t trained_rounds, double wall_s) {
   std::string out = "{";
   key(out, "event");
   out += json_quote("done");
   key(out, "test_acc");
   put_optional(out, final_test_acc);
+  key(out, "test_loss");
+  put_optional(out, final_test_loss);
   key(out, "rounds");
   put_number(out, rounds);
   key(out, "trained_rounds");

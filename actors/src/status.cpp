@@ -164,6 +164,9 @@ std::string to_table(const job_status& s) {
   if (s.test_acc >= 0) {
     progress += fmt("  test acc %.1f%%", 100 * s.test_acc);
   }
+  if (s.test_loss >= 0) {
+    progress += fmt("  test loss %.4f", s.test_loss);
+  }
   out += "job       " + (s.model.empty() ? std::string{"-"} : s.model) + "  " + s.state +
          (s.paused && s.state != "paused" ? " (pausing at the barrier)" : "") + "  averager incarnation " +
          std::to_string(s.averager_incarnation) + "\n";

@@ -8,7 +8,8 @@ each) train model.Mlp with local SGD and PeriodicModelAverager(period=I), a para
 
 Each rank trains its 1/N shard of a seeded permutation, reshuffled per pass; steps per epoch and rounds follow
 the prsgd averager's plan (ceil(S / (N * batch)) steps, ceil(steps / I) rounds per epoch). Rank 0 evaluates x̄
-after every R-th round and the last, and writes {"round", "wall_s", "test_acc"} lines, then a done line.
+after every R-th round and the last, and writes {"round", "wall_s", "test_acc", "test_loss"} lines, then a done
+line with the samples all ranks trained on (partial batches at a shard's end counted as they are).
 wall_s counts from the launch of this script. --kill-rank makes rank R kill itself with SIGKILL at round K
 (the elasticity check): the others' next all-reduce fails and the job ends with status 1.
 """
@@ -54,6 +55,7 @@ def rank_main(rank, a, t0):
     averager.step = 1  # average after steps I, 2I, ... (its counter would include the first step)
     out = open(a.out, "w") if rank == 0 else None
     order, pos, epoch = None, 0, 0
+    trained = 0  # samples this rank trained on, partial batches counted as they are
     for r in range(rounds):
         if rank == a.kill_rank and r == a.kill_at_round:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -63,6 +65,7 @@ def rank_main(rank, a, t0):
                 order, pos, epoch = perm[rank::a.workers], 0, epoch + 1
             idx = order[pos:pos + a.batch].tolist()
             pos += a.batch
+            trained += len(idx)
             x, y = train[idx]
             opt.zero_grad(set_to_none=True)
             F.cross_entropy(net(x), y).backward()
@@ -71,11 +74,15 @@ def rank_main(rank, a, t0):
         closed = r + 1
         if rank == 0 and (closed % a.eval_every == 0 or closed == rounds or closed % rounds_per_epoch == 0):
             wall = time.monotonic() - t0
-            out.write(json.dumps({"round": r, "wall_s": round(wall, 3),
-                                  "test_acc": bench_model.accuracy(net, test)}) + "\n")
+            acc, loss = bench_model.evaluate(net, test)
+            out.write(json.dumps({"round": r, "wall_s": round(wall, 3), "test_acc": acc, "test_loss": loss}) + "\n")
             out.flush()
+    total = torch.tensor([trained], dtype=torch.int64)
+    dist.all_reduce(total)  # every rank's count, for comparing the samples each side trains
     if rank == 0:
-        out.write(json.dumps({"event": "done", "rounds": rounds, "wall_s": round(time.monotonic() - t0, 3)}) + "\n")
+        out.write(json.dumps({"event": "done", "rounds": rounds, "samples": int(total.item()),
+                              "steps_per_rank": rounds * a.interval,
+                              "wall_s": round(time.monotonic() - t0, 3)}) + "\n")
         out.close()
     dist.barrier()
     dist.destroy_process_group()

@@ -30,10 +30,13 @@ def data(split, limit):
     return prsgd.fmnist.FashionMnist(prsgd.fmnist.DEFAULT_DIR, split, limit)
 
 
-def accuracy(model, test):
+def evaluate(model, test):
+    """Returns (accuracy, mean cross-entropy) of `model` on the whole of `test`."""
     model.eval()
     with torch.no_grad():
         x, y = test[list(range(len(test)))]
-        acc = float((model(x).argmax(dim=1) == y).float().mean())
+        out = model(x)
+        acc = float((out.argmax(dim=1) == y).float().mean())
+        loss = float(F.cross_entropy(out, y))
     model.train()
-    return acc
+    return acc, loss

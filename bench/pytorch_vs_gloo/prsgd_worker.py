@@ -34,7 +34,7 @@ def main():
     if a.evaluator:
         test = bench_model.data("test", a.test_samples)
         ev = prsgd.torch.Evaluator(net, [], a.averager, heartbeat_ms=200)
-        ev.score = lambda params: (prsgd.torch.load_flat(net, params), bench_model.accuracy(net, test))[1]
+        ev.score = lambda params: (prsgd.torch.load_flat(net, params), bench_model.evaluate(net, test))[1]
         return ev.run_to_exit_status("prsgd_worker.py")
     train = bench_model.data("train", a.train_samples)
     w = prsgd.torch.TorchWorker(net, torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum),

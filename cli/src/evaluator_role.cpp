@@ -2,7 +2,8 @@
 // `prsgd evaluator`: scores x̄ on the job's test split for an averager that hands evaluation to evaluator
 // processes (--evaluate-on evaluators). It learns the job like a worker (SPEC), loads the same test set the
 // averager would, then says hello (EVALUATOR_HELLO) every heartbeat interval and answers every EVALUATE
-// with an EVALUATION carrying x̄'s test accuracy (actors/PROTOCOL.md, "External models and evaluators").
+// with an EVALUATION carrying x̄'s test accuracy and mean cross-entropy (actors/PROTOCOL.md, "External
+// models and evaluators").
 //
 // Threads: the main thread says hello, reads the averager's messages and waits for SIGINT/SIGTERM (blocked
 // in every thread, taken with sigtimedwait as in roles.cpp); one scoring thread runs the test set and sends
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -107,14 +109,18 @@ class scorer {
         PRSGD_LOG(error, "evaluator") << "cannot score x̄ after round " << job.round << ": " << ok.error().message();
         continue;
       }
-      const double accuracy = model_->evaluate(*test_).accuracy;
-      actors::evaluation_msg answer{0, nonce_, job.averager_incarnation, job.round, job.request, accuracy};
+      const auto scored = model_->evaluate(*test_);
+      actors::evaluation_msg answer{0, nonce_, job.averager_incarnation, job.round, job.request, scored.accuracy};
+      if (std::isfinite(scored.loss)) {
+        answer.loss = scored.loss;
+      }
       if (auto sent = client_.send(actors::encode(actors::any_msg{answer})); !sent) {
         PRSGD_LOG(warn, "evaluator") << "the answer for round " << job.round
                                      << " was not sent: " << sent.error().message();
         continue;
       }
-      PRSGD_LOG(info, "evaluator") << "x̄ after round " << job.round << ": test accuracy " << accuracy;
+      PRSGD_LOG(info, "evaluator") << "x̄ after round " << job.round << ": test accuracy " << scored.accuracy
+                                   << ", test loss " << scored.loss;
       std::lock_guard lock(mu_);
       ++answered_;
     }

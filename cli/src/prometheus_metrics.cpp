@@ -107,6 +107,8 @@ struct prometheus_metrics::impl {
   optional_gauge train_loss{r, "prsgd_train_loss",
                             "Sample-weighted mean training loss of the last round that carried loss stats."};
   optional_gauge test_acc{r, "prsgd_test_acc", "Test accuracy of x_bar at the last evaluated round."};
+  optional_gauge test_loss{r, "prsgd_test_loss",
+                           "Mean test cross-entropy of x_bar at the last evaluated round that reported one."};
   prometheus::Gauge& consensus_distance =
       gauge(r, "prsgd_consensus_distance", "(1/N) sum_i ||x_i - x_bar||^2 over the last round's accepted submissions.");
   prometheus::Counter& bytes_in =
@@ -211,6 +213,9 @@ void prometheus_metrics::record(const actors::round_metrics& m) {
   }
   if (m.test_acc) {
     s.test_acc.set(*m.test_acc);
+  }
+  if (m.test_loss) {
+    s.test_loss.set(*m.test_loss);
   }
   s.consensus_distance.Set(m.consensus_distance);
   s.bytes_in.Increment(num(m.bytes_in));

@@ -542,12 +542,14 @@ int run_averager(const averager_options& given) {
   if (status == 0) {
     std::lock_guard lock(summary_mu);
     if (summary) {
+      const std::string loss =
+          summary->test_loss ? ", test loss " + std::to_string(*summary->test_loss) : std::string{};
       std::fprintf(stderr,
-                   "prsgd averager: done: %llu rounds, test accuracy %s, %.1f s, late %llu, duplicate %llu, "
+                   "prsgd averager: done: %llu rounds, test accuracy %s%s, %.1f s, late %llu, duplicate %llu, "
                    "rejected %llu\n",
                    static_cast<unsigned long long>(summary->rounds),
-                   summary->test_acc ? std::to_string(*summary->test_acc).c_str() : "n/a", summary->wall_s,
-                   static_cast<unsigned long long>(summary->counters.late),
+                   summary->test_acc ? std::to_string(*summary->test_acc).c_str() : "n/a", loss.c_str(),
+                   summary->wall_s, static_cast<unsigned long long>(summary->counters.late),
                    static_cast<unsigned long long>(summary->counters.duplicate),
                    static_cast<unsigned long long>(summary->counters.rejected));
     }

@@ -2,15 +2,16 @@
 """prsgd.Evaluator: scores x̄ on a test set for an averager that has none (`prsgd averager --model external`).
 
     def score(params):                # params: 1-d float32 numpy array, x̄ after some round
-        return accuracy               # in [0, 1]
+        return accuracy, loss         # accuracy in [0, 1], loss the mean test cross-entropy (>= 0);
+                                      # `return accuracy` alone leaves the round's test_loss null
 
     prsgd.Evaluator("tcp://127.0.0.1:7500", score, model_fingerprint=prsgd.fingerprints.external(P)).run()
 
 The evaluator says hello (EVALUATOR_HELLO) every heartbeat interval; the averager answers with EVALUATE and x̄
-every `--eval-every` rounds and at the end, and records the accuracy the evaluator sends back (EVALUATION) in
-that round's metrics line. It ends on STOP (the job is over: run() returns "stopped") or SIGTERM/SIGINT
-("left"), and raises Refused when the averager refuses its model. An averager that restarts finds it again by
-its hellos. prsgd.torch.Evaluator scores a torch.nn.Module on a DataLoader.
+every `--eval-every` rounds and at the end, and records the accuracy and loss the evaluator sends back
+(EVALUATION) in that round's metrics line (test_acc, test_loss). It ends on STOP (the job is over: run()
+returns "stopped") or SIGTERM/SIGINT ("left"), and raises Refused when the averager refuses its model. An
+averager that restarts finds it again by its hellos. prsgd.torch.Evaluator scores a torch.nn.Module on a DataLoader.
 
 Threads: run() owns the socket on the calling thread; scoring runs on a thread of its own, so hellos go on
 while a long evaluation runs.
@@ -61,7 +62,8 @@ class Evaluator:
         self._stop = threading.Event()
 
     def score(self, params):
-        """Returns the test accuracy (in [0, 1]) of the flat model `params`."""
+        """Returns the test accuracy (in [0, 1]) of the flat model `params`, or (accuracy, loss) with its mean
+        test loss (finite, >= 0)."""
         if self._score_fn is None:
             raise NotImplementedError("pass score= or override Evaluator.score")
         return self._score_fn(params)
@@ -107,8 +109,8 @@ class Evaluator:
                         if self._stop.is_set():
                             break
                 while not results.empty():
-                    a, rnd, request, acc = results.get()
-                    self._send(sock, P.encode_evaluation(self.nonce, a, rnd, request, acc))
+                    a, rnd, request, acc, loss = results.get()
+                    self._send(sock, P.encode_evaluation(self.nonce, a, rnd, request, acc, loss))
         finally:
             jobs.put(None)
             try:
@@ -158,16 +160,22 @@ class Evaluator:
                 return
             a, rnd, request, params = job
             try:
-                acc = float(self.score(params))
+                scored = self.score(params)
+                acc, loss = scored if isinstance(scored, (tuple, list)) else (scored, None)
+                acc, loss = float(acc), None if loss is None else float(loss)
             except Exception as e:  # a failing score function must not end the evaluator: report nothing
                 self.log("error", f"scoring x̄ after round {rnd} failed: {e}")
                 continue
             if not np.isfinite(acc) or not 0.0 <= acc <= 1.0:
                 self.log("error", f"the score of x̄ after round {rnd} is {acc}, not an accuracy in [0, 1]")
                 continue
+            if loss is not None and not (np.isfinite(loss) and loss >= 0.0):
+                self.log("error", f"the loss of x̄ after round {rnd} is {loss}, not a finite number >= 0")
+                continue
             self.evaluated += 1
-            self.log("info", f"x̄ after round {rnd}: test accuracy {acc:.4f}")
-            results.put((a, rnd, request, acc))
+            self.log("info", f"x̄ after round {rnd}: test accuracy {acc:.4f}" +
+                     ("" if loss is None else f", test loss {loss:.4f}"))
+            results.put((a, rnd, request, acc, loss))
 
 
 __all__ = ["Evaluator", "Refused"]

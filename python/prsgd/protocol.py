@@ -96,9 +96,10 @@ def encode_evaluator_hello(nonce, averager_incarnation, model_fingerprint):
     return [KIND_DATA, _header(EVALUATOR_HELLO, 0, nonce, averager_incarnation, 0, mf=_clip(model_fingerprint))]
 
 
-def encode_evaluation(nonce, averager_incarnation, round_, request, accuracy):
+def encode_evaluation(nonce, averager_incarnation, round_, request, accuracy, loss=None):
+    extra = {} if loss is None else {"loss": float(loss)}  # optional: without it the averager records null
     return [KIND_DATA, _header(EVALUATION, 0, nonce, averager_incarnation, round_, q=int(request),
-                               acc=float(accuracy))]
+                               acc=float(accuracy), **extra)]
 
 
 def encode_heartbeat(member, nonce, averager_incarnation, round_, token):

@@ -21,7 +21,8 @@ fmnist-mlp and a `prsgd worker --model fmnist-mlp` can train in one job.
 in RESTART). A `ShardSampler` given to the DataLoader (directly, or inside a BatchSampler) follows both:
 TorchWorker configures it; with ranges in a RESTART it yields the samples they name (positions of each
 epoch's seeded permutation of the data set, `prsgd.order`), shuffled, for that round; without them it yields
-the member's shard, reshuffled every pass.
+the member's shard, reshuffled every pass. A round's samples are trained at most once: when the loader runs
+out of them before the round's steps are done (a `drop_last` BatchSampler), the round ends early.
 
 **Rounds.** On each RESTART TorchWorker copies x̄ into the module, sets every parameter group's learning
 rate to the round's step size, keeps (default) or clears the optimiser's state (`momentum_on_restart`,
@@ -194,7 +195,9 @@ class TorchWorker(Worker):
         try:
             return next(self._batches)
         except StopIteration:
-            self._batches = iter(self.loader)
+            if self.sampler is not None and self.sampler.ranges is not None:
+                raise  # the round's samples are used up: none is trained twice (a drop_last loader stops early)
+            self._batches = iter(self.loader)  # a shard without ranges: the next pass
             return next(self._batches)
 
     def _begin_round(self, params):
@@ -249,7 +252,8 @@ class TorchWorker(Worker):
 
 class Evaluator(_Evaluator):
     """Scores x̄ for a `prsgd averager --model external` job: loads it into `model` (prsgd.torch's flat layout)
-    and returns the share of `test_loader`'s samples whose arg-max output equals the target.
+    and returns the share of `test_loader`'s samples whose arg-max output equals the target, with the mean
+    cross-entropy over them (torch.nn.functional.cross_entropy).
 
     model_fingerprint defaults to prsgd.fingerprints.external(flat size); the other keyword arguments go to
     prsgd.Evaluator (averager endpoint, heartbeat_ms, CURVE key files)."""
@@ -264,14 +268,16 @@ class Evaluator(_Evaluator):
         load_flat(self.model, params)
         self.model.eval()
         correct = total = 0
+        loss_sum = 0.0
         with torch.no_grad():
             for inputs, targets in self.loader:
                 out = self.model(inputs.to(self.device))
                 correct += int((out.argmax(dim=1).cpu() == targets).sum())
+                loss_sum += float(torch.nn.functional.cross_entropy(out, targets.to(self.device), reduction="sum"))
                 total += int(targets.shape[0])
         if total == 0:
             raise ValueError("the test loader yielded no samples")
-        return correct / total
+        return correct / total, loss_sum / total
 
 
 __all__ = ["TorchWorker", "Evaluator", "ShardSampler", "shard_loader", "flat_tensors", "flat_size", "flatten",

@@ -36,10 +36,11 @@ const std::vector<std::string> job_options = {
     "--eval-every", "1",          "--min-workers", "1",  "--progress", "off", "--data-dir", data_dir()};
 const std::vector<std::string> live = {"--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500"};
 
-// One metrics line per round: its number and test_acc (nullopt for null or absent).
+// One metrics line per round: its number, test_acc and test_loss (nullopt for null or absent).
 struct scored_round {
   long round = -1;
   std::optional<double> test_acc;
+  std::optional<double> test_loss;
 };
 
 std::optional<double> number_after(const std::string& line, const std::string& key) {
@@ -60,7 +61,8 @@ std::vector<scored_round> rounds_of(const std::string& metrics) {
     if (line.find("\"event\"") != std::string::npos || line.find("\"round\":") == std::string::npos) {
       continue;  // the done line and operator events
     }
-    out.push_back({static_cast<long>(*number_after(line, "round")), number_after(line, "test_acc")});
+    out.push_back({static_cast<long>(*number_after(line, "round")), number_after(line, "test_acc"),
+                   number_after(line, "test_loss")});
   }
   return out;
 }
@@ -104,7 +106,25 @@ TEST(EvaluatorTest, AnEvaluatorProcessReportsTheAccuraciesTheAveragerComputes) {
     ASSERT_TRUE(by_evaluator[i].test_acc) << "round " << by_evaluator[i].round << "\n" << remote.log("averager");
     EXPECT_EQ(by_averager[i].round, by_evaluator[i].round);
     EXPECT_NEAR(*by_averager[i].test_acc, *by_evaluator[i].test_acc, 1e-6) << "round " << by_averager[i].round;
+    // The mean test cross-entropy travels in EVALUATION too, and is the one the averager computes itself.
+    ASSERT_TRUE(by_averager[i].test_loss) << "round " << by_averager[i].round;
+    ASSERT_TRUE(by_evaluator[i].test_loss) << "round " << by_evaluator[i].round;
+    EXPECT_TRUE(std::isfinite(*by_evaluator[i].test_loss) && *by_evaluator[i].test_loss > 0)
+        << *by_evaluator[i].test_loss;
+    EXPECT_NEAR(*by_averager[i].test_loss, *by_evaluator[i].test_loss, 1e-5) << "round " << by_averager[i].round;
   }
+  const auto done_line = [](const std::string& metrics) {
+    for (const auto& line : test::lines_of(metrics)) {
+      if (line.find("\"event\":\"done\"") != std::string::npos) {
+        return line;
+      }
+    }
+    return std::string{};
+  };
+  const auto own_done = number_after(done_line(test::read_file(own.path("m.jsonl"))), "test_loss");
+  const auto remote_done = number_after(done_line(test::read_file(remote.path("m.jsonl"))), "test_loss");
+  ASSERT_TRUE(own_done && remote_done) << test::read_file(remote.path("m.jsonl"));
+  EXPECT_NEAR(*own_done, *remote_done, 1e-5);
   EXPECT_NE(remote.log("evaluator").find("job finished after"), std::string::npos) << remote.log("evaluator");
 }
 
@@ -198,6 +218,7 @@ TEST(EvaluatorTest, OverCurveTheCppAndThePythonEvaluatorScoreAndAStrangerIsRefus
   ASSERT_GT(python, 0);
   ASSERT_TRUE(job.wait_for_log("evaluator-py", "test accuracy", 120s))
       << job.log("evaluator-py") << job.log("averager");
+  EXPECT_NE(job.log("evaluator-py").find("test loss"), std::string::npos) << job.log("evaluator-py");
 
   // A C++ evaluator with a key the averager does not admit never gets past the CURVE handshake.
   const pid_t stranger = job.start(
@@ -218,6 +239,11 @@ TEST(EvaluatorTest, OverCurveTheCppAndThePythonEvaluatorScoreAndAStrangerIsRefus
   std::size_t scored = 0;
   for (const auto& r : rounds) {
     scored += r.test_acc ? 1 : 0;
+    // Both evaluators send the loss: a scored round has it, finite and positive.
+    if (r.test_acc) {
+      ASSERT_TRUE(r.test_loss) << "round " << r.round;
+      EXPECT_TRUE(std::isfinite(*r.test_loss) && *r.test_loss > 0) << "round " << r.round << ": " << *r.test_loss;
+    }
   }
   EXPECT_GE(scored, 2U);
 }

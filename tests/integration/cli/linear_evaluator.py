@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A Python evaluator (prsgd.Evaluator) for a job of the built-in softmax regression `mlp:784-10` on
 Fashion-MNIST: it scores x̄ with numpy on the test split, preprocessed as prsgd does (bytes / 255, then
-normalised with the data set's mean and standard deviation), and exits like `prsgd evaluator`.
+normalised with the data set's mean and standard deviation), sends the accuracy with the mean
+cross-entropy, and exits like `prsgd evaluator`.
 
     linear_evaluator.py ENDPOINT FINGERPRINT DATA_DIR PUBLIC SECRET SERVER_PUBLIC
 """
@@ -30,7 +31,11 @@ def main():
     def score(params):
         w = params[:7840].reshape(10, 784)  # the weight, out x in, row-major; then the bias
         b = params[7840:7850]
-        return float(np.mean(np.argmax(x @ w.T + b, axis=1) == labels))
+        logits = (x @ w.T + b).astype(np.float64)
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        loss = float(-np.mean(log_probs[np.arange(labels.size), labels]))  # mean cross-entropy
+        return float(np.mean(np.argmax(logits, axis=1) == labels)), loss
 
     evaluator = prsgd.Evaluator(endpoint, score, model_fingerprint=fingerprint, heartbeat_ms=100,
                                 curve_public_key=public, curve_secret_key=secret, curve_server_key=server)

@@ -4,6 +4,9 @@
 must look like, what JOIN/HEARTBEAT/LEAVE/MODEL look like), ShardSampler's shards and ranges, and the flat
 layout of the PyTorch twins (parameters first, then floating-point buffers, in state_dict order).
 
+The evaluator's scoring loop and TorchWorker.train run on this thread too, on a hand-fed job and round
+(the worker's in-process wake-up pair of sockets is created and closed, never connected to anything).
+
 usage: package_test.py PYTHON_SRC_DIR       (prints one line per check; exit 1 on the first failure)
 """
 import importlib.util
@@ -94,6 +97,27 @@ except P.ProtocolError:
 h = msgpack.unpackb(P.encode_evaluation(9, 5, 12, 7, 0.75)[1])
 check("EVALUATION header", h["t"] == P.EVALUATION and h["q"] == 7 and h["acc"] == 0.75 and h["r"] == 12 and
       h["a"] == 5 and h["i"] == 9)
+check("EVALUATION without a loss has no loss key", "loss" not in h)
+h = msgpack.unpackb(P.encode_evaluation(9, 5, 12, 7, 0.75, 0.5)[1])
+check("EVALUATION with a loss", h["loss"] == 0.5 and isinstance(h["loss"], float) and h["acc"] == 0.75)
+
+
+def scored_by(score):
+    """Runs prsgd.Evaluator's scoring loop on one job, on this thread: what it would send, or None."""
+    import queue
+    from prsgd.evaluator import Evaluator
+    ev = Evaluator("tcp://127.0.0.1:1", score, log=lambda *_: None)
+    jobs, results = queue.Queue(), queue.Queue()
+    jobs.put((5, 12, 7, np.zeros(3, dtype=np.float32)))
+    jobs.put(None)
+    ev._score_loop(jobs, results)
+    return None if results.empty() else results.get()[3:]
+
+
+check("a score of an accuracy alone sends no loss", scored_by(lambda p: 0.5) == (0.5, None))
+check("a score of (accuracy, loss) sends both", scored_by(lambda p: (0.5, 0.25)) == (0.5, 0.25))
+check("a NaN loss sends nothing", scored_by(lambda p: (0.5, float("nan"))) is None)
+check("a negative loss sends nothing", scored_by(lambda p: (0.5, -1.0)) is None)
 h = msgpack.unpackb(P.encode_evaluator_hello(9, 5, "external params=3")[1])
 check("EVALUATOR_HELLO header", h["t"] == P.EVALUATOR_HELLO and h["mf"] == "external params=3" and h["m"] == 0)
 from prsgd import fingerprints  # noqa: E402
@@ -146,6 +170,7 @@ if importlib.util.find_spec("torch") is None:
 
 import prsgd_twins  # noqa: E402
 import prsgd.torch as pt  # noqa: E402
+import torch  # noqa: E402
 
 samplers = []
 for shard in range(3):
@@ -181,3 +206,29 @@ check("resnet8: flat size", v.size == pt.flat_size(net))
 pt.load_flat(net, np.arange(v.size, dtype=np.float32))
 check("load_flat then flatten is the identity", np.array_equal(pt.flatten(net), np.arange(v.size, dtype=np.float32)))
 check("mlp: fc1.weight first, row-major", pt.flat_tensors(prsgd_twins.make("fmnist-mlp"))[0][0] == "fc1.weight")
+
+
+class Pairs(torch.utils.data.Dataset):
+    """Sample i is (a 1-float input i, target 0); indexing with a list returns the batch."""
+
+    def __len__(self):
+        return 1000
+
+    def __getitem__(self, idx):
+        idx = torch.as_tensor(idx)
+        return idx.float().reshape(-1, 1), torch.zeros(idx.numel(), dtype=torch.long)
+
+
+# A round whose ranges hold fewer batches than its interval (a drop_last loader): the worker trains each
+# granted sample once and reports the steps it took, instead of starting over on the same samples.
+lin = torch.nn.Linear(1, 2)
+loader = torch.utils.data.DataLoader(
+    Pairs(), batch_size=None,
+    sampler=torch.utils.data.BatchSampler(pt.ShardSampler(1000), 64, drop_last=True))
+tw = pt.TorchWorker(lin, torch.optim.SGD(lin.parameters(), lr=0.01), torch.nn.functional.cross_entropy, loader,
+                    "tcp://127.0.0.1:1")
+tw.round = Round(3, 4, 0.01, 0, [(0, 200)], 0, 1, 64, 5)
+_, steps, samples, _ = tw.train(pt.flatten(lin), 4)
+tw._ctx.destroy(linger=0)  # the in-process wake-up pair TorchWorker makes; nothing was connected
+check("a round's ranges are trained once: 3 full batches of 200 samples, not a 4th from the start",
+      steps == 3 and samples == 192)

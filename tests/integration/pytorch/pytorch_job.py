@@ -35,6 +35,7 @@ The scenarios after install run the venv's python (--venv, default WORKDIR/../ve
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -350,6 +351,11 @@ def scenario_external(args):
     scored = [l for l in rounds if l.get("test_acc") is not None]
     if len(scored) < len(rounds) // 2 or rounds[-1].get("test_acc") is None:
         fail(f"{len(scored)} of {len(rounds)} rounds carry an accuracy (every second one and the last expected)")
+    # prsgd.torch.Evaluator sends the mean cross-entropy beside the accuracy: every scored round has it.
+    bad = [l for l in scored + [done] if not (isinstance(l.get("test_loss"), float) and
+                                              math.isfinite(l["test_loss"]) and l["test_loss"] > 0)]
+    if bad:
+        fail(f"{len(bad)} evaluated lines without a finite positive test_loss, e.g. {bad[0]}")
     if "x̄_0 is the model of the first member" not in job.log("averager"):
         fail("the averager did not start from the first member's model:\n" + job.log("averager")[-2000:])
     if done["test_acc"] < 0.6:
@@ -359,6 +365,7 @@ def scenario_external(args):
     if names != want:
         fail(f"--save-model wrote tensors {names[:4]}..., expected the --model-spec names {want[:4]}...")
     print(f"external: {len(rounds)} rounds, {len(scored)} evaluated, test accuracy {done['test_acc']:.4f}, "
+          f"test loss {done['test_loss']:.4f}, "
           f"model saved with {len(names)} named tensors")
 
 

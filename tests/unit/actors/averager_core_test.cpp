@@ -1516,7 +1516,7 @@ TEST_F(AveragerCoreTest, EvaluationsAnsweredOutOfOrderStillReleaseLinesInRoundOr
   const auto first = evaluations[0].id;
   const auto second = evaluations[1].id;
 
-  auto out = run(core->on_evaluated(second, 0.75));
+  auto out = run(core->on_evaluated(second, 0.75, 0.625));
   EXPECT_TRUE(out.lines.empty()) << "round 1's line waits behind round 0's";
   ASSERT_EQ(out.evaluations.size(), 1U) << "the freed evaluator takes the queued request";
   EXPECT_EQ(out.evaluations[0].rounds, 3U);
@@ -1526,14 +1526,17 @@ TEST_F(AveragerCoreTest, EvaluationsAnsweredOutOfOrderStillReleaseLinesInRoundOr
   ASSERT_EQ(out.lines.size(), 2U);
   EXPECT_EQ(out.lines[0].round, 0U);
   EXPECT_EQ(out.lines[0].test_acc, std::optional<double>{0.5});
+  EXPECT_FALSE(out.lines[0].test_loss.has_value()) << "an evaluation without a loss leaves it null";
   EXPECT_EQ(out.lines[1].round, 1U);
   EXPECT_EQ(out.lines[1].test_acc, std::optional<double>{0.75});
+  EXPECT_EQ(out.lines[1].test_loss, std::optional<double>{0.625}) << "the loss stays with its round";
 
   EXPECT_TRUE(run(core->on_evaluated(first, 0.1)).lines.empty()) << "an answer given twice is ignored";
-  out = run(core->on_evaluated(third, std::nullopt));  // the evaluation failed
+  out = run(core->on_evaluated(third, std::nullopt, 0.5));  // the evaluation failed
   ASSERT_EQ(out.lines.size(), 1U);
   EXPECT_EQ(out.lines[0].round, 2U);
   EXPECT_FALSE(out.lines[0].test_acc.has_value());
+  EXPECT_FALSE(out.lines[0].test_loss.has_value()) << "no loss without an accuracy";
   const auto all = take_lines();
   ASSERT_EQ(all.size(), 3U);
   for (std::size_t i = 0; i < all.size(); ++i) {
@@ -1562,19 +1565,21 @@ TEST_F(AveragerCoreTest, EpochEndsAndTheLastRoundAreEvaluatedAndDoneWaitsForThem
   EXPECT_TRUE(out.lines.empty());
   EXPECT_TRUE(out.evaluations.empty()) << "one evaluation at a time";
   EXPECT_FALSE(done.has_value());
-  out = run(core->on_evaluated(evaluations[0].id, 0.6));
+  out = run(core->on_evaluated(evaluations[0].id, 0.6, 1.25));
   ASSERT_EQ(out.lines.size(), 1U);
   ASSERT_EQ(out.evaluations.size(), 1U);
   EXPECT_TRUE(out.evaluations[0].final) << "the last round's x̄ is the final one";
   EXPECT_EQ(out.evaluations[0].rounds, 3U);
   EXPECT_FALSE(done.has_value());
-  out = run(core->on_evaluated(out.evaluations[0].id, 0.8));
+  out = run(core->on_evaluated(out.evaluations[0].id, 0.8, 0.5));
   ASSERT_EQ(out.lines.size(), 1U);
   EXPECT_EQ(out.lines[0].round, 2U);
+  EXPECT_EQ(out.lines[0].test_loss, std::optional<double>{0.5});
   ASSERT_TRUE(done.has_value());
   EXPECT_TRUE(done->job_over);
   EXPECT_EQ(done->rounds, 3U);
   EXPECT_EQ(done->test_acc, std::optional<double>{0.8});
+  EXPECT_EQ(done->test_loss, std::optional<double>{0.5}) << "the final x̄'s loss, not epoch 1's";
   EXPECT_EQ(done->model, core->model());
   EXPECT_EQ(done->bytes_out, 3 * dim * sizeof(float));
   EXPECT_FALSE(out.wakeup.has_value()) << "a stopped core needs no timer";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -390,6 +391,67 @@ TEST(CodecTest, EvaluatorMessagesRoundTripAndGoOneWay) {
   EXPECT_EQ(decode_to_evaluator(encode(to_worker{removed_msg{1, 1, 1, 1}})).error().code, errc::protocol_error);
   EXPECT_EQ(decode_to_worker(encode(to_averager{evaluation_msg{0, 5, 2, 12, 9, 0.5}})).error().code,
             errc::protocol_error);
+}
+
+// Packs an EVALUATION header by hand, as an evaluator written before (or without) the loss field would.
+multipart evaluation_header(int entries, const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& extra) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(static_cast<std::uint32_t>(8 + entries));
+  const auto put = [&](const char* k, auto v) {
+    pk.pack(std::string{k});
+    pk.pack(v);
+  };
+  put("v", protocol_version);
+  put("t", 16);  // EVALUATION
+  put("m", 0);
+  put("i", 5);
+  put("a", 2);
+  put("r", 12);
+  put("q", 9);
+  put("acc", 0.75);
+  extra(pk);
+  return {frame::copy(buf.data(), buf.size())};
+}
+
+TEST(CodecTest, EvaluationCarriesAnOptionalLoss) {
+  evaluation_msg with{0, 5, 2, 12, 9, 0.8125, 0.4375};
+  auto r = decode_to_averager(encode(to_averager{with}));
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_TRUE(std::get<evaluation_msg>(*r).loss.has_value());
+  EXPECT_DOUBLE_EQ(*std::get<evaluation_msg>(*r).loss, 0.4375);
+  EXPECT_DOUBLE_EQ(std::get<evaluation_msg>(*r).accuracy, 0.8125);
+
+  // Without a loss the header has no such key at all: an averager of the same version that predates the
+  // field reads it as before.
+  const auto wire = encode(to_averager{evaluation_msg{0, 5, 2, 12, 9, 0.8125}});
+  const std::string header(reinterpret_cast<const char*>(wire[0].data()), wire[0].size());
+  EXPECT_EQ(header.find("loss"), std::string::npos);
+  auto without = decode_to_averager(wire);
+  ASSERT_TRUE(without) << without.error().message();
+  EXPECT_FALSE(std::get<evaluation_msg>(*without).loss.has_value());
+}
+
+TEST(CodecTest, EvaluationFromAnEvaluatorWithoutLossDecodesWithNone) {
+  auto old = decode_to_averager(evaluation_header(0, [](auto&) {}));
+  ASSERT_TRUE(old) << old.error().message();
+  EXPECT_DOUBLE_EQ(std::get<evaluation_msg>(*old).accuracy, 0.75);
+  EXPECT_FALSE(std::get<evaluation_msg>(*old).loss.has_value());
+
+  // An integer loss is a number too (msgpack writers may pack 2.0 as 2).
+  auto whole = decode_to_averager(evaluation_header(1, [](auto& pk) {
+    pk.pack(std::string{"loss"});
+    pk.pack(2);
+  }));
+  ASSERT_TRUE(whole) << whole.error().message();
+  EXPECT_DOUBLE_EQ(std::get<evaluation_msg>(*whole).loss.value_or(-1), 2.0);
+
+  auto text = decode_to_averager(evaluation_header(1, [](auto& pk) {
+    pk.pack(std::string{"loss"});
+    pk.pack(std::string{"low"});
+  }));
+  ASSERT_FALSE(text);
+  EXPECT_EQ(text.error().code, errc::decode_failed);
 }
 
 }  // namespace

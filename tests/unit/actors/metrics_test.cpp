@@ -56,8 +56,10 @@ TEST(MetricsWriterTest, WritesOneLinePerRoundAndADoneLine) {
     m.round = 0;
     ASSERT_TRUE(w->write(m).has_value());
     m.round = 1;
+    m.test_acc = 0.75;
+    m.test_loss = 0.625;
     ASSERT_TRUE(w->write(m).has_value());
-    ASSERT_TRUE(w->write_done(0.91, 2, 2, 3.5).has_value());
+    ASSERT_TRUE(w->write_done(0.91, 0.25, 2, 2, 3.5).has_value());
   }
   std::ifstream in{path};
   std::vector<std::string> lines;
@@ -66,7 +68,12 @@ TEST(MetricsWriterTest, WritesOneLinePerRoundAndADoneLine) {
   }
   ASSERT_EQ(lines.size(), 3U);
   EXPECT_EQ(lines[0].rfind("{\"round\":0,", 0), 0U);
-  EXPECT_EQ(lines[2], "{\"event\":\"done\",\"test_acc\":0.91,\"rounds\":2,\"trained_rounds\":2,\"wall_s\":3.5}");
+  // Not evaluated: both null. Evaluated: the loss beside the accuracy.
+  EXPECT_NE(lines[0].find("\"test_acc\":null,\"test_loss\":null,"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("\"test_acc\":0.75,\"test_loss\":0.625,"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2],
+            "{\"event\":\"done\",\"test_acc\":0.91,\"test_loss\":0.25,\"rounds\":2,\"trained_rounds\":2,"
+            "\"wall_s\":3.5}");
   std::filesystem::remove(path);
 }
 
@@ -85,7 +92,7 @@ TEST(MetricsWriterTest, OpenResumedDropsTheLinesOfRoundsThatRunAgain) {
         ASSERT_TRUE(w->write_resumed(3, 7).has_value());
       }
     }
-    ASSERT_TRUE(w->write_done(0.5, 8, 8, 1.0).has_value());
+    ASSERT_TRUE(w->write_done(0.5, std::nullopt, 8, 8, 1.0).has_value());
   }
   {
     std::ofstream cut{path, std::ios::app};

@@ -62,6 +62,13 @@ struct evaluation_request {
   bool final = false;
 };
 
+/// Holds one evaluation of x̄: its test accuracy and, when the evaluator computed it, its mean test
+/// cross-entropy.
+struct evaluation_score {
+  double accuracy = 0;
+  std::optional<double> loss;
+};
+
 /// Holds the averager's cumulative counters of submissions, by what happened to them.
 struct submission_counters {
   std::uint64_t accepted = 0;
@@ -82,6 +89,8 @@ struct job_summary {
   std::uint64_t trained_rounds = 0;
   /// Test accuracy of the last x̄ evaluated (empty without evaluations, or when they all failed).
   std::optional<double> test_acc;
+  /// Mean test cross-entropy of the same x̄ (empty when that evaluation reported none).
+  std::optional<double> test_loss;
   /// Seconds from this incarnation's start to the end.
   double wall_s = 0;
   /// Payload bytes received and sent over this incarnation's closed rounds.

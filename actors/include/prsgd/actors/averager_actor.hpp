@@ -185,7 +185,7 @@ class averager_actor : public actor {
   /// Sends `o`; returns the transport's error code when it refused (errc::none when sent or not routable).
   errc send(const outbound& o);
   void evaluate(evaluation_request request, bool filled = false);
-  void on_evaluated(evaluation_request request, expected<double> accuracy);
+  void on_evaluated(evaluation_request request, expected<evaluation_score> score);
   void write_line(const round_metrics& m);
   void report_done(const job_summary& s, bool filled = false);
   void rearm(std::optional<clock_source::time_point> wakeup);

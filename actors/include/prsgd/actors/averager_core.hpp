@@ -355,9 +355,11 @@ class averager_core {
   /// without waiting for its evaluation, then (with checkpoints on) asks for a checkpoint of the open
   /// round, and reports done with `job_over` false.
   [[nodiscard]] actions suspend();
-  /// Takes the result of evaluation request `id`: x̄'s test accuracy, or empty when it failed. Unknown
-  /// ids (answered twice, or after suspend) are ignored.
-  [[nodiscard]] actions on_evaluated(std::uint64_t id, std::optional<double> accuracy);
+  /// Takes the result of evaluation request `id`: x̄'s test accuracy, or empty when it failed, and its mean
+  /// test cross-entropy when the evaluation computed one. Unknown ids (answered twice, or after suspend)
+  /// are ignored.
+  [[nodiscard]] actions on_evaluated(std::uint64_t id, std::optional<double> accuracy,
+                                     std::optional<double> loss = std::nullopt);
 
   /// Returns when `tick()` should run next (empty when stopped); every actions result carries it too.
   [[nodiscard]] std::optional<clock_source::time_point> next_wakeup() const;
@@ -645,7 +647,8 @@ class averager_core {
   std::map<std::uint64_t, round_t> evaluating_;    // request id -> rounds of the x̄ it scores
   std::uint64_t next_eval_id_ = 1;
   bool final_eval_requested_ = false;
-  std::optional<double> last_acc_;  // accuracy of the newest x̄ evaluated
+  std::optional<double> last_acc_;   // accuracy of the newest x̄ evaluated
+  std::optional<double> last_loss_;  // its test loss (empty when that evaluation reported none)
   round_t last_acc_rounds_ = 0;
   bool suspended_ = false;
   bool done_ = false;

@@ -56,6 +56,8 @@ struct round_metrics {
   std::optional<double> train_loss;
   /// Test accuracy of x̄_{round+1} if an evaluator reported one for this round.
   std::optional<double> test_acc;
+  /// Mean test cross-entropy of the same x̄, when the evaluation reported one.
+  std::optional<double> test_loss;
   /// (1/N) Σ ||x_i − x̄_{round+1}||² over the accepted submissions (gradients in minibatch_sgd mode).
   double consensus_distance = 0;
   /// Submissions dropped during this round: for a closed round, repeated, or rejected (bad/non-member).
@@ -136,9 +138,10 @@ class metrics_writer {
   [[nodiscard]] expected<void> write_resumed(round_t round, std::uint64_t incarnation);
   /// Writes an operator's request (to_json_line(control_event)).
   [[nodiscard]] expected<void> write(const control_event& e);
-  /// Writes the final line {"event":"done","test_acc":...,"rounds":...,"trained_rounds":...,"wall_s":...}.
-  [[nodiscard]] expected<void> write_done(std::optional<double> final_test_acc, round_t rounds,
-                                          std::uint64_t trained_rounds, double wall_s);
+  /// Writes the final line {"event":"done","test_acc":...,"test_loss":...,"rounds":...,"trained_rounds":...,
+  /// "wall_s":...}.
+  [[nodiscard]] expected<void> write_done(std::optional<double> final_test_acc, std::optional<double> final_test_loss,
+                                          round_t rounds, std::uint64_t trained_rounds, double wall_s);
 
  private:
   struct file_closer {

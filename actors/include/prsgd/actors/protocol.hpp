@@ -372,6 +372,9 @@ struct evaluation_msg {
   std::uint64_t request = 0;
   /// The test accuracy of x̄, in [0, 1].
   double accuracy = 0;
+  /// The mean cross-entropy of x̄ on the test set (wire key `loss`, optional: empty when the evaluator
+  /// does not send one).
+  std::optional<double> loss{};
 };
 
 /// Returns the first value of slice `k` of `K` contiguous slices of a model of `size` floats (k = K: `size`).

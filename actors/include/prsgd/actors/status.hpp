@@ -116,6 +116,8 @@ struct job_status {
   double deadline_s = 0;
   /// Test accuracy of the newest evaluated x̄ (-1: none yet).
   double test_acc = -1;
+  /// Mean test cross-entropy of the same x̄ (-1: none, or its evaluation reported no loss).
+  double test_loss = -1;
   /// Cumulative submissions by outcome.
   std::uint64_t accepted = 0;
   std::uint64_t late = 0;
@@ -150,6 +152,7 @@ struct job_status {
     f("deadline", s.deadline);
     f("deadline_s", s.deadline_s);
     f("test_acc", s.test_acc);
+    f("test_loss", s.test_loss);
     f("accepted", s.accepted);
     f("late", s.late);
     f("duplicate", s.duplicate);
