@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The README's test command: installs dependencies, checks layering, documentation links and the C++
-# formatting (.clang-format), builds and runs the unit and integration tests twice (Release with -Werror, then
-# ASan+UBSan, which leaves four accuracy-only tests to the Release run, see CONTRIBUTING.md; each build after the
-# first runs beside the previous suite at the lowest priority), builds a consumer project against the installed
-# package, and fuzzes the decoders that need no library briefly (ops/fuzz.sh). Prints ctest's summaries.
+# formatting (.clang-format), builds and runs the unit and integration tests twice (Release with GCC and
+# -Werror, then ASan+UBSan with clang and -Werror, which leaves a few tests to the Release run, see
+# CONTRIBUTING.md; each build after the first runs beside the previous suite at the lowest priority),
+# builds a consumer project against the installed package, and fuzzes the decoders that need no library
+# briefly (ops/fuzz.sh). Prints ctest's summaries.
 #   ops/test.sh          the suite CI runs (about 30 minutes on 2 cores)
 #   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again),
 #                        the container image built from source, the .deb installed in a container,
@@ -21,7 +22,7 @@ fuzz_quick=(codec checkpoint safetensors)
 for arg in "$@"; do
   case "$arg" in
     --full) full=1 ;;
-    -h|--help) sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "ops/test.sh: unknown argument '$arg' (use --full or --help)" >&2; exit 2 ;;
   esac
 done

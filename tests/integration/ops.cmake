@@ -22,8 +22,10 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
 endif()
 
 # Heartbeats behind a model on a tc-tbf-limited netns link (docs/decisions/0024): the member is kept. Root
-# only (skipped otherwise); serial because it creates network namespaces.
-if(TARGET prsgd)
+# only (skipped otherwise); serial because it creates network namespaces. Release only: its 80 s go into
+# moving models over a 2 Mbit/s link, and under sanitizers the cores' unit tests of announced transfers
+# (averager_core_test, worker_core_test) cover the code it exercises.
+if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   add_test(NAME ops_slow_link_heartbeat
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/slow_link_heartbeat_test.sh $<TARGET_FILE:prsgd>
                    ${PROJECT_SOURCE_DIR} ${PRSGD_TEST_TIME_SCALE})

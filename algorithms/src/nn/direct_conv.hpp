@@ -276,7 +276,9 @@ PRSGD_NN_DIRECT_TARGET void weight_grad_sample_t(const plan& p, const float* xp,
 // GCC 12 warns about the undefined pass-through operand inside its own unpack / shuffle intrinsics: as
 // -Wmaybe-uninitialized at -O3, as -Wuninitialized at -O1 (the ci preset).
 #pragma GCC diagnostic push
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 // r[i] = column i of the 16 x 16 block whose rows are r[0..15].
 PRSGD_NN_DIRECT_TARGET inline void transpose16(__m512* r) {
