@@ -13,6 +13,10 @@
 
 #include "unroll.hpp"
 
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
+
 // The register kernels' helpers take and return 32-byte vectors, which warns about the ABI of AVX
 // arguments where AVX is not enabled (GCC reports it at the end of the file, so the pragma covers the
 // file); they are always inlined into their kernel, so no call crosses that ABI.
@@ -135,6 +139,10 @@ bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 #define PRSGD_AGGREGATION_WIDE_VECTORS __attribute__((target_clones("avx2", "default")))
 #endif
 
+// The kernels' lambdas take and return vectors: they must be inlined into the kernel (and so into its AVX2
+// clone), or a call would cross the ABI the -Wpsabi pragma above is about.
+#define PRSGD_AGGREGATION_INLINE __attribute__((always_inline))
+
 constexpr std::size_t max_register_inputs = 16;
 
 struct comparator_list {
@@ -226,6 +234,7 @@ struct register_args {
   const float* coef;  // N fixed coefficients, already multiplied by s
   float* out;
   std::size_t len;
+  bool stream;  // non-temporal stores to out (see run_coordinates)
 };
 
 // The register kernels work on explicit vectors (GCC/Clang vector extensions) of lanes coordinates: left
@@ -273,6 +282,41 @@ template <std::size_t N>
   }
 }
 
+// Runs a kernel over all coordinates: `lanes(k)` returns out[k .. k+8) as a vector, `one(k)` out[k] alone (the
+// same arithmetic, lane for lane). With `stream`, the vectors are written with non-temporal stores, as the
+// mean's kernel does above streaming_store_threshold(): out then costs no read-for-ownership and does not
+// evict the inputs; a scalar head aligns out to 16 bytes for them.
+template <std::size_t N, class Lanes, class One>
+[[gnu::always_inline]] inline void run_coordinates(const float* const (&x)[N], const float* ref, float* out,
+                                                   std::size_t len, bool stream, const Lanes& lanes, const One& one) {
+  constexpr std::size_t width = 8;
+  std::size_t k = 0;
+#if defined(__SSE__)
+  if (stream) {
+    const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(out) % 16 / sizeof(float);
+    for (const std::size_t head = std::min(len, misaligned == 0 ? 0 : 4 - misaligned); k < head; ++k) {
+      out[k] = one(k);
+    }
+    for (; k + width <= len; k += width) {
+      prefetch_ahead<N>(x, ref, k, len);
+      const float8 v = lanes(k);
+      _mm_stream_ps(out + k, __m128{v[0], v[1], v[2], v[3]});
+      _mm_stream_ps(out + k + 4, __m128{v[4], v[5], v[6], v[7]});
+    }
+    _mm_sfence();
+  }
+#else
+  (void)stream;
+#endif
+  for (; k + width <= len; k += width) {
+    prefetch_ahead<N>(x, ref, k, len);
+    store(out + k, lanes(k));
+  }
+  for (; k < len; ++k) {
+    out[k] = one(k);
+  }
+}
+
 // One coordinate of the equal-weight kernel (T = float) or eight of them (T = float8).
 template <std::size_t N, class T>
 [[gnu::always_inline]] inline T register_coordinate(T (&v)[N], const float (&c)[N]) {
@@ -294,7 +338,6 @@ template <std::size_t N, class T>
 
 template <std::size_t N>
 [[gnu::always_inline]] inline void register_kernel(const register_args& a) {
-  constexpr std::size_t lanes = 8;
   const float* x[N];
   float c[N];
   for (std::size_t i = 0; i < N; ++i) {
@@ -304,24 +347,23 @@ template <std::size_t N>
   // No __restrict: out may alias ref (a block of ref is read before the same block of out is written).
   const float* ref = a.ref;
   float* out = a.out;
-  std::size_t k = 0;
-  for (; k + lanes <= a.len; k += lanes) {
-    prefetch_ahead<N>(x, ref, k, a.len);
+  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
     const auto r = load<float8>(ref + k);
     float8 v[N];
     PRSGD_UNROLL(16)
     for (std::size_t i = 0; i < N; ++i) {
       v[i] = load<float8>(x[i] + k) - r;
     }
-    store(out + k, r + register_coordinate<N>(v, c));
-  }
-  for (; k < a.len; ++k) {
+    return r + register_coordinate<N>(v, c);
+  };
+  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
     float v[N];
     for (std::size_t i = 0; i < N; ++i) {
       v[i] = x[i][k] - ref[k];
     }
-    out[k] = ref[k] + register_coordinate<N>(v, c);
-  }
+    return ref[k] + register_coordinate<N>(v, c);
+  };
+  run_coordinates<N>(x, ref, out, a.len, a.stream, lanes, one);
 }
 
 #define PRSGD_AGGREGATION_REGISTER_KERNEL(N) \
@@ -356,7 +398,6 @@ constexpr std::array<register_fn, max_register_inputs> register_kernels{
 // about a third of the comparators' operations. Same arithmetic order as register_kernel otherwise.
 template <std::size_t N, std::size_t Lo, std::size_t Hi>
 [[gnu::always_inline]] inline void register_window_kernel(const register_args& a) {
-  constexpr std::size_t lanes = 8;
   const float* x[N];
   float c[N];
   for (std::size_t i = 0; i < N; ++i) {
@@ -365,7 +406,7 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi>
   }
   const float* ref = a.ref;  // may alias out, as in register_kernel
   float* out = a.out;
-  const auto combine = [&](auto (&v)[N]) {
+  const auto combine = [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE {
     select_positions<N, Lo, Hi>(v);
     auto acc = std::remove_reference_t<decltype(v[0])>{} + 0.0F;
     PRSGD_UNROLL(16)
@@ -374,24 +415,23 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi>
     }
     return acc;
   };
-  std::size_t k = 0;
-  for (; k + lanes <= a.len; k += lanes) {
-    prefetch_ahead<N>(x, ref, k, a.len);
+  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
     const auto r = load<float8>(ref + k);
     float8 v[N];
     PRSGD_UNROLL(16)
     for (std::size_t i = 0; i < N; ++i) {
       v[i] = load<float8>(x[i] + k) - r;
     }
-    store(out + k, r + combine(v));
-  }
-  for (; k < a.len; ++k) {
+    return r + combine(v);
+  };
+  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
     float v[N];
     for (std::size_t i = 0; i < N; ++i) {
       v[i] = x[i][k] - ref[k];
     }
-    out[k] = ref[k] + combine(v);
-  }
+    return ref[k] + combine(v);
+  };
+  run_coordinates<N>(x, ref, out, a.len, a.stream, lanes, one);
 }
 
 // The weighted kernel's cumulative weights, exact: each weight q_i = hi_i + lo_i · 2⁻⁵¹ with hi_i a multiple of
@@ -423,6 +463,7 @@ struct weighted_args {
   float scale;        // s
   float* out;
   std::size_t len;
+  bool stream;  // non-temporal stores to out (see run_coordinates)
 };
 
 using int8v = std::int32_t __attribute__((vector_size(32)));
@@ -496,7 +537,6 @@ template <std::size_t N, class V>
 
 template <std::size_t N>
 [[gnu::always_inline]] inline void weighted_kernel(const weighted_args& a) {
-  constexpr std::size_t lanes = 8;
   const float* x[N];
   float8 hi_table[2]{};
   int8v lo_table[2]{};
@@ -508,13 +548,11 @@ template <std::size_t N>
   const float scale = a.scale;
   const float* ref = a.ref;  // may alias out: a block of ref is read before the same block of out is written
   float* out = a.out;
-  const auto lanes_weight = [&](const int8v& id) {
+  const auto lanes_weight = [&](const int8v& id) PRSGD_AGGREGATION_INLINE {
     return std::pair{lookup<N>(hi_table, id), lookup<N>(lo_table, id)};
   };
-  const auto scalar_weight = [&](std::int32_t id) { return std::pair{a.q_hi[id], a.q_lo[id]}; };
-  std::size_t k = 0;
-  for (; k + lanes <= a.len; k += lanes) {
-    prefetch_ahead<N>(x, ref, k, a.len);
+  const auto scalar_weight = [&](std::int32_t id) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[id], a.q_lo[id]}; };
+  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
     const auto r = load<float8>(ref + k);
     float8 v[N];
     int8v id[N];
@@ -523,17 +561,18 @@ template <std::size_t N>
       v[i] = load<float8>(x[i] + k) - r;
       id[i] = int8v{} + static_cast<std::int32_t>(i);
     }
-    store(out + k, r + scale * weighted_coordinate<N>(v, id, a, lanes_weight));
-  }
-  for (; k < a.len; ++k) {
+    return r + scale * weighted_coordinate<N>(v, id, a, lanes_weight);
+  };
+  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
     float v[N];
     std::int32_t id[N];
     for (std::size_t i = 0; i < N; ++i) {
       v[i] = x[i][k] - ref[k];
       id[i] = static_cast<std::int32_t>(i);
     }
-    out[k] = ref[k] + scale * weighted_coordinate<N>(v, id, a, scalar_weight);
-  }
+    return ref[k] + scale * weighted_coordinate<N>(v, id, a, scalar_weight);
+  };
+  run_coordinates<N>(x, ref, out, a.len, a.stream, lanes, one);
 }
 
 #define PRSGD_AGGREGATION_WEIGHTED_KERNEL(N) \
@@ -613,7 +652,6 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi, class T, class I, class
 
 template <std::size_t N, std::size_t Lo, std::size_t Hi>
 [[gnu::always_inline]] inline void weighted_window_kernel(const weighted_args& a) {
-  constexpr std::size_t lanes = 8;
   const float* x[N];
   float8 hi_lanes[N];
   int8v lo_lanes[N];
@@ -625,26 +663,25 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi>
   const float scale = a.scale;
   const float* ref = a.ref;  // may alias out, as in weighted_kernel
   float* out = a.out;
-  const auto lanes_weight = [&](std::size_t i) { return std::pair{hi_lanes[i], lo_lanes[i]}; };
-  const auto scalar_weight = [&](std::size_t i) { return std::pair{a.q_hi[i], a.q_lo[i]}; };
-  std::size_t k = 0;
-  for (; k + lanes <= a.len; k += lanes) {
-    prefetch_ahead<N>(x, ref, k, a.len);
+  const auto lanes_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{hi_lanes[i], lo_lanes[i]}; };
+  const auto scalar_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[i], a.q_lo[i]}; };
+  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
     const auto r = load<float8>(ref + k);
     float8 u[N];
     PRSGD_UNROLL(16)
     for (std::size_t i = 0; i < N; ++i) {
       u[i] = load<float8>(x[i] + k) - r;
     }
-    store(out + k, r + scale * window_weighted_coordinate<N, Lo, Hi, float8, int8v>(u, a, lanes_weight));
-  }
-  for (; k < a.len; ++k) {
+    return r + scale * window_weighted_coordinate<N, Lo, Hi, float8, int8v>(u, a, lanes_weight);
+  };
+  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
     float u[N];
     for (std::size_t i = 0; i < N; ++i) {
       u[i] = x[i][k] - ref[k];
     }
-    out[k] = ref[k] + scale * window_weighted_coordinate<N, Lo, Hi, float, std::int32_t>(u, a, scalar_weight);
-  }
+    return ref[k] + scale * window_weighted_coordinate<N, Lo, Hi, float, std::int32_t>(u, a, scalar_weight);
+  };
+  run_coordinates<N>(x, ref, out, a.len, a.stream, lanes, one);
 }
 
 // The window kernels built: for even N the two middle positions, for odd N the middle one and the pairs around
@@ -790,6 +827,7 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
   }
   const double inv_keep = 1 / (1 - 2 * beta);
   const auto scale = static_cast<float>(s);
+  const bool stream = len * sizeof(float) > streaming_store_threshold();
   if (equal && n <= max_register_inputs) {
     std::vector<const float*> xs(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -800,7 +838,7 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
       coef[j] = scale * fixed_r[j];
     }
     std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
-    const register_args args{xs.data(), ref != nullptr ? ref : zeros.data(), coef.data(), out.data(), len};
+    const register_args args{xs.data(), ref != nullptr ? ref : zeros.data(), coef.data(), out.data(), len, stream};
     const auto nonzero = [](float r) { return r != 0; };
     const auto first = static_cast<std::size_t>(std::find_if(fixed_r.begin(), fixed_r.end(), nonzero) - fixed_r.begin());
     const auto last = n - 1 - static_cast<std::size_t>(std::find_if(fixed_r.rbegin(), fixed_r.rend(), nonzero) - fixed_r.rbegin());
@@ -820,7 +858,7 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
     }
     std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
     const weighted_args args{xs.data(), ref != nullptr ? ref : zeros.data(), q_hi.data(), q_lo.data(), split(beta),
-                             static_cast<float>(inv_keep), scale, out.data(), len};
+                             static_cast<float>(inv_keep), scale, out.data(), len, stream};
     std::vector<double> q(n);
     for (std::size_t i = 0; i < n; ++i) {
       q[i] = weights[i] / s;
