@@ -694,52 +694,28 @@ struct window_kernel {
   weighted_fn weighted;
 };
 
-#define PRSGD_AGGREGATION_WINDOW_KERNEL(N, LO, HI)                                         \
+// X(N, LO, HI) for every window built.
+#define PRSGD_AGGREGATION_WINDOWS(X) \
+  X(1, 0, 0) X(2, 0, 1) X(3, 1, 1) X(3, 0, 1) X(3, 1, 2) X(4, 1, 2) X(5, 2, 2) X(5, 1, 2) X(5, 2, 3) \
+  X(6, 2, 3) X(7, 3, 3) X(7, 2, 3) X(7, 3, 4) X(8, 3, 4) X(9, 4, 4) X(9, 3, 4) X(9, 4, 5) X(10, 4, 5) \
+  X(11, 5, 5) X(11, 4, 5) X(11, 5, 6) X(12, 5, 6) X(13, 6, 6) X(13, 5, 6) X(13, 6, 7) X(14, 6, 7) X(15, 7, 7) \
+  X(15, 6, 7) X(15, 7, 8) X(16, 7, 8)
+
+#define PRSGD_AGGREGATION_WINDOW_KERNEL(N, LO, HI)                                                \
   PRSGD_AGGREGATION_WIDE_VECTORS void register_window_##N##_##LO##_##HI(const register_args& a) { \
-    register_window_kernel<N, LO, HI>(a);                                                   \
-  }                                                                                         \
+    register_window_kernel<N, LO, HI>(a);                                                         \
+  }                                                                                               \
   PRSGD_AGGREGATION_WIDE_VECTORS void weighted_window_##N##_##LO##_##HI(const weighted_args& a) { \
-    weighted_window_kernel<N, LO, HI>(a);                                                   \
+    weighted_window_kernel<N, LO, HI>(a);                                                         \
   }
-#define PRSGD_AGGREGATION_ODD_WINDOWS(N, BELOW, M, ABOVE) \
-  PRSGD_AGGREGATION_WINDOW_KERNEL(N, M, M)                   \
-  PRSGD_AGGREGATION_WINDOW_KERNEL(N, BELOW, M)               \
-  PRSGD_AGGREGATION_WINDOW_KERNEL(N, M, ABOVE)
-PRSGD_AGGREGATION_WINDOW_KERNEL(1, 0, 0)
-PRSGD_AGGREGATION_WINDOW_KERNEL(2, 0, 1)
-PRSGD_AGGREGATION_ODD_WINDOWS(3, 0, 1, 2)
-PRSGD_AGGREGATION_WINDOW_KERNEL(4, 1, 2)
-PRSGD_AGGREGATION_ODD_WINDOWS(5, 1, 2, 3)
-PRSGD_AGGREGATION_WINDOW_KERNEL(6, 2, 3)
-PRSGD_AGGREGATION_ODD_WINDOWS(7, 2, 3, 4)
-PRSGD_AGGREGATION_WINDOW_KERNEL(8, 3, 4)
-PRSGD_AGGREGATION_ODD_WINDOWS(9, 3, 4, 5)
-PRSGD_AGGREGATION_WINDOW_KERNEL(10, 4, 5)
-PRSGD_AGGREGATION_ODD_WINDOWS(11, 4, 5, 6)
-PRSGD_AGGREGATION_WINDOW_KERNEL(12, 5, 6)
-PRSGD_AGGREGATION_ODD_WINDOWS(13, 5, 6, 7)
-PRSGD_AGGREGATION_WINDOW_KERNEL(14, 6, 7)
-PRSGD_AGGREGATION_ODD_WINDOWS(15, 6, 7, 8)
-PRSGD_AGGREGATION_WINDOW_KERNEL(16, 7, 8)
-#undef PRSGD_AGGREGATION_ODD_WINDOWS
+PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_KERNEL)
 #undef PRSGD_AGGREGATION_WINDOW_KERNEL
 
 #define PRSGD_AGGREGATION_WINDOW_ENTRY(N, LO, HI) \
-  window_kernel { N, LO, HI, &register_window_##N##_##LO##_##HI, &weighted_window_##N##_##LO##_##HI }
-#define PRSGD_AGGREGATION_ODD_ENTRIES(N, BELOW, M, ABOVE)                                     \
-  PRSGD_AGGREGATION_WINDOW_ENTRY(N, M, M), PRSGD_AGGREGATION_WINDOW_ENTRY(N, BELOW, M), \
-      PRSGD_AGGREGATION_WINDOW_ENTRY(N, M, ABOVE)
-constexpr std::array window_kernels{
-    PRSGD_AGGREGATION_WINDOW_ENTRY(1, 0, 0),  PRSGD_AGGREGATION_WINDOW_ENTRY(2, 0, 1),
-    PRSGD_AGGREGATION_ODD_ENTRIES(3, 0, 1, 2),      PRSGD_AGGREGATION_WINDOW_ENTRY(4, 1, 2),
-    PRSGD_AGGREGATION_ODD_ENTRIES(5, 1, 2, 3),      PRSGD_AGGREGATION_WINDOW_ENTRY(6, 2, 3),
-    PRSGD_AGGREGATION_ODD_ENTRIES(7, 2, 3, 4),      PRSGD_AGGREGATION_WINDOW_ENTRY(8, 3, 4),
-    PRSGD_AGGREGATION_ODD_ENTRIES(9, 3, 4, 5),      PRSGD_AGGREGATION_WINDOW_ENTRY(10, 4, 5),
-    PRSGD_AGGREGATION_ODD_ENTRIES(11, 4, 5, 6),     PRSGD_AGGREGATION_WINDOW_ENTRY(12, 5, 6),
-    PRSGD_AGGREGATION_ODD_ENTRIES(13, 5, 6, 7),     PRSGD_AGGREGATION_WINDOW_ENTRY(14, 6, 7),
-    PRSGD_AGGREGATION_ODD_ENTRIES(15, 6, 7, 8),     PRSGD_AGGREGATION_WINDOW_ENTRY(16, 7, 8)};
-#undef PRSGD_AGGREGATION_ODD_ENTRIES
+  window_kernel{N, LO, HI, &register_window_##N##_##LO##_##HI, &weighted_window_##N##_##LO##_##HI},
+constexpr std::array window_kernels{PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_ENTRY)};
 #undef PRSGD_AGGREGATION_WINDOW_ENTRY
+#undef PRSGD_AGGREGATION_WINDOWS
 
 const window_kernel* find_window(std::size_t n, std::size_t lo, std::size_t hi) {
   for (const auto& w : window_kernels) {
