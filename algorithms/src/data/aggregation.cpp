@@ -285,41 +285,29 @@ template <std::size_t N>
 // Runs a kernel over all coordinates: `lanes(k)` returns out[k .. k+8) as a vector, `one(k)` out[k] alone (the
 // same arithmetic, lane for lane). With `stream`, the vectors are written with non-temporal stores, as the
 // mean's kernel does above streaming_store_threshold(): out then costs no read-for-ownership and does not
-// evict the inputs. Those stores need out + k on 16 bytes, so the first vector stores only the coordinates
-// before that boundary, normally, and the next one starts there. Each of lanes and one is expanded once.
+// evict the inputs. Those stores need out on 16 bytes (any std::vector's buffer is); another out is written
+// normally. One loop with the store chosen per vector, so that each body is expanded once.
 template <std::size_t N, class Lanes, class One>
 [[gnu::always_inline]] inline void run_coordinates(const float* const (&x)[N], const float* ref, float* out,
                                                    std::size_t len, bool stream, const Lanes& lanes, const One& one) {
   constexpr std::size_t width = 8;
 #if defined(__SSE__)
-  const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(out) % 16 / sizeof(float);
-  std::size_t head = stream && misaligned != 0 ? 4 - misaligned : 0;
+  stream = stream && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
 #else
   stream = false;
-  std::size_t head = 0;
 #endif
   std::size_t k = 0;
-  while (k + width <= len) {
+  for (; k + width <= len; k += width) {
     prefetch_ahead<N>(x, ref, k, len);
     const float8 v = lanes(k);
-    if (head != 0) {
-      for (std::size_t l = 0; l < head; ++l) {
-        out[k + l] = v[l];
-      }
-      k += head;
-      head = 0;
-      continue;
-    }
 #if defined(__SSE__)
     if (stream) {
       _mm_stream_ps(out + k, __m128{v[0], v[1], v[2], v[3]});
       _mm_stream_ps(out + k + 4, __m128{v[4], v[5], v[6], v[7]});
-      k += width;
       continue;
     }
 #endif
     store(out + k, v);
-    k += width;
   }
 #if defined(__SSE__)
   if (stream) {

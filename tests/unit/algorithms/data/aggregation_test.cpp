@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -259,6 +260,41 @@ TEST(AggregationTest, VectorLanesGiveTheBitsOfTheScalarLoop) {
           ASSERT_EQ(a, b) << "n=" << n << " equal=" << equal << " rule=" << to_string(o.rule) << " k=" << k << ": "
                           << all[k] << " among others, " << alone[0] << " alone";
         }
+      }
+    }
+  }
+}
+
+// Above streaming_store_threshold() the kernels write out with non-temporal stores; an out that is not on 16
+// bytes is written normally. Either way the results are the bits of the normal stores.
+TEST(AggregationTest, StreamingStoresGiveTheBitsOfNormalStores) {
+  std::mt19937 gen(13);
+  std::normal_distribution<float> value(0.0F, 1.0F);
+  constexpr std::size_t coords = 8 * 9 + 5;
+  for (std::size_t n : {3, 4, 8, 16}) {
+    std::vector<std::vector<float>> models(n, std::vector<float>(coords));
+    std::vector<float> ref(coords);
+    for (std::size_t k = 0; k < coords; ++k) {
+      ref[k] = value(gen);
+      for (auto& m : models) {
+        m[k] = value(gen);
+      }
+    }
+    for (const weight_spread spread : {weight_spread::equal, weight_spread::near, weight_spread::wide}) {
+      const auto w = spread_weights(n, spread, gen);
+      for (const auto& o : {rule(aggregate_rule::median), rule(aggregate_rule::trimmed_mean, 0.25)}) {
+        std::vector<float> normal(coords);
+        const std::size_t old = set_streaming_store_threshold(std::numeric_limits<std::size_t>::max());
+        ASSERT_TRUE(aggregate(wrap(models), w, ref, o, normal));
+        set_streaming_store_threshold(1);
+        std::vector<float> streamed(coords);
+        std::vector<float> shifted(coords + 1);  // out one float past a 16-byte boundary
+        const auto a = aggregate(wrap(models), w, ref, o, streamed);
+        const auto b = aggregate(wrap(models), w, ref, o, std::span<float>(shifted).subspan(1));
+        set_streaming_store_threshold(old);
+        ASSERT_TRUE(a.has_value() && b.has_value());
+        EXPECT_EQ(std::memcmp(normal.data(), streamed.data(), coords * sizeof(float)), 0) << n;
+        EXPECT_EQ(std::memcmp(normal.data(), shifted.data() + 1, coords * sizeof(float)), 0) << n;
       }
     }
   }
