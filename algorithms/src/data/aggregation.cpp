@@ -319,6 +319,34 @@ template <std::size_t N, class Lanes, class One>
   }
 }
 
+// Runs a kernel: for eight coordinates at a time (then one), loads the N updates u_i = x_i − ref and writes
+// ref + combine(u). out may alias ref: a coordinate's ref is read before its out is written.
+template <std::size_t N, class Combine>
+[[gnu::always_inline]] inline void run_kernel(const float* const* xs, const float* ref, float* out, std::size_t len,
+                                              bool stream, const Combine& combine) {
+  const float* x[N];
+  for (std::size_t i = 0; i < N; ++i) {
+    x[i] = xs[i];
+  }
+  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
+    const auto r = load<float8>(ref + k);
+    float8 u[N];
+    PRSGD_UNROLL(16)
+    for (std::size_t i = 0; i < N; ++i) {
+      u[i] = load<float8>(x[i] + k) - r;
+    }
+    return r + combine(u);
+  };
+  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
+    float u[N];
+    for (std::size_t i = 0; i < N; ++i) {
+      u[i] = x[i][k] - ref[k];
+    }
+    return ref[k] + combine(u);
+  };
+  run_coordinates<N>(x, ref, out, len, stream, lanes, one);
+}
+
 // One coordinate of the equal-weight kernel (T = float) or eight of them (T = float8).
 template <std::size_t N, class T>
 [[gnu::always_inline]] inline T register_coordinate(T (&v)[N], const float (&c)[N]) {
@@ -340,32 +368,12 @@ template <std::size_t N, class T>
 
 template <std::size_t N>
 [[gnu::always_inline]] inline void register_kernel(const register_args& a) {
-  const float* x[N];
   float c[N];
   for (std::size_t i = 0; i < N; ++i) {
-    x[i] = a.xs[i];
     c[i] = a.coef[i];
   }
-  // No __restrict: out may alias ref (a block of ref is read before the same block of out is written).
-  const float* ref = a.ref;
-  float* out = a.out;
-  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    const auto r = load<float8>(ref + k);
-    float8 v[N];
-    PRSGD_UNROLL(16)
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = load<float8>(x[i] + k) - r;
-    }
-    return r + register_coordinate<N>(v, c);
-  };
-  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    float v[N];
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = x[i][k] - ref[k];
-    }
-    return ref[k] + register_coordinate<N>(v, c);
-  };
-  run_coordinates<N>(x, ref, out, a.len, a.stream, lanes, one);
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream,
+                [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE { return register_coordinate<N>(v, c); });
 }
 
 #define PRSGD_AGGREGATION_REGISTER_KERNEL(N) \
@@ -400,15 +408,11 @@ constexpr std::array<register_fn, max_register_inputs> register_kernels{
 // about a third of the comparators' operations. Same arithmetic order as register_kernel otherwise.
 template <std::size_t N, std::size_t Lo, std::size_t Hi>
 [[gnu::always_inline]] inline void register_window_kernel(const register_args& a) {
-  const float* x[N];
   float c[N];
   for (std::size_t i = 0; i < N; ++i) {
-    x[i] = a.xs[i];
     c[i] = a.coef[i];
   }
-  const float* ref = a.ref;  // may alias out, as in register_kernel
-  float* out = a.out;
-  const auto combine = [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE {
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE {
     select_positions<N, Lo, Hi>(v);
     auto acc = std::remove_reference_t<decltype(v[0])>{} + 0.0F;
     PRSGD_UNROLL(16)
@@ -416,24 +420,7 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi>
       acc = acc + c[j] * v[j];
     }
     return acc;
-  };
-  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    const auto r = load<float8>(ref + k);
-    float8 v[N];
-    PRSGD_UNROLL(16)
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = load<float8>(x[i] + k) - r;
-    }
-    return r + combine(v);
-  };
-  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    float v[N];
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = x[i][k] - ref[k];
-    }
-    return ref[k] + combine(v);
-  };
-  run_coordinates<N>(x, ref, out, a.len, a.stream, lanes, one);
+  });
 }
 
 // The weighted kernel's cumulative weights, exact: each weight q_i = hi_i + lo_i · 2⁻⁵¹ with hi_i a multiple of
@@ -539,42 +526,33 @@ template <std::size_t N, class V>
 
 template <std::size_t N>
 [[gnu::always_inline]] inline void weighted_kernel(const weighted_args& a) {
-  const float* x[N];
   float8 hi_table[2]{};
   int8v lo_table[2]{};
   for (std::size_t i = 0; i < N; ++i) {
-    x[i] = a.xs[i];
     hi_table[i / 8][i % 8] = a.q_hi[i];
     lo_table[i / 8][i % 8] = a.q_lo[i];
   }
   const float scale = a.scale;
-  const float* ref = a.ref;  // may alias out: a block of ref is read before the same block of out is written
-  float* out = a.out;
   const auto lanes_weight = [&](const int8v& id) PRSGD_AGGREGATION_INLINE {
     return std::pair{lookup<N>(hi_table, id), lookup<N>(lo_table, id)};
   };
   const auto scalar_weight = [&](std::int32_t id) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[id], a.q_lo[id]}; };
-  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    const auto r = load<float8>(ref + k);
-    float8 v[N];
-    int8v id[N];
-    PRSGD_UNROLL(16)
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = load<float8>(x[i] + k) - r;
-      id[i] = int8v{} + static_cast<std::int32_t>(i);
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(v[0])>, float8>) {
+      int8v id[N];
+      PRSGD_UNROLL(16)
+      for (std::size_t i = 0; i < N; ++i) {
+        id[i] = int8v{} + static_cast<std::int32_t>(i);
+      }
+      return scale * weighted_coordinate<N>(v, id, a, lanes_weight);
+    } else {
+      std::int32_t id[N];
+      for (std::size_t i = 0; i < N; ++i) {
+        id[i] = static_cast<std::int32_t>(i);
+      }
+      return scale * weighted_coordinate<N>(v, id, a, scalar_weight);
     }
-    return r + scale * weighted_coordinate<N>(v, id, a, lanes_weight);
-  };
-  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    float v[N];
-    std::int32_t id[N];
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = x[i][k] - ref[k];
-      id[i] = static_cast<std::int32_t>(i);
-    }
-    return ref[k] + scale * weighted_coordinate<N>(v, id, a, scalar_weight);
-  };
-  run_coordinates<N>(x, ref, out, a.len, a.stream, lanes, one);
+  });
 }
 
 #define PRSGD_AGGREGATION_WEIGHTED_KERNEL(N) \
@@ -654,36 +632,22 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi, class T, class I, class
 
 template <std::size_t N, std::size_t Lo, std::size_t Hi>
 [[gnu::always_inline]] inline void weighted_window_kernel(const weighted_args& a) {
-  const float* x[N];
   float8 hi_lanes[N];
   int8v lo_lanes[N];
   for (std::size_t i = 0; i < N; ++i) {
-    x[i] = a.xs[i];
     hi_lanes[i] = float8{} + a.q_hi[i];
     lo_lanes[i] = int8v{} + a.q_lo[i];
   }
   const float scale = a.scale;
-  const float* ref = a.ref;  // may alias out, as in weighted_kernel
-  float* out = a.out;
   const auto lanes_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{hi_lanes[i], lo_lanes[i]}; };
   const auto scalar_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[i], a.q_lo[i]}; };
-  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    const auto r = load<float8>(ref + k);
-    float8 u[N];
-    PRSGD_UNROLL(16)
-    for (std::size_t i = 0; i < N; ++i) {
-      u[i] = load<float8>(x[i] + k) - r;
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto (&u)[N]) PRSGD_AGGREGATION_INLINE {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(u[0])>, float8>) {
+      return scale * window_weighted_coordinate<N, Lo, Hi, float8, int8v>(u, a, lanes_weight);
+    } else {
+      return scale * window_weighted_coordinate<N, Lo, Hi, float, std::int32_t>(u, a, scalar_weight);
     }
-    return r + scale * window_weighted_coordinate<N, Lo, Hi, float8, int8v>(u, a, lanes_weight);
-  };
-  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    float u[N];
-    for (std::size_t i = 0; i < N; ++i) {
-      u[i] = x[i][k] - ref[k];
-    }
-    return ref[k] + scale * window_weighted_coordinate<N, Lo, Hi, float, std::int32_t>(u, a, scalar_weight);
-  };
-  run_coordinates<N>(x, ref, out, a.len, a.stream, lanes, one);
+  });
 }
 
 // The window kernels built: for even N the two middle positions, for odd N the middle one and the pairs around
