@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Runs prsgd_aggregation_bench (the combine step of one barrier at fmnist-mlp's size, N = 4, 8, 16) and writes
-the medians of its CPU times, with each robust rule's ratio to the mean of the same inputs, to a Markdown file.
+"""Runs prsgd_aggregation_bench (the combine step of one barrier at fmnist-cnn's, fmnist-mlp's and a 10M-float
+model's size, N = 4, 8, 16) and writes the medians of its CPU times, with each robust rule's ratio to the mean
+of the same inputs, to a Markdown file.
 
 usage: bench/robust/round_cost.py [--bench PATH] [--reps 5] [--min-time 0.2] [--out bench/robust/round_cost.md]
 """
@@ -31,13 +32,16 @@ def run(bench, reps, min_time):
         # run_name: BM_Robust/median_unequal/8/535818
         parts = b["run_name"].split("/")
         kind = parts[1] if len(parts) == 4 else "screen"
-        medians[(kind, int(parts[-2]))] = b["cpu_time"]  # milliseconds (the benchmark's unit)
-        medians["floats"] = int(parts[-1])
+        medians[(kind, int(parts[-2]), int(parts[-1]))] = b["cpu_time"]  # milliseconds (the benchmark's unit)
     return cmd, medians
 
 
-def table(m):
-    ns = sorted({k[1] for k in m if isinstance(k, tuple)})
+MODELS = {28938: "fmnist-cnn", 535818: "fmnist-mlp", 10000000: "10M-float model"}
+
+
+def table(m, floats):
+    m = {k[:2]: t for k, t in m.items() if k[2] == floats}
+    ns = sorted({k[1] for k in m})
     rows = [("mean", "equal", "equal"), ("trimmed-mean (β = 0.25)", "trimmed_mean_equal", "equal"),
             ("median", "median_equal", "equal"), ("norm-clip (C = median norm)", "norm_clip", "equal"),
             ("outlier screen (norms + verdict)", "screen", "equal"),
@@ -81,16 +85,16 @@ def main():
 Written by `{shown}`, which runs
 `{os.path.basename(cmd[0])} {' '.join(cmd[1:])}`: the combine step of one barrier
 as the averager runs it (mean: `average()`; the robust rules: `averaging_weights()` + `aggregate()` over
-x_i − x̄), for N inputs of {m['floats']:,} floats (fmnist-mlp's parameters). Medians of {args.reps}
-repetitions, CPU time; in brackets each rule's cost over the mean of the same inputs (equal weights: 512
-samples each; unequal: 512 + i). ✗ marks a ratio above the {TARGET}× goal.
+x_i − x̄), for N inputs of each size below. Medians of {args.reps} repetitions, CPU time; in brackets each
+rule's cost over the mean of the same inputs (equal weights: 512 samples each; unequal: 512 + i). ✗ marks a
+ratio above the {TARGET}× goal.
 
 - commit: {commit}
 - machine: {machine}
 - date: {date}
-
-{table(m)}
 """
+    for floats in sorted({k[2] for k in m}):
+        text += f"\n## {floats:,} floats ({MODELS.get(floats, 'model')})\n\n{table(m, floats)}\n"
     with open(args.out, "w") as f:
         f.write(text)
     print(text)

@@ -8,9 +8,14 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "unroll.hpp"
+
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
 
 // The register kernels' helpers take and return 32-byte vectors, which warns about the ABI of AVX
 // arguments where AVX is not enabled (GCC reports it at the end of the file, so the pragma covers the
@@ -134,6 +139,10 @@ bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 #define PRSGD_AGGREGATION_WIDE_VECTORS __attribute__((target_clones("avx2", "default")))
 #endif
 
+// The kernels' lambdas take and return vectors: they must be inlined into the kernel (and so into its AVX2
+// clone), or a call would cross the ABI the -Wpsabi pragma above is about.
+#define PRSGD_AGGREGATION_INLINE __attribute__((always_inline))
+
 constexpr std::size_t max_register_inputs = 16;
 
 struct comparator_list {
@@ -157,12 +166,75 @@ constexpr comparator_list batcher(std::size_t n) {
   return net;
 }
 
+// Batcher's network cut down to the sorted positions lo..hi (a selection network): working backwards from
+// those outputs, a comparator none of whose outputs is read later is dropped, and one whose min (or max) alone
+// is read later computes only that. The values at lo..hi are the same as after the full sort.
+enum class comparator_kind : std::uint8_t { both, min_only, max_only };
+
+struct selection_op {
+  std::uint8_t lo = 0;
+  std::uint8_t hi = 0;
+  comparator_kind kind = comparator_kind::both;
+};
+
+struct selection_network {
+  std::array<selection_op, 80> ops{};
+  std::size_t size = 0;
+};
+
+constexpr selection_network selection(std::size_t n, std::size_t lo, std::size_t hi) {
+  const comparator_list net = batcher(n);
+  std::array<bool, 16> live{};
+  for (std::size_t p = lo; p <= hi; ++p) {
+    live[p] = true;
+  }
+  std::array<selection_op, 80> backwards{};
+  std::size_t kept = 0;
+  for (std::size_t q = net.size; q-- > 0;) {
+    const auto [i, j] = net.pairs[q];
+    if (!live[i] && !live[j]) {
+      continue;
+    }
+    const comparator_kind kind = live[i] && live[j] ? comparator_kind::both
+                                 : live[i]          ? comparator_kind::min_only
+                                                    : comparator_kind::max_only;
+    backwards[kept++] = {i, j, kind};
+    live[i] = true;
+    live[j] = true;
+  }
+  selection_network out;
+  for (std::size_t q = kept; q-- > 0;) {
+    out.ops[out.size++] = backwards[q];
+  }
+  return out;
+}
+
+// Runs selection(N, Lo, Hi) over v (eight coordinates per vector, or one).
+template <std::size_t N, std::size_t Lo, std::size_t Hi, class T>
+[[gnu::always_inline]] inline void select_positions(T (&v)[N]) {
+  static constexpr selection_network net = selection(N, Lo, Hi);
+  PRSGD_UNROLL(80)
+  for (std::size_t q = 0; q < net.size; ++q) {
+    const std::size_t i = net.ops[q].lo;
+    const std::size_t j = net.ops[q].hi;
+    const T a = v[i];
+    const T b = v[j];
+    if (net.ops[q].kind != comparator_kind::max_only) {
+      v[i] = b < a ? b : a;
+    }
+    if (net.ops[q].kind != comparator_kind::min_only) {
+      v[j] = a < b ? b : a;
+    }
+  }
+}
+
 struct register_args {
   const float* const* xs;
   const float* ref;   // never null here: zeros when the inputs are the updates
   const float* coef;  // N fixed coefficients, already multiplied by s
   float* out;
   std::size_t len;
+  bool stream;  // non-temporal stores to out (see run_coordinates)
 };
 
 // The register kernels work on explicit vectors (GCC/Clang vector extensions) of lanes coordinates: left
@@ -193,6 +265,88 @@ template <class V>
   return a < b ? b : a;
 }
 
+// Asks for the cache line prefetch_floats ahead in every input and in ref, once per line (16 floats): with
+// N + 1 streams the hardware prefetchers alone keep too few lines in flight, and the sort's arithmetic then
+// waits for memory instead of overlapping it (the mean's streaming kernel does the same).
+constexpr std::size_t prefetch_floats = 512;
+
+template <std::size_t N>
+[[gnu::always_inline]] inline void prefetch_ahead(const float* const (&x)[N], const float* ref, std::size_t k,
+                                                  std::size_t len) {
+  if (k % 16 == 0 && k + prefetch_floats < len) {
+    PRSGD_UNROLL(16)
+    for (std::size_t i = 0; i < N; ++i) {
+      __builtin_prefetch(x[i] + k + prefetch_floats);
+    }
+    __builtin_prefetch(ref + k + prefetch_floats);
+  }
+}
+
+// Runs a kernel over all coordinates: `lanes(k)` returns out[k .. k+8) as a vector, `one(k)` out[k] alone (the
+// same arithmetic, lane for lane). With `stream`, the vectors are written with non-temporal stores, as the
+// mean's kernel does above streaming_store_threshold(): out then costs no read-for-ownership and does not
+// evict the inputs. Those stores need out on 16 bytes (any std::vector's buffer is); another out is written
+// normally. One loop with the store chosen per vector, so that each body is expanded once.
+template <std::size_t N, class Lanes, class One>
+[[gnu::always_inline]] inline void run_coordinates(const float* const (&x)[N], const float* ref, float* out,
+                                                   std::size_t len, bool stream, const Lanes& lanes, const One& one) {
+  constexpr std::size_t width = 8;
+#if defined(__SSE__)
+  stream = stream && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+#else
+  stream = false;
+#endif
+  std::size_t k = 0;
+  for (; k + width <= len; k += width) {
+    prefetch_ahead<N>(x, ref, k, len);
+    const float8 v = lanes(k);
+#if defined(__SSE__)
+    if (stream) {
+      _mm_stream_ps(out + k, __m128{v[0], v[1], v[2], v[3]});
+      _mm_stream_ps(out + k + 4, __m128{v[4], v[5], v[6], v[7]});
+      continue;
+    }
+#endif
+    store(out + k, v);
+  }
+#if defined(__SSE__)
+  if (stream) {
+    _mm_sfence();
+  }
+#endif
+  for (; k < len; ++k) {
+    out[k] = one(k);
+  }
+}
+
+// Runs a kernel: for eight coordinates at a time (then one), loads the N updates u_i = x_i − ref and writes
+// ref + combine(u). out may alias ref: a coordinate's ref is read before its out is written.
+template <std::size_t N, class Combine>
+[[gnu::always_inline]] inline void run_kernel(const float* const* xs, const float* ref, float* out, std::size_t len,
+                                              bool stream, const Combine& combine) {
+  const float* x[N];
+  for (std::size_t i = 0; i < N; ++i) {
+    x[i] = xs[i];
+  }
+  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
+    const auto r = load<float8>(ref + k);
+    float8 u[N];
+    PRSGD_UNROLL(16)
+    for (std::size_t i = 0; i < N; ++i) {
+      u[i] = load<float8>(x[i] + k) - r;
+    }
+    return r + combine(u);
+  };
+  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
+    float u[N];
+    for (std::size_t i = 0; i < N; ++i) {
+      u[i] = x[i][k] - ref[k];
+    }
+    return ref[k] + combine(u);
+  };
+  run_coordinates<N>(x, ref, out, len, stream, lanes, one);
+}
+
 // One coordinate of the equal-weight kernel (T = float) or eight of them (T = float8).
 template <std::size_t N, class T>
 [[gnu::always_inline]] inline T register_coordinate(T (&v)[N], const float (&c)[N]) {
@@ -214,33 +368,12 @@ template <std::size_t N, class T>
 
 template <std::size_t N>
 [[gnu::always_inline]] inline void register_kernel(const register_args& a) {
-  constexpr std::size_t lanes = 8;
-  const float* x[N];
   float c[N];
   for (std::size_t i = 0; i < N; ++i) {
-    x[i] = a.xs[i];
     c[i] = a.coef[i];
   }
-  // No __restrict: out may alias ref (a block of ref is read before the same block of out is written).
-  const float* ref = a.ref;
-  float* out = a.out;
-  std::size_t k = 0;
-  for (; k + lanes <= a.len; k += lanes) {
-    const auto r = load<float8>(ref + k);
-    float8 v[N];
-    PRSGD_UNROLL(16)
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = load<float8>(x[i] + k) - r;
-    }
-    store(out + k, r + register_coordinate<N>(v, c));
-  }
-  for (; k < a.len; ++k) {
-    float v[N];
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = x[i][k] - ref[k];
-    }
-    out[k] = ref[k] + register_coordinate<N>(v, c);
-  }
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream,
+                [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE { return register_coordinate<N>(v, c); });
 }
 
 #define PRSGD_AGGREGATION_REGISTER_KERNEL(N) \
@@ -269,6 +402,26 @@ constexpr std::array<register_fn, max_register_inputs> register_kernels{
     &register_kernel_5,  &register_kernel_6,  &register_kernel_7,  &register_kernel_8,
     &register_kernel_9,  &register_kernel_10, &register_kernel_11, &register_kernel_12,
     &register_kernel_13, &register_kernel_14, &register_kernel_15, &register_kernel_16};
+
+// The equal-weight kernel when only the sorted positions Lo..Hi have a nonzero coefficient (the median: the
+// middle one or two): the network is cut down to those positions (selection()), which for the median drops
+// about a third of the comparators' operations. Same arithmetic order as register_kernel otherwise.
+template <std::size_t N, std::size_t Lo, std::size_t Hi>
+[[gnu::always_inline]] inline void register_window_kernel(const register_args& a) {
+  float c[N];
+  for (std::size_t i = 0; i < N; ++i) {
+    c[i] = a.coef[i];
+  }
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE {
+    select_positions<N, Lo, Hi>(v);
+    auto acc = std::remove_reference_t<decltype(v[0])>{} + 0.0F;
+    PRSGD_UNROLL(16)
+    for (std::size_t j = Lo; j <= Hi; ++j) {
+      acc = acc + c[j] * v[j];
+    }
+    return acc;
+  });
+}
 
 // The weighted kernel's cumulative weights, exact: each weight q_i = hi_i + lo_i · 2⁻⁵¹ with hi_i a multiple of
 // 2⁻²⁴ (a float: any sum of them up to 1 is a float too) and lo_i an integer (|lo_i| ≤ 2²⁶: sums of 16 fit
@@ -299,6 +452,7 @@ struct weighted_args {
   float scale;        // s
   float* out;
   std::size_t len;
+  bool stream;  // non-temporal stores to out (see run_coordinates)
 };
 
 using int8v = std::int32_t __attribute__((vector_size(32)));
@@ -372,43 +526,33 @@ template <std::size_t N, class V>
 
 template <std::size_t N>
 [[gnu::always_inline]] inline void weighted_kernel(const weighted_args& a) {
-  constexpr std::size_t lanes = 8;
-  const float* x[N];
   float8 hi_table[2]{};
   int8v lo_table[2]{};
   for (std::size_t i = 0; i < N; ++i) {
-    x[i] = a.xs[i];
     hi_table[i / 8][i % 8] = a.q_hi[i];
     lo_table[i / 8][i % 8] = a.q_lo[i];
   }
   const float scale = a.scale;
-  const float* ref = a.ref;  // may alias out: a block of ref is read before the same block of out is written
-  float* out = a.out;
-  const auto lanes_weight = [&](const int8v& id) {
+  const auto lanes_weight = [&](const int8v& id) PRSGD_AGGREGATION_INLINE {
     return std::pair{lookup<N>(hi_table, id), lookup<N>(lo_table, id)};
   };
-  const auto scalar_weight = [&](std::int32_t id) { return std::pair{a.q_hi[id], a.q_lo[id]}; };
-  std::size_t k = 0;
-  for (; k + lanes <= a.len; k += lanes) {
-    const auto r = load<float8>(ref + k);
-    float8 v[N];
-    int8v id[N];
-    PRSGD_UNROLL(16)
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = load<float8>(x[i] + k) - r;
-      id[i] = int8v{} + static_cast<std::int32_t>(i);
+  const auto scalar_weight = [&](std::int32_t id) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[id], a.q_lo[id]}; };
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(v[0])>, float8>) {
+      int8v id[N];
+      PRSGD_UNROLL(16)
+      for (std::size_t i = 0; i < N; ++i) {
+        id[i] = int8v{} + static_cast<std::int32_t>(i);
+      }
+      return scale * weighted_coordinate<N>(v, id, a, lanes_weight);
+    } else {
+      std::int32_t id[N];
+      for (std::size_t i = 0; i < N; ++i) {
+        id[i] = static_cast<std::int32_t>(i);
+      }
+      return scale * weighted_coordinate<N>(v, id, a, scalar_weight);
     }
-    store(out + k, r + scale * weighted_coordinate<N>(v, id, a, lanes_weight));
-  }
-  for (; k < a.len; ++k) {
-    float v[N];
-    std::int32_t id[N];
-    for (std::size_t i = 0; i < N; ++i) {
-      v[i] = x[i][k] - ref[k];
-      id[i] = static_cast<std::int32_t>(i);
-    }
-    out[k] = ref[k] + scale * weighted_coordinate<N>(v, id, a, scalar_weight);
-  }
+  });
 }
 
 #define PRSGD_AGGREGATION_WEIGHTED_KERNEL(N) \
@@ -437,6 +581,147 @@ constexpr std::array<weighted_fn, max_register_inputs> weighted_kernels{
     &weighted_kernel_5,  &weighted_kernel_6,  &weighted_kernel_7,  &weighted_kernel_8,
     &weighted_kernel_9,  &weighted_kernel_10, &weighted_kernel_11, &weighted_kernel_12,
     &weighted_kernel_13, &weighted_kernel_14, &weighted_kernel_15, &weighted_kernel_16};
+
+// The unequal-weight kernel when the weights leave only the cumulative weights c_Lo .. c_{Hi-1} undecided
+// (c_j: the weight of the j+1 smallest values): every c_j below Lo is surely under β, every one from Hi on
+// surely above 1 − β, whatever order the values come in (coordinate_rule checks this from the weights). The
+// result then is Σ_{j=Lo..Hi} (t_j − t_{j−1}) v_(j) with t_{Lo−1} = 0 and t_Hi = 1, as in weighted_coordinate.
+// For the median with near-equal weights that is one or two positions. The values v_(Lo) .. v_(Hi) come from
+// the cut-down network (no indices carried), and c_j is the weight of the inputs whose value is <= v_(j),
+// summed exactly (split weights, as above). When v_(j) = v_(j+1) that count takes in more than j+1 values, but
+// then t_j only splits the coefficient between two equal values, which leaves the sum as it is; at the last of
+// a run of equal values the count is exact. Any NaN or infinite update makes the coordinate NaN (the sorted
+// window alone could hide it), so the averager's finiteness check refuses the round.
+template <std::size_t N, std::size_t Lo, std::size_t Hi, class T, class I, class Weight>
+[[gnu::always_inline]] inline T window_weighted_coordinate(const T (&u)[N], const weighted_args& a,
+                                                           const Weight& weight) {
+  T v[N];
+  PRSGD_UNROLL(16)
+  for (std::size_t i = 0; i < N; ++i) {
+    v[i] = u[i];
+  }
+  select_positions<N, Lo, Hi>(v);
+  const T zero = T{} + 0.0F;
+  const T one = zero + 1.0F;
+  T below = zero;
+  T acc = zero;
+  PRSGD_UNROLL(16)
+  for (std::size_t j = Lo; j < Hi; ++j) {
+    T cum_hi = zero - a.beta.hi;
+    I cum_lo = I{} - a.beta.lo;
+    PRSGD_UNROLL(16)
+    for (std::size_t i = 0; i < N; ++i) {
+      const auto [hi, lo] = weight(i);
+      const auto in = u[i] <= v[j];
+      cum_hi = cum_hi + (in ? hi : zero);
+      cum_lo = cum_lo + (in ? lo : I{});
+    }
+    const T from_beta = cum_hi + to_float(cum_lo) * lo_unit;
+    const T upto = vmin(one, vmax(zero, from_beta * a.inv_keep));
+    acc = acc + (upto - below) * v[j];
+    below = upto;
+  }
+  acc = acc + (one - below) * v[Hi];
+  T total = u[0];
+  PRSGD_UNROLL(16)
+  for (std::size_t i = 1; i < N; ++i) {
+    total = total + u[i];
+  }
+  return total - total == zero ? acc : zero + std::numeric_limits<float>::quiet_NaN();
+}
+
+template <std::size_t N, std::size_t Lo, std::size_t Hi>
+[[gnu::always_inline]] inline void weighted_window_kernel(const weighted_args& a) {
+  float8 hi_lanes[N];
+  int8v lo_lanes[N];
+  for (std::size_t i = 0; i < N; ++i) {
+    hi_lanes[i] = float8{} + a.q_hi[i];
+    lo_lanes[i] = int8v{} + a.q_lo[i];
+  }
+  const float scale = a.scale;
+  const auto lanes_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{hi_lanes[i], lo_lanes[i]}; };
+  const auto scalar_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[i], a.q_lo[i]}; };
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto (&u)[N]) PRSGD_AGGREGATION_INLINE {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(u[0])>, float8>) {
+      return scale * window_weighted_coordinate<N, Lo, Hi, float8, int8v>(u, a, lanes_weight);
+    } else {
+      return scale * window_weighted_coordinate<N, Lo, Hi, float, std::int32_t>(u, a, scalar_weight);
+    }
+  });
+}
+
+// The window kernels built: for even N the two middle positions, for odd N the middle one and the pairs around
+// it (the median of equal or near-equal weights). Other windows take the full-sort kernels.
+struct window_kernel {
+  std::size_t n;
+  std::size_t lo;
+  std::size_t hi;
+  register_fn equal;
+  weighted_fn weighted;
+};
+
+// X(N, LO, HI) for every window built.
+#define PRSGD_AGGREGATION_WINDOWS(X) \
+  X(1, 0, 0) X(2, 0, 1) X(3, 1, 1) X(3, 0, 1) X(3, 1, 2) X(4, 1, 2) X(5, 2, 2) X(5, 1, 2) X(5, 2, 3) \
+  X(6, 2, 3) X(7, 3, 3) X(7, 2, 3) X(7, 3, 4) X(8, 3, 4) X(9, 4, 4) X(9, 3, 4) X(9, 4, 5) X(10, 4, 5) \
+  X(11, 5, 5) X(11, 4, 5) X(11, 5, 6) X(12, 5, 6) X(13, 6, 6) X(13, 5, 6) X(13, 6, 7) X(14, 6, 7) X(15, 7, 7) \
+  X(15, 6, 7) X(15, 7, 8) X(16, 7, 8)
+
+#define PRSGD_AGGREGATION_WINDOW_KERNEL(N, LO, HI)                                                \
+  PRSGD_AGGREGATION_WIDE_VECTORS void register_window_##N##_##LO##_##HI(const register_args& a) { \
+    register_window_kernel<N, LO, HI>(a);                                                         \
+  }                                                                                               \
+  PRSGD_AGGREGATION_WIDE_VECTORS void weighted_window_##N##_##LO##_##HI(const weighted_args& a) { \
+    weighted_window_kernel<N, LO, HI>(a);                                                         \
+  }
+PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_KERNEL)
+#undef PRSGD_AGGREGATION_WINDOW_KERNEL
+
+#define PRSGD_AGGREGATION_WINDOW_ENTRY(N, LO, HI) \
+  window_kernel{N, LO, HI, &register_window_##N##_##LO##_##HI, &weighted_window_##N##_##LO##_##HI},
+constexpr std::array window_kernels{PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_ENTRY)};
+#undef PRSGD_AGGREGATION_WINDOW_ENTRY
+#undef PRSGD_AGGREGATION_WINDOWS
+
+const window_kernel* find_window(std::size_t n, std::size_t lo, std::size_t hi) {
+  for (const auto& w : window_kernels) {
+    if (w.n == n && w.lo == lo && w.hi == hi) {
+      return &w;
+    }
+  }
+  return nullptr;
+}
+
+// Margin (in weight mass) by which a cumulative weight must clear β or 1 − β to count as decided: far above
+// the float rounding of c − β in the kernels, so a decided t is exactly 0 or 1 there too.
+constexpr double decided_margin = 1e-6;
+
+// The window [lo, hi] of the unequal-weight kernel for normalised weights q: lo is the first position j whose
+// cumulative weight c_j may reach β − margin (the sum of the j+1 largest weights does), hi the first whose
+// c_j surely exceeds 1 − β + margin (the sum of the j+1 smallest does), or the last position.
+std::pair<std::size_t, std::size_t> undecided_positions(std::vector<double> q, double beta) {
+  std::sort(q.begin(), q.end());
+  const std::size_t n = q.size();
+  std::size_t lo = n - 1;
+  double largest = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    largest += q[n - 1 - j];
+    if (largest >= beta - decided_margin) {
+      lo = j;
+      break;
+    }
+  }
+  std::size_t hi = n - 1;
+  double smallest = 0;
+  for (std::size_t j = 0; j + 1 < n; ++j) {
+    smallest += q[j];
+    if (smallest > 1 - beta + decided_margin) {
+      hi = j;
+      break;
+    }
+  }
+  return {std::min(lo, hi), hi};
+}
 
 // Per block of coordinates: u_i = x_i − ref for every input, sorted per coordinate by a sorting network.
 // Equal weights (the common case) sort floats and weigh the j-th smallest with the same coefficient in
@@ -484,6 +769,7 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
   }
   const double inv_keep = 1 / (1 - 2 * beta);
   const auto scale = static_cast<float>(s);
+  const bool stream = len * sizeof(float) > streaming_store_threshold();
   if (equal && n <= max_register_inputs) {
     std::vector<const float*> xs(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -494,7 +780,12 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
       coef[j] = scale * fixed_r[j];
     }
     std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
-    register_kernels[n - 1]({xs.data(), ref != nullptr ? ref : zeros.data(), coef.data(), out.data(), len});
+    const register_args args{xs.data(), ref != nullptr ? ref : zeros.data(), coef.data(), out.data(), len, stream};
+    const auto nonzero = [](float r) { return r != 0; };
+    const auto first = static_cast<std::size_t>(std::find_if(fixed_r.begin(), fixed_r.end(), nonzero) - fixed_r.begin());
+    const auto last = n - 1 - static_cast<std::size_t>(std::find_if(fixed_r.rbegin(), fixed_r.rend(), nonzero) - fixed_r.rbegin());
+    const window_kernel* window = first <= last ? find_window(n, first, last) : nullptr;
+    (window != nullptr ? window->equal : register_kernels[n - 1])(args);
     return;
   }
   if (!equal && n <= max_register_inputs) {
@@ -508,8 +799,15 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
       q_lo[i] = q.lo;
     }
     std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
-    weighted_kernels[n - 1]({xs.data(), ref != nullptr ? ref : zeros.data(), q_hi.data(), q_lo.data(), split(beta),
-                             static_cast<float>(inv_keep), scale, out.data(), len});
+    const weighted_args args{xs.data(), ref != nullptr ? ref : zeros.data(), q_hi.data(), q_lo.data(), split(beta),
+                             static_cast<float>(inv_keep), scale, out.data(), len, stream};
+    std::vector<double> q(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      q[i] = weights[i] / s;
+    }
+    const auto [lo, hi] = undecided_positions(std::move(q), beta);
+    const window_kernel* window = find_window(n, lo, hi);
+    (window != nullptr ? window->weighted : weighted_kernels[n - 1])(args);
     return;
   }
   for (std::size_t b = 0; b < len; b += block_floats) {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,22 @@ std::vector<float> reference_rule(const std::vector<std::vector<float>>& models,
     out[k] = static_cast<float>(ref[k] + s * acc);
   }
   return out;
+}
+
+// Weights for the kernel tests: all equal; near-equal (sample counts 512 + a few, which leave the median only
+// one or two undecided positions and take the cut-down kernels); or spread over a factor 30 (the full sort).
+enum class weight_spread : std::uint8_t { equal, near, wide };
+
+std::vector<double> spread_weights(std::size_t n, weight_spread spread, std::mt19937& gen) {
+  std::vector<double> w(n, 1.0 / static_cast<double>(n));
+  for (auto& x : w) {
+    if (spread == weight_spread::near) {
+      x = (512.0 + static_cast<double>(gen() % 8)) / (512.0 * static_cast<double>(n));
+    } else if (spread == weight_spread::wide) {
+      x = std::uniform_real_distribution<double>(0.1, 3.0)(gen);
+    }
+  }
+  return w;
 }
 
 TEST(AggregationTest, ParsesEveryRuleAndNamesTheChoicesOnATypo) {
@@ -161,7 +178,6 @@ TEST(AggregationTest, NormClipScalesLongUpdatesDownToTheRadius) {
 TEST(AggregationTest, VectorisedKernelMatchesTheDefinitionForEveryNAndWeights) {
   std::mt19937 gen(7);
   std::normal_distribution<float> value(0.0F, 1.0F);
-  std::uniform_real_distribution<double> weight(0.1, 3.0);
   // Up to 17: every register kernel (1..16) and the blocked path beyond them.
   for (std::size_t n = 1; n <= 17; ++n) {
     // Fewer coordinates for the larger N (still a partial 512-float block for the blocked path at 17).
@@ -182,13 +198,9 @@ TEST(AggregationTest, VectorisedKernelMatchesTheDefinitionForEveryNAndWeights) {
         m[k] = 0.5F;
       }
     }
-    for (const bool equal : {true, false}) {
-      std::vector<double> w(n, 1.0 / static_cast<double>(n));
-      if (!equal) {
-        for (auto& x : w) {
-          x = weight(gen);
-        }
-      }
+    for (const weight_spread spread : {weight_spread::equal, weight_spread::near, weight_spread::wide}) {
+      const bool equal = spread == weight_spread::equal;
+      const auto w = spread_weights(n, spread, gen);
       for (const auto& [r, beta] :
            {std::pair{aggregate_rule::trimmed_mean, 0.2}, std::pair{aggregate_rule::trimmed_mean, 0.0},
             std::pair{aggregate_rule::median, 0.5 - median_tie_mass}}) {
@@ -210,7 +222,6 @@ TEST(AggregationTest, VectorisedKernelMatchesTheDefinitionForEveryNAndWeights) {
 TEST(AggregationTest, VectorLanesGiveTheBitsOfTheScalarLoop) {
   std::mt19937 gen(11);
   std::normal_distribution<float> value(0.0F, 1.0F);
-  std::uniform_real_distribution<double> weight(0.05, 4.0);
   const std::vector<float> specials{0.0F,
                                     -0.0F,
                                     0.5F,
@@ -228,13 +239,9 @@ TEST(AggregationTest, VectorLanesGiveTheBitsOfTheScalarLoop) {
         m[k] = gen() % 4 == 0 ? specials[gen() % specials.size()] : value(gen);
       }
     }
-    for (const bool equal : {true, false}) {
-      std::vector<double> w(n, 1.0);
-      if (!equal) {
-        for (auto& x : w) {
-          x = weight(gen);
-        }
-      }
+    for (const weight_spread spread : {weight_spread::equal, weight_spread::near, weight_spread::wide}) {
+      const bool equal = spread == weight_spread::equal;
+      const auto w = spread_weights(n, spread, gen);
       for (const auto& o : {rule(aggregate_rule::median), rule(aggregate_rule::trimmed_mean, 0.25),
                             rule(aggregate_rule::trimmed_mean, 0.1)}) {
         std::vector<float> all(coords);
@@ -253,6 +260,41 @@ TEST(AggregationTest, VectorLanesGiveTheBitsOfTheScalarLoop) {
           ASSERT_EQ(a, b) << "n=" << n << " equal=" << equal << " rule=" << to_string(o.rule) << " k=" << k << ": "
                           << all[k] << " among others, " << alone[0] << " alone";
         }
+      }
+    }
+  }
+}
+
+// Above streaming_store_threshold() the kernels write out with non-temporal stores; an out that is not on 16
+// bytes is written normally. Either way the results are the bits of the normal stores.
+TEST(AggregationTest, StreamingStoresGiveTheBitsOfNormalStores) {
+  std::mt19937 gen(13);
+  std::normal_distribution<float> value(0.0F, 1.0F);
+  constexpr std::size_t coords = 8 * 9 + 5;
+  for (std::size_t n : {3, 4, 8, 16}) {
+    std::vector<std::vector<float>> models(n, std::vector<float>(coords));
+    std::vector<float> ref(coords);
+    for (std::size_t k = 0; k < coords; ++k) {
+      ref[k] = value(gen);
+      for (auto& m : models) {
+        m[k] = value(gen);
+      }
+    }
+    for (const weight_spread spread : {weight_spread::equal, weight_spread::near, weight_spread::wide}) {
+      const auto w = spread_weights(n, spread, gen);
+      for (const auto& o : {rule(aggregate_rule::median), rule(aggregate_rule::trimmed_mean, 0.25)}) {
+        std::vector<float> normal(coords);
+        const std::size_t old = set_streaming_store_threshold(std::numeric_limits<std::size_t>::max());
+        ASSERT_TRUE(aggregate(wrap(models), w, ref, o, normal));
+        set_streaming_store_threshold(1);
+        std::vector<float> streamed(coords);
+        std::vector<float> shifted(coords + 1);  // out one float past a 16-byte boundary
+        const auto a = aggregate(wrap(models), w, ref, o, streamed);
+        const auto b = aggregate(wrap(models), w, ref, o, std::span<float>(shifted).subspan(1));
+        set_streaming_store_threshold(old);
+        ASSERT_TRUE(a.has_value() && b.has_value());
+        EXPECT_EQ(std::memcmp(normal.data(), streamed.data(), coords * sizeof(float)), 0) << n;
+        EXPECT_EQ(std::memcmp(normal.data(), shifted.data() + 1, coords * sizeof(float)), 0) << n;
       }
     }
   }
@@ -356,16 +398,31 @@ TEST(AggregationTest, SixteenUnequalWeightsResolveAnExactTieInEveryCoordinate) {
 
 // A NaN update that reaches the rules (the screen would have left it out) makes the coordinates it touches NaN
 // with unequal weights as with equal ones, so the averager's non-finite check refuses the round.
+// Weights 0.5 + i take the full sort; sample counts 512 + i the median's cut-down kernel, where the NaN (or an
+// infinity) need not be among the sorted positions it computes.
 TEST(AggregationTest, UnequalWeightsPropagateANanUpdate) {
-  for (std::size_t n : {1, 2, 3, 5}) {
-    std::vector<float> v(n, 1.0F);
-    v[n / 2] = std::numeric_limits<float>::quiet_NaN();
-    std::vector<double> w(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      w[i] = 0.5 + static_cast<double>(i);
+  for (std::size_t n : {1, 2, 3, 5, 8, 16}) {
+    for (const double base : {0.5, 512.0}) {
+      std::vector<double> w(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        w[i] = base + static_cast<double>(i);
+      }
+      for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+        for (std::size_t at : {std::size_t{0}, n / 2, n - 1}) {
+          std::vector<float> v(n, 1.0F);
+          v[at] = bad;
+          const float median = combine1(v, w, rule(aggregate_rule::median));
+          const float trimmed = combine1(v, w, rule(aggregate_rule::trimmed_mean, 0.25));
+          if (std::isnan(bad)) {
+            EXPECT_TRUE(std::isnan(median)) << n << " " << base << " " << at;
+            EXPECT_TRUE(std::isnan(trimmed)) << n << " " << base << " " << at;
+          } else {
+            EXPECT_FALSE(std::isfinite(median)) << n << " " << base << " " << at;
+            EXPECT_FALSE(std::isfinite(trimmed)) << n << " " << base << " " << at;
+          }
+        }
+      }
     }
-    EXPECT_TRUE(std::isnan(combine1(v, w, rule(aggregate_rule::median)))) << n;
-    EXPECT_TRUE(std::isnan(combine1(v, w, rule(aggregate_rule::trimmed_mean, 0.25)))) << n;
   }
 }
 
