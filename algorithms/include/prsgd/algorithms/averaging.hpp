@@ -63,7 +63,7 @@ enum class store_policy : std::uint8_t {
 [[nodiscard]] std::size_t streaming_store_threshold() noexcept;
 
 /// Sets the threshold streaming_store_threshold() returns (0 restores the default) and returns the old
-/// one. For tuning and tests; the value is read once per average() call.
+/// one. For tuning and tests; the value is read once per average() or aggregate() call.
 std::size_t set_streaming_store_threshold(std::size_t bytes) noexcept;
 
 /// Returns how many average() calls in this process wrote `out` with streaming stores (tests, diagnostics).
