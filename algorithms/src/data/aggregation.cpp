@@ -373,7 +373,7 @@ template <std::size_t N>
     c[i] = a.coef[i];
   }
   run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream,
-                [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE { return register_coordinate<N>(v, c); });
+                [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE { return register_coordinate<N>(v, c); });
 }
 
 #define PRSGD_AGGREGATION_REGISTER_KERNEL(N) \
@@ -412,7 +412,7 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi>
   for (std::size_t i = 0; i < N; ++i) {
     c[i] = a.coef[i];
   }
-  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE {
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
     select_positions<N, Lo, Hi>(v);
     auto acc = std::remove_reference_t<decltype(v[0])>{} + 0.0F;
     PRSGD_UNROLL(16)
@@ -536,8 +536,10 @@ template <std::size_t N>
   const auto lanes_weight = [&](const int8v& id) PRSGD_AGGREGATION_INLINE {
     return std::pair{lookup<N>(hi_table, id), lookup<N>(lo_table, id)};
   };
-  const auto scalar_weight = [&](std::int32_t id) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[id], a.q_lo[id]}; };
-  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto (&v)[N]) PRSGD_AGGREGATION_INLINE {
+  const auto scalar_weight = [&](std::int32_t id) PRSGD_AGGREGATION_INLINE {
+    return std::pair{a.q_hi[id], a.q_lo[id]};
+  };
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
     if constexpr (std::is_same_v<std::remove_reference_t<decltype(v[0])>, float8>) {
       int8v id[N];
       PRSGD_UNROLL(16)
@@ -641,7 +643,7 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi>
   const float scale = a.scale;
   const auto lanes_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{hi_lanes[i], lo_lanes[i]}; };
   const auto scalar_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[i], a.q_lo[i]}; };
-  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto (&u)[N]) PRSGD_AGGREGATION_INLINE {
+  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&u)[N]) PRSGD_AGGREGATION_INLINE {
     if constexpr (std::is_same_v<std::remove_reference_t<decltype(u[0])>, float8>) {
       return scale * window_weighted_coordinate<N, Lo, Hi, float8, int8v>(u, a, lanes_weight);
     } else {
@@ -660,12 +662,14 @@ struct window_kernel {
   weighted_fn weighted;
 };
 
+// clang-format off
 // X(N, LO, HI) for every window built.
 #define PRSGD_AGGREGATION_WINDOWS(X) \
   X(1, 0, 0) X(2, 0, 1) X(3, 1, 1) X(3, 0, 1) X(3, 1, 2) X(4, 1, 2) X(5, 2, 2) X(5, 1, 2) X(5, 2, 3) \
   X(6, 2, 3) X(7, 3, 3) X(7, 2, 3) X(7, 3, 4) X(8, 3, 4) X(9, 4, 4) X(9, 3, 4) X(9, 4, 5) X(10, 4, 5) \
   X(11, 5, 5) X(11, 4, 5) X(11, 5, 6) X(12, 5, 6) X(13, 6, 6) X(13, 5, 6) X(13, 6, 7) X(14, 6, 7) X(15, 7, 7) \
   X(15, 6, 7) X(15, 7, 8) X(16, 7, 8)
+// clang-format on
 
 #define PRSGD_AGGREGATION_WINDOW_KERNEL(N, LO, HI)                                                \
   PRSGD_AGGREGATION_WIDE_VECTORS void register_window_##N##_##LO##_##HI(const register_args& a) { \
@@ -782,8 +786,10 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
     std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
     const register_args args{xs.data(), ref != nullptr ? ref : zeros.data(), coef.data(), out.data(), len, stream};
     const auto nonzero = [](float r) { return r != 0; };
-    const auto first = static_cast<std::size_t>(std::find_if(fixed_r.begin(), fixed_r.end(), nonzero) - fixed_r.begin());
-    const auto last = n - 1 - static_cast<std::size_t>(std::find_if(fixed_r.rbegin(), fixed_r.rend(), nonzero) - fixed_r.rbegin());
+    const auto first =
+        static_cast<std::size_t>(std::find_if(fixed_r.begin(), fixed_r.end(), nonzero) - fixed_r.begin());
+    const auto last =
+        n - 1 - static_cast<std::size_t>(std::find_if(fixed_r.rbegin(), fixed_r.rend(), nonzero) - fixed_r.rbegin());
     const window_kernel* window = first <= last ? find_window(n, first, last) : nullptr;
     (window != nullptr ? window->equal : register_kernels[n - 1])(args);
     return;
@@ -799,8 +805,11 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
       q_lo[i] = q.lo;
     }
     std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
-    const weighted_args args{xs.data(), ref != nullptr ? ref : zeros.data(), q_hi.data(), q_lo.data(), split(beta),
-                             static_cast<float>(inv_keep), scale, out.data(), len, stream};
+    const weighted_args args{xs.data(),   ref != nullptr ? ref : zeros.data(),
+                             q_hi.data(), q_lo.data(),
+                             split(beta), static_cast<float>(inv_keep),
+                             scale,       out.data(),
+                             len,         stream};
     std::vector<double> q(n);
     for (std::size_t i = 0; i < n; ++i) {
       q[i] = weights[i] / s;

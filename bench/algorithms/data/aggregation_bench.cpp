@@ -3,8 +3,8 @@
 // mean = average() (the fused averaging kernel), the others = averaging_weights() + aggregate() over
 // x_i − x̄. Equal weights (uniform, or samples with equal counts) and unequal weights (samples differing)
 // take different kernels, so both are measured; so is the outlier screen (one norm pass per input).
-// CPU time at fmnist-cnn's, fmnist-mlp's and a 10M-float model's size for N = 4, 8, 16; bench/robust/round_cost.py runs it and writes the medians
-// and ratios to bench/robust/round_cost.md.
+// CPU time at fmnist-cnn's, fmnist-mlp's and a 10M-float model's size for N = 4, 8, 16; bench/robust/round_cost.py runs
+// it and writes the medians and ratios to bench/robust/round_cost.md.
 #include <benchmark/benchmark.h>
 
 #include <random>
