@@ -444,7 +444,7 @@ TEST_F(RecoveryTest, AFinishedJobIsNotRunAgainAndACheckpointDirectoryHoldsOneJob
 
 // A seeded schedule of SIGKILLs of the averager and the workers, each victim restarted at once: every
 // run ends with the job done, one metrics line per round and one done line, nothing counted twice.
-// PRSGD_RECOVERY_SEEDS=N runs N seeds instead of 3 (ops/test.sh --full runs more).
+// PRSGD_RECOVERY_SEEDS=N runs N seeds instead of 3 (ops/test.sh --full runs 8, the ASan `ci` test preset 1).
 TEST_F(RecoveryTest, SeededKillScheduleLeavesOneLinePerRoundAndOneDone) {
   const char* env = std::getenv("PRSGD_RECOVERY_SEEDS");
   const int seeds = env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 3;
