@@ -469,6 +469,11 @@ bool averager_core::authorised(member_id member, session_token token, origin_t f
   return false;
 }
 
+bool averager_core::lost_session(member_id member, incarnation_t averager_incarnation, session_token token) const {
+  const auto* e = find_entry(member);
+  return averager_incarnation < incarnation_ && e != nullptr && token != e->token;
+}
+
 std::optional<std::string> averager_core::mismatch(const join_msg& m) const {
   const auto differs = [](const std::string& job, const std::string& worker) { return !job.empty() && worker != job; };
   if (differs(config_.spec.model, m.model_fingerprint)) {

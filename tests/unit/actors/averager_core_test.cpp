@@ -956,6 +956,50 @@ TEST_F(AveragerRestartTest, NewIncarnationResumesFromTheNewestCheckpointAndWorke
   EXPECT_EQ(*core->model(), filled(15.0F));
 }
 
+// A resumed incarnation hands out again the member ids its lost predecessor gave out after the checkpoint. A
+// worker still following the lost incarnation under such an id (it joined after the checkpoint) is told to
+// rejoin, over its own connection, on its next HEARTBEAT or MODEL; the worker that holds the id now keeps
+// it, and neither message counts as unauthorised. (Refused for the holder's token instead, the worker never
+// heard from the averager again and did not exit when the job ended.)
+TEST_F(AveragerRestartTest, AWorkerOfALostIncarnationWhoseIdWasGivenAgainIsToldToRejoin) {
+  restart();
+  run_rounds(3);  // the checkpoint of round 3 knows workers 1 and 2
+  (void)join(3);  // after it: this id is lost with the incarnation
+  const member_id lost_id = real(3);
+  const session_token lost_token = token_of(3);
+  const origin_t lost_origin = origin_of(3);
+  const incarnation_t lost = core->incarnation();
+  restart();
+  for (const member_id l : {1U, 2U, 4U}) {
+    (void)join(l);
+  }
+  const auto held = [&](member_id id) {
+    const auto m = core->members();
+    const auto p = core->pending();
+    return std::find(m.begin(), m.end(), id) != m.end() || std::find(p.begin(), p.end(), id) != p.end();
+  };
+  ASSERT_TRUE(held(lost_id)) << "the scenario needs the lost id handed out again";
+  const auto told_to_rejoin = [&](const actions& out) {
+    ASSERT_EQ(out.sends.size(), 1U);
+    EXPECT_EQ(out.sends[0].via, std::optional<origin_t>{lost_origin});
+    ASSERT_TRUE(std::holds_alternative<removed_msg>(out.sends[0].msg));
+    const auto& r = std::get<removed_msg>(out.sends[0].msg);
+    EXPECT_EQ(r.incarnation, 1U) << "addressed to the lost incarnation's worker";
+    EXPECT_EQ(r.averager_incarnation, core->incarnation());
+    EXPECT_TRUE(out.routes.empty());
+  };
+  told_to_rejoin(run(core->on_heartbeat(heartbeat_msg{lost_id, nonce(3, 1), lost, 3, false, lost_token}, lost_origin)));
+  auto m = model(3, 3, filled(1.0F));
+  m.member = lost_id;
+  m.incarnation = nonce(3, 1);
+  m.averager_incarnation = lost;
+  m.token = lost_token;
+  told_to_rejoin(run(core->on_model(m, lost_origin)));
+  EXPECT_EQ(core->counters().unauthorised, 0U);
+  EXPECT_TRUE(held(lost_id)) << "the holder keeps its id";
+  EXPECT_TRUE(submitted().empty());
+}
+
 TEST_F(AveragerRestartTest, RejoinGraceExpiresAndTheRoundStartsWithWhoeverCameBack) {
   restart();
   run_rounds(2);
