@@ -68,6 +68,21 @@ stop_background() {
 trap stop_background EXIT
 mkdir -p build
 
+# Runs a test preset (extra arguments go to ctest). When tests fail, the run ends with their failure
+# messages (GoogleTest's failures with the lines after them and their traces, sanitizer reports), so the
+# end of a CI log says what went wrong; the whole output is in build/<preset>-suite.log.
+run_suite() {
+  local preset="$1" status=0
+  shift
+  ctest --preset "$preset" "$@" 2>&1 | tee "build/$preset-suite.log" || status=$?
+  if ((status != 0)); then
+    echo "ops/test.sh: the $preset suite failed (exit $status); its failure messages:" >&2
+    awk '/: Failure$/ {n = 8} /^Google Test trace:/ {n = 3} /(Address|Undefined|Thread|Leak)Sanitizer|runtime error:/ {n = 12}
+         n > 0 {print; n--}' "build/$preset-suite.log" | tail -n 80 >&2
+    exit "$status"
+  fi
+}
+
 phase "release build (-Werror)"
 cmake --preset ci-release >/dev/null
 cmake --build --preset ci-release -j "$jobs"
@@ -75,7 +90,7 @@ cmake --build --preset ci-release -j "$jobs"
 phase "release suite; the ASan + UBSan build beside it"
 cmake --preset ci >/dev/null
 start_background "ASan + UBSan build" build/ci-build.log cmake --build --preset ci -j "$jobs"
-ctest --preset ci-release -j "$jobs"
+run_suite ci-release -j "$jobs"
 
 phase "install + find_package(prsgd) consumer"
 ops/ci/check_consumer.sh build/ci-release build/install build/consumer
@@ -83,7 +98,7 @@ finish_background
 
 phase "ASan + UBSan suite; the fuzz targets' build beside it"
 start_background "fuzz targets' build" build/fuzz-build.log ops/fuzz.sh --build-only "${fuzz_quick[@]}"
-ctest --preset ci -j "$jobs"
+run_suite ci -j "$jobs"
 finish_background
 
 phase "fuzz targets ${fuzz_quick[*]}, ${fuzz_seconds} s each (clang, ASan + UBSan)"
@@ -101,11 +116,11 @@ if ((full)); then
   ops/fuzz.sh --seconds 300
 
   phase "seeded kill -9 recovery schedule, 8 seeds"
-  PRSGD_RECOVERY_SEEDS=8 ctest --preset ci-release -R RecoveryTest.SeededKillSchedule
+  PRSGD_RECOVERY_SEEDS=8 run_suite ci-release -R RecoveryTest.SeededKillSchedule
 
   phase "ThreadSanitizer build"
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$jobs"
-  ctest --preset tsan -j "$jobs"
+  run_suite tsan -j "$jobs"
 fi
 printf "ops/test.sh: passed in %d:%02d\n" $((SECONDS / 60)) $((SECONDS % 60))
