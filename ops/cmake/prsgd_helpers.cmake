@@ -138,9 +138,50 @@ function(prsgd_add_executable name)
   endif()
 endfunction()
 
+# _prsgd_test_flags(TARGET): the compile flags every test target shares. The tests' precompiled header
+# (prsgd_test_pch below) gets them too: a target can only use a PCH built with its own optimisation level,
+# sanitizers and definitions.
+function(_prsgd_test_flags target)
+  target_link_libraries(${target} PRIVATE GTest::gtest GTest::gmock GTest::gtest_main prsgd_warnings
+                        prsgd_sanitizers)
+  # The code under test keeps the build type's optimisation; the test bodies (GoogleTest's macros, mostly)
+  # do not need it: at -O3 they were half of the build's compile time, and -O0 takes a third less than -O1.
+  # ThreadSanitizer keeps the build type's level, which its reports need to stay readable and fast enough.
+  if(NOT PRSGD_SANITIZERS STREQUAL "thread" AND CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo)$")
+    target_compile_options(${target} PRIVATE -O0)
+  endif()
+  # ccache caches compiles that use a PCH only with this sloppiness (see "Precompiled headers" in its manual).
+  # It applies to the test targets alone; any other launcher ignores the variable.
+  if(CMAKE_CXX_COMPILER_LAUNCHER)
+    set_property(TARGET ${target} PROPERTY CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env
+                 CCACHE_SLOPPINESS=pch_defines,time_macros ${CMAKE_CXX_COMPILER_LAUNCHER})
+  endif()
+endfunction()
+
+# prsgd_test_pch(HEADERS ...): creates prsgd_test_pch, the precompiled header that every prsgd_add_test target
+# created after it reuses: GoogleTest and the standard headers that most tests include. Parsed once instead of in
+# every test source, they take a third (GCC) to two fifths (clang with ASan) off the tests' compile time.
+# Test-only: never installed or exported. CMAKE_DISABLE_PRECOMPILE_HEADERS turns it off (to check that each test
+# includes what it uses).
+function(prsgd_test_pch)
+  cmake_parse_arguments(ARG "" "" "HEADERS" ${ARGN})
+  # A target needs one source for CMake to build its PCH; the object is never linked.
+  file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/prsgd_test_pch.cpp
+       CONTENT "// Generated: gives prsgd_test_pch a source, so that its precompiled header is built.\n")
+  add_library(prsgd_test_pch OBJECT ${CMAKE_CURRENT_BINARY_DIR}/prsgd_test_pch.cpp)
+  target_compile_features(prsgd_test_pch PRIVATE cxx_std_20)
+  _prsgd_test_flags(prsgd_test_pch)
+  target_precompile_headers(prsgd_test_pch PRIVATE ${ARG_HEADERS})
+  # Without a timestamp in it, clang's PCH can be cached by ccache.
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    target_compile_options(prsgd_test_pch PRIVATE "SHELL:-Xclang -fno-pch-timestamp")
+  endif()
+endfunction()
+
 # prsgd_add_test(NAME SOURCES ... DEPS ... [LABELS label...] [TIMEOUT s] [SERIAL])
 # One GoogleTest binary; each TEST is its own CTest test with its labels (default: unit; several allowed, e.g.
-# LABELS integration process) and a timeout (TIMEOUT, default 60 s, times PRSGD_TEST_TIME_SCALE).
+# LABELS integration process) and a timeout (TIMEOUT, default 60 s, times PRSGD_TEST_TIME_SCALE). Its sources
+# in tests/ use the precompiled header prsgd_test_pch; sources from other folders compile without it.
 function(prsgd_add_test name)
   cmake_parse_arguments(ARG "SERIAL" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)
@@ -151,13 +192,18 @@ function(prsgd_add_test name)
   endif()
   prsgd_scaled_timeout(ARG_TIMEOUT ${ARG_TIMEOUT})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main
-                        prsgd_warnings prsgd_sanitizers)
-  # The code under test keeps the build type's optimisation; the test bodies (GoogleTest's macros, mostly)
-  # do not need it: at -O3 they were half of the build's compile time, and -O0 takes a third less than -O1.
-  # ThreadSanitizer keeps the build type's level, which its reports need to stay readable and fast enough.
-  if(NOT PRSGD_SANITIZERS STREQUAL "thread" AND CMAKE_BUILD_TYPE MATCHES "^(Release|RelWithDebInfo)$")
-    target_compile_options(${name} PRIVATE -O0)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  _prsgd_test_flags(${name})
+  if(TARGET prsgd_test_pch)
+    target_precompile_headers(${name} REUSE_FROM prsgd_test_pch)
+    set(tests_dir ${PROJECT_SOURCE_DIR}/tests)
+    foreach(src IN LISTS ARG_SOURCES)
+      cmake_path(ABSOLUTE_PATH src BASE_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} NORMALIZE OUTPUT_VARIABLE abs)
+      cmake_path(IS_PREFIX tests_dir "${abs}" NORMALIZE in_tests)
+      if(NOT in_tests)
+        set_source_files_properties(${src} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+      endif()
+    endforeach()
   endif()
   set(props TIMEOUT ${ARG_TIMEOUT})
   if(ARG_SERIAL)
