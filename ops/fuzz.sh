@@ -4,9 +4,11 @@
 # while, starting from its committed seed corpus. Prints the executions each target reached; exits 1 when a
 # target crashes, leaks or breaks a property, naming the reproducer file (replay it: build/fuzz/tests/fuzz/
 # fuzz_<target> <file>).
-#   ops/fuzz.sh [--seconds N] [--report FILE] [target...]   fuzz each target N seconds (default 600);
-#                                            default: every target. --report FILE: also write each target's
-#                                            result as a row of the table in FILE (docs/fuzzing.md)
+#   ops/fuzz.sh [--seconds N] [--runs N] [--report FILE] [target...]
+#                                            fuzz each target N seconds (default 600), or until it has run
+#                                            --runs inputs when that comes first; default: every target.
+#                                            --report FILE: also write each target's result as a row of the
+#                                            table in FILE (docs/fuzzing.md)
 #   ops/fuzz.sh --make-seeds [target...]     regenerate the committed seed corpora (tests/fuzz/corpus/)
 #   ops/fuzz.sh --build-only [target...]     build the targets and stop (ops/test.sh builds them early)
 #   ops/fuzz.sh --list                       print the target names
@@ -17,16 +19,20 @@ cd "$(dirname "$0")/.."
 targets_all=(codec envelope checkpoint safetensors npy csv)
 jobs="${PRSGD_JOBS:-$(nproc)}"
 seconds=600
+max_runs=-1
 make_seeds=0
 build_only=0
 report=""
 targets=()
-usage() { sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --seconds)
       [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "ops/fuzz.sh: --seconds needs a whole number >= 1" >&2; exit 2; }
       seconds="$2"; shift 2 ;;
+    --runs)
+      [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "ops/fuzz.sh: --runs needs a whole number >= 1" >&2; exit 2; }
+      max_runs="$2"; shift 2 ;;
     --report)
       [[ $# -ge 2 && -f "$2" ]] || { echo "ops/fuzz.sh: --report needs an existing file (docs/fuzzing.md)" >&2; exit 2; }
       report="$2"; shift 2 ;;
@@ -76,11 +82,11 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 # Replaces (or appends) target $1's row in the table between the report markers of $report: executions,
 # speed, corpus, result, and where the figures come from (commit, date, CPUs and load average).
 write_report_row() {
-  local t="$1" runs="$2" speed="$3" size="$4" seeds="$5" result="$6"
+  local t="$1" runs="$2" speed="$3" size="$4" seeds="$5" result="$6" took="$7"
   local date machine row
   date=$(date -u +%Y-%m-%d)
   machine="$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), nice $(nice)"
-  row="| $t | $runs | $seconds | ${speed:-?} | $size found + $seeds seeds | $result | $commit | $date | $machine |"
+  row="| $t | $runs | $took | ${speed:-?} | $size found + $seeds seeds | $result | $commit | $date | $machine |"
   grep -q '^<!-- fuzz.sh report: begin -->$' "$report" && grep -q '^<!-- fuzz.sh report: end -->$' "$report" || {
     echo "ops/fuzz.sh: $report has no '<!-- fuzz.sh report: begin/end -->' markers" >&2
     return 1
@@ -100,14 +106,16 @@ for t in "${targets[@]}"; do
   # New inputs go to the first directory (the build's corpus); the committed seeds are only read.
   # -timeout: one input taking this long is reported as a hang.
   status=0
-  "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
+  started=$SECONDS
+  "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -runs="$max_runs" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || status=$?
+  took=$((SECONDS - started))
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   size=$(find "$corpus" -type f | wc -l)
   seeds=$(find "tests/fuzz/corpus/$t" -type f | wc -l)
   if ((status == 0)); then
-    echo "fuzz $t: ${runs:-?} executions in ${seconds} s (${speed:-?}/s), $size inputs in $corpus"
+    echo "fuzz $t: ${runs:-?} executions in ${took} s (${speed:-?}/s), $size inputs in $corpus"
     result="no crash, leak or property failure"
   else
     echo "fuzz $t: FAILED (exit $status) after ${runs:-?} executions; log $log"
@@ -117,7 +125,7 @@ for t in "${targets[@]}"; do
     failed+=("$t")
   fi
   if [[ -n "$report" ]]; then
-    write_report_row "$t" "${runs:-?}" "$speed" "$size" "$seeds" "$result"
+    write_report_row "$t" "${runs:-?}" "$speed" "$size" "$seeds" "$result" "$took"
   fi
 done
 if ((${#failed[@]})); then

@@ -3,15 +3,16 @@
 // the fuzzer, and a private scratch directory for the decoders that read files.
 #pragma once
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <span>
 #include <string>
@@ -70,6 +71,16 @@ inline constexpr std::string_view separator{"\xF0\x9F\x92\xA5PART", 8};
 /// Returns the bytes of `text`.
 [[nodiscard]] inline std::vector<std::uint8_t> text_bytes(std::string_view text) { return {text.begin(), text.end()}; }
 
+/// Returns whether this input is one of the roughly 1 in `one_in` a target checks in full when checking every
+/// input would cost too much: decided by a hash of the bytes, so a reproducer replays the same checks.
+[[nodiscard]] inline bool sampled(const std::uint8_t* data, std::size_t size, std::uint64_t one_in) {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a
+  for (std::size_t i = 0; i < size; ++i) {
+    h = (h ^ data[i]) * 1099511628211ULL;
+  }
+  return (h >> 32U) % one_in == 0;
+}
+
 /// Stops the fuzzer with a report when a property the decoder promises does not hold (libFuzzer saves the
 /// input as a crash reproducer on abort).
 #define PRSGD_FUZZ_CHECK(cond, what)                                                                     \
@@ -80,11 +91,25 @@ inline constexpr std::string_view separator{"\xF0\x9F\x92\xA5PART", 8};
     }                                                                                                    \
   } while (false)
 
-/// Returns a directory of this process only, created on first use under TMPDIR (ops/fuzz.sh points TMPDIR
-/// at /dev/shm when it can, so the file-based decoders read from memory). Removed when the process exits.
+/// Returns where scratch_dir() goes: TMPDIR when it is set, else /dev/shm when that is a writable directory
+/// (memory: the npy and csv targets write every input to files, and a disk-backed /tmp makes them several
+/// times slower), else the system's temporary directory.
+[[nodiscard]] inline std::filesystem::path scratch_parent() {
+  if (const char* tmpdir = std::getenv("TMPDIR"); tmpdir != nullptr && *tmpdir != '\0') {
+    return tmpdir;
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK | X_OK) == 0) {
+    return "/dev/shm";
+  }
+  return std::filesystem::temp_directory_path();
+}
+
+/// Returns a directory of this process only, created on first use under scratch_parent(). Removed when the
+/// process exits.
 [[nodiscard]] inline const std::filesystem::path& scratch_dir() {
   struct owned_dir {
-    std::filesystem::path path = std::filesystem::temp_directory_path() / ("prsgd-fuzz-" + std::to_string(::getpid()));
+    std::filesystem::path path = scratch_parent() / ("prsgd-fuzz-" + std::to_string(::getpid()));
     owned_dir() { std::filesystem::create_directories(path); }
     owned_dir(const owned_dir&) = delete;
     owned_dir& operator=(const owned_dir&) = delete;
@@ -123,11 +148,21 @@ inline void write_seeds_if_asked(const char* target, const std::function<void(co
   std::exit(0);
 }
 
-/// Writes `bytes` to `path`, replacing it.
+/// Writes `bytes` to `path`, replacing it. Plain POSIX calls: the npy and csv targets write files for every
+/// input, and a stream's buffer and locale set-up cost more than the write under ASan.
 inline void write_bytes(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  PRSGD_FUZZ_CHECK(out.good(), "cannot write to the scratch directory");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  PRSGD_FUZZ_CHECK(fd >= 0, "cannot write to the scratch directory");
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ::ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    PRSGD_FUZZ_CHECK(n > 0, "cannot write to the scratch directory");
+    done += static_cast<std::size_t>(n);
+  }
+  PRSGD_FUZZ_CHECK(::close(fd) == 0, "cannot write to the scratch directory");
 }
 
 }  // namespace prsgd::fuzz
