@@ -6,7 +6,7 @@
 # CONTRIBUTING.md; each build after the first runs beside the previous suite at the lowest priority),
 # builds a consumer project against the installed package, and fuzzes the decoders that need no library
 # briefly (ops/fuzz.sh). Prints ctest's summaries.
-#   ops/test.sh          the suite CI runs (about 36 minutes on an idle 2-core machine)
+#   ops/test.sh          the suite CI runs (about 33 minutes on an idle 2-core machine)
 #   ops/test.sh --full   also the whole suite under ThreadSanitizer (the tsan preset; about as long again),
 #                        the container image built from source, the .deb installed in a container,
 #                        five minutes of fuzzing per target and the seeded kill -9 recovery schedule over
