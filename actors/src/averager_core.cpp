@@ -408,11 +408,8 @@ actions averager_core::on_heartbeat(const heartbeat_msg& m, origin_t from) {
   if (m.from_averager || state_ == averager_state::stopped) {
     return with_wakeup(std::move(out));
   }
-  if (lost_session(m.member, m.averager_incarnation, m.token)) {
-    reply(out, m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}, from);
-    return with_wakeup(std::move(out));
-  }
-  if (!authorised(m.member, m.token, from, "HEARTBEAT")) {
+  if (answer_lost_session(out, m.member, m.incarnation, m.averager_incarnation, m.token, from) ||
+      !authorised(m.member, m.token, from, "HEARTBEAT")) {
     return with_wakeup(std::move(out));
   }
   for (auto* set : {&members_, &pending_}) {
@@ -467,13 +464,12 @@ actions averager_core::on_model(const model_msg& msg, origin_t from) {
     rebuilt->delta = false;
   }
   const model_msg& m = rebuilt ? *rebuilt : msg;
-  if (lost_session(m.member, m.averager_incarnation, m.token)) {
+  if (answer_lost_session(out, m.member, m.incarnation, m.averager_incarnation, m.token, from)) {
     // Late, as every model sent to a lost incarnation (below), but not held against the id's new holder.
     ++counters_.late;
     ++round_counters_.late;
     accounting_.push_back({m.round, m.member, m.incarnation, submission_status::late,
                            "sent to averager incarnation " + std::to_string(m.averager_incarnation)});
-    reply(out, m.member, removed_msg{m.member, m.incarnation, incarnation_, round_}, from);
     return with_wakeup(std::move(out));
   }
   if (!authorised(m.member, m.token, from, "MODEL")) {

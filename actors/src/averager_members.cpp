@@ -11,6 +11,7 @@
 namespace prsgd::actors {
 
 using core_detail::log_component;
+using core_detail::reply;
 using core_detail::send_to;
 
 // ---- membership --------------------------------------------------------------------------------------
@@ -469,9 +470,14 @@ bool averager_core::authorised(member_id member, session_token token, origin_t f
   return false;
 }
 
-bool averager_core::lost_session(member_id member, incarnation_t averager_incarnation, session_token token) const {
+bool averager_core::answer_lost_session(actions& out, member_id member, incarnation_t incarnation,
+                                        incarnation_t averager_incarnation, session_token token, origin_t from) {
   const auto* e = find_entry(member);
-  return averager_incarnation < incarnation_ && e != nullptr && token != e->token;
+  if (averager_incarnation >= incarnation_ || e == nullptr || token == e->token) {
+    return false;
+  }
+  reply(out, member, removed_msg{member, incarnation, incarnation_, round_}, from);
+  return true;
 }
 
 std::optional<std::string> averager_core::mismatch(const join_msg& m) const {

@@ -536,11 +536,12 @@ class averager_core {
   /// Checks that a message naming a member or joiner carries its token and came over its connection;
   /// counts and logs a failure. Returns true when the message may proceed (also for unknown members).
   [[nodiscard]] bool authorised(member_id member, session_token token, origin_t from, std::string_view what);
-  /// True when a message naming `member` comes from a worker that still follows an earlier averager
-  /// incarnation under an id this one has handed out again (ids given out after the checkpoint it resumed
-  /// from are given out anew), told by a token that is not the holder's. Such a worker is answered with
-  /// REMOVED over its own connection, so that it rejoins; the holder keeps its place.
-  [[nodiscard]] bool lost_session(member_id member, incarnation_t averager_incarnation, session_token token) const;
+  /// When a message naming `member` comes from a worker that still follows an earlier averager incarnation
+  /// under an id this one has handed out again (ids given out after the checkpoint it resumed from are given
+  /// out anew), told by a token that is not the holder's: answers it with REMOVED over its own connection, so
+  /// that it rejoins, and returns true. The holder keeps its place.
+  [[nodiscard]] bool answer_lost_session(actions& out, member_id member, incarnation_t incarnation,
+                                         incarnation_t averager_incarnation, session_token token, origin_t from);
   [[nodiscard]] const member_entry* find_entry(member_id member) const;
   [[nodiscard]] std::optional<std::string> mismatch(const join_msg& m) const;
   /// Takes x̄_0 from a JOIN (initial_from_join); returns why the JOIN is refused instead.
