@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Runs prsgd_aggregation_bench (the combine step of one barrier at fmnist-cnn's, fmnist-mlp's and a 10M-float
-model's size, N = 4, 8, 16) and writes the medians of its CPU times, with each robust rule's ratio to the mean
+"""Runs prsgd_aggregation_bench (the combine step of one barrier at fmnist-cnn's, fmnist-mlp's, a 2M-float and a
+10M-float model's size, N = 4, 8, 16) and writes the medians of its CPU times, with each robust rule's ratio to the mean
 of the same inputs, to a Markdown file.
 
 usage: bench/robust/round_cost.py [--bench PATH] [--reps 5] [--min-time 0.2] [--out bench/robust/round_cost.md]
@@ -36,7 +36,7 @@ def run(bench, reps, min_time):
     return cmd, medians
 
 
-MODELS = {28938: "fmnist-cnn", 535818: "fmnist-mlp", 10000000: "10M-float model"}
+MODELS = {28938: "fmnist-cnn", 535818: "fmnist-mlp", 2000000: "2M-float model", 10000000: "10M-float model"}
 
 
 def table(m, floats):

@@ -3,8 +3,8 @@
 // mean = average() (the fused averaging kernel), the others = averaging_weights() + aggregate() over
 // x_i − x̄. Equal weights (uniform, or samples with equal counts) and unequal weights (samples differing)
 // take different kernels, so both are measured; so is the outlier screen (one norm pass per input).
-// CPU time at fmnist-cnn's, fmnist-mlp's and a 10M-float model's size for N = 4, 8, 16; bench/robust/round_cost.py runs
-// it and writes the medians and ratios to bench/robust/round_cost.md.
+// CPU time at fmnist-cnn's, fmnist-mlp's, a 2M-float and a 10M-float model's size for N = 4, 8, 16;
+// bench/robust/round_cost.py runs it and writes the medians and ratios to bench/robust/round_cost.md.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -82,14 +82,15 @@ void BM_Screen(benchmark::State& state) {
   }
 }
 
-// The job's real sizes: fmnist-cnn's 28,938 parameters (every input stays in L2 or L3), fmnist-mlp's 535,818
-// and a 10M-float model (every input streams from memory), N = 4, 8 and 16 members.
+// The job's real sizes: fmnist-cnn's 28,938 parameters (every input stays in L2 or L3), fmnist-mlp's 535,818,
+// and 2M- and 10M-float models (every input streams from memory), N = 4, 8 and 16 members.
 constexpr std::int64_t fmnist_cnn_floats = 28'938;
 constexpr std::int64_t fmnist_mlp_floats = 535'818;
+constexpr std::int64_t mid_model_floats = 2'000'000;
 constexpr std::int64_t large_model_floats = 10'000'000;
 
 void members(benchmark::internal::Benchmark* b) {
-  for (std::int64_t floats : {fmnist_cnn_floats, fmnist_mlp_floats, large_model_floats}) {
+  for (std::int64_t floats : {fmnist_cnn_floats, fmnist_mlp_floats, mid_model_floats, large_model_floats}) {
     for (std::int64_t n : {4, 8, 16}) {
       b->Args({n, floats});
     }
