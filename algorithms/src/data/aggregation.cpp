@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -139,6 +140,17 @@ bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 #define PRSGD_AGGREGATION_WIDE_VECTORS __attribute__((target_clones("avx2", "default")))
 #endif
 
+// On x86-64 every kernel is also built for AVX-512 with sixteen coordinates per vector, and picked at run time
+// when the CPU has AVX-512F (and set_aggregation_lanes() allows it). Each lane still does the scalar arithmetic
+// of one coordinate, so the results are the bits of the eight-lane kernels. The choice is a plain CPU check,
+// not an IFUNC, so it works under ThreadSanitizer too.
+#if defined(__x86_64__)
+#define PRSGD_AGGREGATION_HAS_AVX512 1
+#define PRSGD_AGGREGATION_AVX512 __attribute__((target("avx512f")))
+#else
+#define PRSGD_AGGREGATION_HAS_AVX512 0
+#endif
+
 // The kernels' lambdas take and return vectors: they must be inlined into the kernel (and so into its AVX2
 // clone), or a call would cross the ABI the -Wpsabi pragma above is about.
 #define PRSGD_AGGREGATION_INLINE __attribute__((always_inline))
@@ -209,7 +221,7 @@ constexpr selection_network selection(std::size_t n, std::size_t lo, std::size_t
   return out;
 }
 
-// Runs selection(N, Lo, Hi) over v (eight coordinates per vector, or one).
+// Runs selection(N, Lo, Hi) over v (a vector of coordinates, or one).
 template <std::size_t N, std::size_t Lo, std::size_t Hi, class T>
 [[gnu::always_inline]] inline void select_positions(T (&v)[N]) {
   static constexpr selection_network net = selection(N, Lo, Hi);
@@ -242,6 +254,26 @@ struct register_args {
 // arithmetic of one coordinate (the same comparisons, selections and operation order), so the results
 // are the same bits as the scalar loop that finishes the last len % lanes coordinates.
 using float8 = float __attribute__((vector_size(32)));
+using int8v = std::int32_t __attribute__((vector_size(32)));
+using float16 = float __attribute__((vector_size(64)));
+using int16v = std::int32_t __attribute__((vector_size(64)));
+
+// The number of coordinates in a vector V, and the int32 vector of the same width (input indices, weights).
+template <class V>
+inline constexpr std::size_t lanes_of = sizeof(V) / sizeof(float);
+
+template <class V>
+struct int_lanes;
+template <>
+struct int_lanes<float8> {
+  using type = int8v;
+};
+template <>
+struct int_lanes<float16> {
+  using type = int16v;
+};
+template <class V>
+using int_vector = typename int_lanes<V>::type;
 
 template <class V>
 [[gnu::always_inline]] inline V load(const void* p) {
@@ -287,10 +319,10 @@ template <std::size_t N>
 // mean's kernel does above streaming_store_threshold(): out then costs no read-for-ownership and does not
 // evict the inputs. Those stores need out on 16 bytes (any std::vector's buffer is); another out is written
 // normally. One loop with the store chosen per vector, so that each body is expanded once.
-template <std::size_t N, class Lanes, class One>
+template <std::size_t N, class V, class Lanes, class One>
 [[gnu::always_inline]] inline void run_coordinates(const float* const (&x)[N], const float* ref, float* out,
                                                    std::size_t len, bool stream, const Lanes& lanes, const One& one) {
-  constexpr std::size_t width = 8;
+  constexpr std::size_t width = lanes_of<V>;
 #if defined(__SSE__)
   stream = stream && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
 #else
@@ -299,11 +331,13 @@ template <std::size_t N, class Lanes, class One>
   std::size_t k = 0;
   for (; k + width <= len; k += width) {
     prefetch_ahead<N>(x, ref, k, len);
-    const float8 v = lanes(k);
+    const V v = lanes(k);
 #if defined(__SSE__)
     if (stream) {
-      _mm_stream_ps(out + k, __m128{v[0], v[1], v[2], v[3]});
-      _mm_stream_ps(out + k + 4, __m128{v[4], v[5], v[6], v[7]});
+      PRSGD_UNROLL(4)
+      for (std::size_t q = 0; q < width; q += 4) {
+        _mm_stream_ps(out + k + q, __m128{v[q], v[q + 1], v[q + 2], v[q + 3]});
+      }
       continue;
     }
 #endif
@@ -319,9 +353,9 @@ template <std::size_t N, class Lanes, class One>
   }
 }
 
-// Runs a kernel: for eight coordinates at a time (then one), loads the N updates u_i = x_i − ref and writes
-// ref + combine(u). out may alias ref: a coordinate's ref is read before its out is written.
-template <std::size_t N, class Combine>
+// Runs a kernel: for a vector V of coordinates at a time (then one), loads the N updates u_i = x_i − ref and
+// writes ref + combine(u). out may alias ref: a coordinate's ref is read before its out is written.
+template <std::size_t N, class V, class Combine>
 [[gnu::always_inline]] inline void run_kernel(const float* const* xs, const float* ref, float* out, std::size_t len,
                                               bool stream, const Combine& combine) {
   const float* x[N];
@@ -329,11 +363,11 @@ template <std::size_t N, class Combine>
     x[i] = xs[i];
   }
   const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    const auto r = load<float8>(ref + k);
-    float8 u[N];
+    const auto r = load<V>(ref + k);
+    V u[N];
     PRSGD_UNROLL(16)
     for (std::size_t i = 0; i < N; ++i) {
-      u[i] = load<float8>(x[i] + k) - r;
+      u[i] = load<V>(x[i] + k) - r;
     }
     return r + combine(u);
   };
@@ -344,10 +378,10 @@ template <std::size_t N, class Combine>
     }
     return ref[k] + combine(u);
   };
-  run_coordinates<N>(x, ref, out, len, stream, lanes, one);
+  run_coordinates<N, V>(x, ref, out, len, stream, lanes, one);
 }
 
-// One coordinate of the equal-weight kernel (T = float) or eight of them (T = float8).
+// One coordinate of the equal-weight kernel (T = float) or a vector of them (T = float8, float16).
 template <std::size_t N, class T>
 [[gnu::always_inline]] inline T register_coordinate(T (&v)[N], const float (&c)[N]) {
   static constexpr comparator_list net = batcher(N);
@@ -366,18 +400,35 @@ template <std::size_t N, class T>
   return acc;
 }
 
-template <std::size_t N>
+template <std::size_t N, class V>
 [[gnu::always_inline]] inline void register_kernel(const register_args& a) {
   float c[N];
   for (std::size_t i = 0; i < N; ++i) {
     c[i] = a.coef[i];
   }
-  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream,
-                [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE { return register_coordinate<N>(v, c); });
+  run_kernel<N, V>(a.xs, a.ref, a.out, a.len, a.stream,
+                   [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE { return register_coordinate<N>(v, c); });
 }
 
+// Each kernel in two widths: eight coordinates per vector (the AVX2 and baseline clones) and sixteen (AVX-512).
+using register_fn = void (*)(const register_args&);
+struct register_kernel_pair {
+  register_fn narrow;
+  register_fn wide;
+};
+
+#if PRSGD_AGGREGATION_HAS_AVX512
+#define PRSGD_AGGREGATION_REGISTER_KERNEL(N)                                                                         \
+  PRSGD_AGGREGATION_WIDE_VECTORS void register_kernel_##N(const register_args& a) { register_kernel<N, float8>(a); } \
+  PRSGD_AGGREGATION_AVX512 void register_kernel_##N##_wide(const register_args& a) { register_kernel<N, float16>(a); }
+#define PRSGD_AGGREGATION_REGISTER_PAIR(N) \
+  register_kernel_pair { &register_kernel_##N, &register_kernel_##N##_wide }
+#else
 #define PRSGD_AGGREGATION_REGISTER_KERNEL(N) \
-  PRSGD_AGGREGATION_WIDE_VECTORS void register_kernel_##N(const register_args& a) { register_kernel<N>(a); }
+  PRSGD_AGGREGATION_WIDE_VECTORS void register_kernel_##N(const register_args& a) { register_kernel<N, float8>(a); }
+#define PRSGD_AGGREGATION_REGISTER_PAIR(N) \
+  register_kernel_pair { &register_kernel_##N, &register_kernel_##N }
+#endif
 PRSGD_AGGREGATION_REGISTER_KERNEL(1)
 PRSGD_AGGREGATION_REGISTER_KERNEL(2)
 PRSGD_AGGREGATION_REGISTER_KERNEL(3)
@@ -396,23 +447,25 @@ PRSGD_AGGREGATION_REGISTER_KERNEL(15)
 PRSGD_AGGREGATION_REGISTER_KERNEL(16)
 #undef PRSGD_AGGREGATION_REGISTER_KERNEL
 
-using register_fn = void (*)(const register_args&);
-constexpr std::array<register_fn, max_register_inputs> register_kernels{
-    &register_kernel_1,  &register_kernel_2,  &register_kernel_3,  &register_kernel_4,
-    &register_kernel_5,  &register_kernel_6,  &register_kernel_7,  &register_kernel_8,
-    &register_kernel_9,  &register_kernel_10, &register_kernel_11, &register_kernel_12,
-    &register_kernel_13, &register_kernel_14, &register_kernel_15, &register_kernel_16};
+constexpr std::array<register_kernel_pair, max_register_inputs> register_kernels{
+    PRSGD_AGGREGATION_REGISTER_PAIR(1),  PRSGD_AGGREGATION_REGISTER_PAIR(2),  PRSGD_AGGREGATION_REGISTER_PAIR(3),
+    PRSGD_AGGREGATION_REGISTER_PAIR(4),  PRSGD_AGGREGATION_REGISTER_PAIR(5),  PRSGD_AGGREGATION_REGISTER_PAIR(6),
+    PRSGD_AGGREGATION_REGISTER_PAIR(7),  PRSGD_AGGREGATION_REGISTER_PAIR(8),  PRSGD_AGGREGATION_REGISTER_PAIR(9),
+    PRSGD_AGGREGATION_REGISTER_PAIR(10), PRSGD_AGGREGATION_REGISTER_PAIR(11), PRSGD_AGGREGATION_REGISTER_PAIR(12),
+    PRSGD_AGGREGATION_REGISTER_PAIR(13), PRSGD_AGGREGATION_REGISTER_PAIR(14), PRSGD_AGGREGATION_REGISTER_PAIR(15),
+    PRSGD_AGGREGATION_REGISTER_PAIR(16)};
+#undef PRSGD_AGGREGATION_REGISTER_PAIR
 
 // The equal-weight kernel when only the sorted positions Lo..Hi have a nonzero coefficient (the median: the
 // middle one or two): the network is cut down to those positions (selection()), which for the median drops
 // about a third of the comparators' operations. Same arithmetic order as register_kernel otherwise.
-template <std::size_t N, std::size_t Lo, std::size_t Hi>
+template <std::size_t N, std::size_t Lo, std::size_t Hi, class V>
 [[gnu::always_inline]] inline void register_window_kernel(const register_args& a) {
   float c[N];
   for (std::size_t i = 0; i < N; ++i) {
     c[i] = a.coef[i];
   }
-  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
+  run_kernel<N, V>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
     select_positions<N, Lo, Hi>(v);
     auto acc = std::remove_reference_t<decltype(v[0])>{} + 0.0F;
     PRSGD_UNROLL(16)
@@ -455,17 +508,16 @@ struct weighted_args {
   bool stream;  // non-temporal stores to out (see run_coordinates)
 };
 
-using int8v = std::int32_t __attribute__((vector_size(32)));
-
 [[gnu::always_inline]] inline float to_float(std::int32_t v) { return static_cast<float>(v); }
 [[gnu::always_inline]] inline float8 to_float(const int8v& v) { return __builtin_convertvector(v, float8); }
+[[gnu::always_inline]] inline float16 to_float(const int16v& v) { return __builtin_convertvector(v, float16); }
 
 // The register kernel for unequal weights and N <= max_register_inputs: per coordinate, the N updates (in
 // float, as the equal-weight kernel has them) are sorted by Batcher's network carrying each one's input
 // index (compare, then select both). The j-th smallest value is weighed by t_j − t_{j−1}, where t_j =
 // clamp((c_j − β) / (1 − 2β), 0, 1) and c_j is the weight of the j smallest values (split, as above):
 // t_j − t_{j−1} = max(0, min(c_j, 1 − β) − max(c_{j−1}, β)) / (1 − 2β), the definition. `weight(id)` returns
-// the split weights of the inputs `id` names. Eight coordinates per vector, every lane the scalar arithmetic.
+// the split weights of the inputs `id` names. A vector of coordinates at a time, every lane the scalar arithmetic.
 template <std::size_t N, class T, class I, class Weight>
 [[gnu::always_inline]] inline T weighted_coordinate(T (&v)[N], I (&id)[N], const weighted_args& a,
                                                     const Weight& weight) {
@@ -506,45 +558,51 @@ template <std::size_t N, class T, class I, class Weight>
   return acc == acc ? acc : zero + std::numeric_limits<float>::quiet_NaN();
 }
 
-// Returns table[id] lane by lane, for N entries (8 per vector).
-template <std::size_t N, class V>
-[[gnu::always_inline]] inline V lookup(const V (&table)[2], const int8v& id) {
+// Returns table[id] lane by lane, for the entries of one or two vectors (T = 1 or 2).
+template <std::size_t T, class V, class I>
+[[gnu::always_inline]] inline V lookup(const V (&table)[T], const I& id) {
+  constexpr std::size_t width = sizeof(V) / sizeof(table[0][0]);
 #if defined(__clang__)
   V r;
-  for (std::size_t l = 0; l < 8; ++l) {
-    r[l] = table[id[l] >> 3][id[l] & 7];
+  for (std::size_t l = 0; l < width; ++l) {
+    const auto i = static_cast<std::size_t>(id[l]);
+    r[l] = table[i / width][i % width];
   }
   return r;
 #else
-  if constexpr (N <= 8) {
-    return __builtin_shuffle(table[0], id);  // one permute (AVX2)
+  if constexpr (T == 1) {
+    return __builtin_shuffle(table[0], id);  // one permute
   } else {
-    return __builtin_shuffle(table[0], table[1], id);  // two permutes and a blend
+    static_assert(width > 0 && T == 2);
+    return __builtin_shuffle(table[0], table[1], id);  // two permutes and a blend (AVX2)
   }
 #endif
 }
 
-template <std::size_t N>
+template <std::size_t N, class V>
 [[gnu::always_inline]] inline void weighted_kernel(const weighted_args& a) {
-  float8 hi_table[2]{};
-  int8v lo_table[2]{};
+  using I = int_vector<V>;
+  constexpr std::size_t width = lanes_of<V>;
+  constexpr std::size_t tables = (N + width - 1) / width;
+  V hi_table[tables]{};
+  I lo_table[tables]{};
   for (std::size_t i = 0; i < N; ++i) {
-    hi_table[i / 8][i % 8] = a.q_hi[i];
-    lo_table[i / 8][i % 8] = a.q_lo[i];
+    hi_table[i / width][i % width] = a.q_hi[i];
+    lo_table[i / width][i % width] = a.q_lo[i];
   }
   const float scale = a.scale;
-  const auto lanes_weight = [&](const int8v& id) PRSGD_AGGREGATION_INLINE {
-    return std::pair{lookup<N>(hi_table, id), lookup<N>(lo_table, id)};
+  const auto lanes_weight = [&](const I& id) PRSGD_AGGREGATION_INLINE {
+    return std::pair{lookup(hi_table, id), lookup(lo_table, id)};
   };
   const auto scalar_weight = [&](std::int32_t id) PRSGD_AGGREGATION_INLINE {
     return std::pair{a.q_hi[id], a.q_lo[id]};
   };
-  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
-    if constexpr (std::is_same_v<std::remove_reference_t<decltype(v[0])>, float8>) {
-      int8v id[N];
+  run_kernel<N, V>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(v[0])>, V>) {
+      I id[N];
       PRSGD_UNROLL(16)
       for (std::size_t i = 0; i < N; ++i) {
-        id[i] = int8v{} + static_cast<std::int32_t>(i);
+        id[i] = I{} + static_cast<std::int32_t>(i);
       }
       return scale * weighted_coordinate<N>(v, id, a, lanes_weight);
     } else {
@@ -557,8 +615,24 @@ template <std::size_t N>
   });
 }
 
+using weighted_fn = void (*)(const weighted_args&);
+struct weighted_kernel_pair {
+  weighted_fn narrow;
+  weighted_fn wide;
+};
+
+#if PRSGD_AGGREGATION_HAS_AVX512
+#define PRSGD_AGGREGATION_WEIGHTED_KERNEL(N)                                                                         \
+  PRSGD_AGGREGATION_WIDE_VECTORS void weighted_kernel_##N(const weighted_args& a) { weighted_kernel<N, float8>(a); } \
+  PRSGD_AGGREGATION_AVX512 void weighted_kernel_##N##_wide(const weighted_args& a) { weighted_kernel<N, float16>(a); }
+#define PRSGD_AGGREGATION_WEIGHTED_PAIR(N) \
+  weighted_kernel_pair { &weighted_kernel_##N, &weighted_kernel_##N##_wide }
+#else
 #define PRSGD_AGGREGATION_WEIGHTED_KERNEL(N) \
-  PRSGD_AGGREGATION_WIDE_VECTORS void weighted_kernel_##N(const weighted_args& a) { weighted_kernel<N>(a); }
+  PRSGD_AGGREGATION_WIDE_VECTORS void weighted_kernel_##N(const weighted_args& a) { weighted_kernel<N, float8>(a); }
+#define PRSGD_AGGREGATION_WEIGHTED_PAIR(N) \
+  weighted_kernel_pair { &weighted_kernel_##N, &weighted_kernel_##N }
+#endif
 PRSGD_AGGREGATION_WEIGHTED_KERNEL(1)
 PRSGD_AGGREGATION_WEIGHTED_KERNEL(2)
 PRSGD_AGGREGATION_WEIGHTED_KERNEL(3)
@@ -577,12 +651,14 @@ PRSGD_AGGREGATION_WEIGHTED_KERNEL(15)
 PRSGD_AGGREGATION_WEIGHTED_KERNEL(16)
 #undef PRSGD_AGGREGATION_WEIGHTED_KERNEL
 
-using weighted_fn = void (*)(const weighted_args&);
-constexpr std::array<weighted_fn, max_register_inputs> weighted_kernels{
-    &weighted_kernel_1,  &weighted_kernel_2,  &weighted_kernel_3,  &weighted_kernel_4,
-    &weighted_kernel_5,  &weighted_kernel_6,  &weighted_kernel_7,  &weighted_kernel_8,
-    &weighted_kernel_9,  &weighted_kernel_10, &weighted_kernel_11, &weighted_kernel_12,
-    &weighted_kernel_13, &weighted_kernel_14, &weighted_kernel_15, &weighted_kernel_16};
+constexpr std::array<weighted_kernel_pair, max_register_inputs> weighted_kernels{
+    PRSGD_AGGREGATION_WEIGHTED_PAIR(1),  PRSGD_AGGREGATION_WEIGHTED_PAIR(2),  PRSGD_AGGREGATION_WEIGHTED_PAIR(3),
+    PRSGD_AGGREGATION_WEIGHTED_PAIR(4),  PRSGD_AGGREGATION_WEIGHTED_PAIR(5),  PRSGD_AGGREGATION_WEIGHTED_PAIR(6),
+    PRSGD_AGGREGATION_WEIGHTED_PAIR(7),  PRSGD_AGGREGATION_WEIGHTED_PAIR(8),  PRSGD_AGGREGATION_WEIGHTED_PAIR(9),
+    PRSGD_AGGREGATION_WEIGHTED_PAIR(10), PRSGD_AGGREGATION_WEIGHTED_PAIR(11), PRSGD_AGGREGATION_WEIGHTED_PAIR(12),
+    PRSGD_AGGREGATION_WEIGHTED_PAIR(13), PRSGD_AGGREGATION_WEIGHTED_PAIR(14), PRSGD_AGGREGATION_WEIGHTED_PAIR(15),
+    PRSGD_AGGREGATION_WEIGHTED_PAIR(16)};
+#undef PRSGD_AGGREGATION_WEIGHTED_PAIR
 
 // The unequal-weight kernel when the weights leave only the cumulative weights c_Lo .. c_{Hi-1} undecided
 // (c_j: the weight of the j+1 smallest values): every c_j below Lo is surely under β, every one from Hi on
@@ -632,20 +708,21 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi, class T, class I, class
   return total - total == zero ? acc : zero + std::numeric_limits<float>::quiet_NaN();
 }
 
-template <std::size_t N, std::size_t Lo, std::size_t Hi>
+template <std::size_t N, std::size_t Lo, std::size_t Hi, class V>
 [[gnu::always_inline]] inline void weighted_window_kernel(const weighted_args& a) {
-  float8 hi_lanes[N];
-  int8v lo_lanes[N];
+  using I = int_vector<V>;
+  V hi_lanes[N];
+  I lo_lanes[N];
   for (std::size_t i = 0; i < N; ++i) {
-    hi_lanes[i] = float8{} + a.q_hi[i];
-    lo_lanes[i] = int8v{} + a.q_lo[i];
+    hi_lanes[i] = V{} + a.q_hi[i];
+    lo_lanes[i] = I{} + a.q_lo[i];
   }
   const float scale = a.scale;
   const auto lanes_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{hi_lanes[i], lo_lanes[i]}; };
   const auto scalar_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[i], a.q_lo[i]}; };
-  run_kernel<N>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&u)[N]) PRSGD_AGGREGATION_INLINE {
-    if constexpr (std::is_same_v<std::remove_reference_t<decltype(u[0])>, float8>) {
-      return scale * window_weighted_coordinate<N, Lo, Hi, float8, int8v>(u, a, lanes_weight);
+  run_kernel<N, V>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&u)[N]) PRSGD_AGGREGATION_INLINE {
+    if constexpr (std::is_same_v<std::remove_reference_t<decltype(u[0])>, V>) {
+      return scale * window_weighted_coordinate<N, Lo, Hi, V, I>(u, a, lanes_weight);
     } else {
       return scale * window_weighted_coordinate<N, Lo, Hi, float, std::int32_t>(u, a, scalar_weight);
     }
@@ -658,8 +735,8 @@ struct window_kernel {
   std::size_t n;
   std::size_t lo;
   std::size_t hi;
-  register_fn equal;
-  weighted_fn weighted;
+  register_kernel_pair equal;
+  weighted_kernel_pair weighted;
 };
 
 // clang-format off
@@ -673,19 +750,56 @@ struct window_kernel {
 
 #define PRSGD_AGGREGATION_WINDOW_KERNEL(N, LO, HI)                                                \
   PRSGD_AGGREGATION_WIDE_VECTORS void register_window_##N##_##LO##_##HI(const register_args& a) { \
-    register_window_kernel<N, LO, HI>(a);                                                         \
+    register_window_kernel<N, LO, HI, float8>(a);                                                 \
   }                                                                                               \
   PRSGD_AGGREGATION_WIDE_VECTORS void weighted_window_##N##_##LO##_##HI(const weighted_args& a) { \
-    weighted_window_kernel<N, LO, HI>(a);                                                         \
+    weighted_window_kernel<N, LO, HI, float8>(a);                                                 \
   }
 PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_KERNEL)
 #undef PRSGD_AGGREGATION_WINDOW_KERNEL
 
-#define PRSGD_AGGREGATION_WINDOW_ENTRY(N, LO, HI) \
-  window_kernel{N, LO, HI, &register_window_##N##_##LO##_##HI, &weighted_window_##N##_##LO##_##HI},
+#if PRSGD_AGGREGATION_HAS_AVX512
+#define PRSGD_AGGREGATION_WINDOW_KERNEL(N, LO, HI)                                                 \
+  PRSGD_AGGREGATION_AVX512 void register_window_##N##_##LO##_##HI##_wide(const register_args& a) { \
+    register_window_kernel<N, LO, HI, float16>(a);                                                 \
+  }                                                                                                \
+  PRSGD_AGGREGATION_AVX512 void weighted_window_##N##_##LO##_##HI##_wide(const weighted_args& a) { \
+    weighted_window_kernel<N, LO, HI, float16>(a);                                                 \
+  }
+PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_KERNEL)
+#undef PRSGD_AGGREGATION_WINDOW_KERNEL
+#define PRSGD_AGGREGATION_WIDE_WINDOW(NAME) &NAME##_wide
+#else
+#define PRSGD_AGGREGATION_WIDE_WINDOW(NAME) &NAME
+#endif
+
+#define PRSGD_AGGREGATION_WINDOW_ENTRY(N, LO, HI)                                                       \
+  window_kernel{N, LO, HI,                                                                              \
+                register_kernel_pair{&register_window_##N##_##LO##_##HI,                                \
+                                     PRSGD_AGGREGATION_WIDE_WINDOW(register_window_##N##_##LO##_##HI)}, \
+                weighted_kernel_pair{&weighted_window_##N##_##LO##_##HI,                                \
+                                     PRSGD_AGGREGATION_WIDE_WINDOW(weighted_window_##N##_##LO##_##HI)}},
 constexpr std::array window_kernels{PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_ENTRY)};
 #undef PRSGD_AGGREGATION_WINDOW_ENTRY
+#undef PRSGD_AGGREGATION_WIDE_WINDOW
 #undef PRSGD_AGGREGATION_WINDOWS
+
+// The widest kernels set_aggregation_lanes() allows and the CPU runs.
+std::atomic<std::size_t> lanes_cap{16};
+
+bool wide_kernels() {
+#if PRSGD_AGGREGATION_HAS_AVX512
+  static const bool cpu = __builtin_cpu_supports("avx512f") != 0;
+  return cpu && lanes_cap.load(std::memory_order_relaxed) >= 16;
+#else
+  return false;
+#endif
+}
+
+template <class Pair>
+auto pick(const Pair& kernels) {
+  return wide_kernels() ? kernels.wide : kernels.narrow;
+}
 
 const window_kernel* find_window(std::size_t n, std::size_t lo, std::size_t hi) {
   for (const auto& w : window_kernels) {
@@ -791,7 +905,7 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
     const auto last =
         n - 1 - static_cast<std::size_t>(std::find_if(fixed_r.rbegin(), fixed_r.rend(), nonzero) - fixed_r.rbegin());
     const window_kernel* window = first <= last ? find_window(n, first, last) : nullptr;
-    (window != nullptr ? window->equal : register_kernels[n - 1])(args);
+    pick(window != nullptr ? window->equal : register_kernels[n - 1])(args);
     return;
   }
   if (!equal && n <= max_register_inputs) {
@@ -816,7 +930,7 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
     }
     const auto [lo, hi] = undecided_positions(std::move(q), beta);
     const window_kernel* window = find_window(n, lo, hi);
-    (window != nullptr ? window->weighted : weighted_kernels[n - 1])(args);
+    pick(window != nullptr ? window->weighted : weighted_kernels[n - 1])(args);
     return;
   }
   for (std::size_t b = 0; b < len; b += block_floats) {
@@ -909,6 +1023,10 @@ void linear_rule(std::span<const contribution> inputs, std::span<const double> c
 }
 
 }  // namespace
+
+std::size_t set_aggregation_lanes(std::size_t lanes) noexcept {
+  return lanes_cap.exchange(lanes, std::memory_order_relaxed);
+}
 
 std::string_view to_string(aggregate_rule rule) noexcept {
   switch (rule) {

@@ -84,4 +84,9 @@ struct screen_result {
                                        std::span<const float> reference, const aggregate_options& options,
                                        std::span<float> out);
 
+/// Caps the vector width of the trimmed mean's and the median's kernels at `lanes` coordinates and returns
+/// the old cap. 16, the default, lets them use AVX-512 where the CPU has AVX-512F; below 16 they use eight
+/// lanes (AVX2 or the baseline). Every width gives the same bits; tests and benchmarks compare them with it.
+std::size_t set_aggregation_lanes(std::size_t lanes) noexcept;
+
 }  // namespace prsgd::algorithms

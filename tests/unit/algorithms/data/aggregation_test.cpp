@@ -300,6 +300,141 @@ TEST(AggregationTest, StreamingStoresGiveTheBitsOfNormalStores) {
   }
 }
 
+// The exact results of the trimmed mean and the median, pinned as a hash of their bits: every N up to 17 (the
+// register kernels and the blocked path after them), odd and even, equal weights, near-equal sample counts,
+// weights spread over a factor 30 and weights with exact ties at β and at 1/2 (integers 1..N shuffled, or pairs
+// of equal weights), with and without a reference, β = 0, 0.1, 0.25, 0.4999 and the median. The values come from
+// a fixed integer generator (no library distribution), many of them tied (multiples of 1/4) or ±0.
+// Kernels may change how they compute; these bits may not.
+std::uint64_t fnv1a(std::uint64_t h, const void* data, std::size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) {
+    h = (h ^ p[i]) * 1099511628211ULL;
+  }
+  return h;
+}
+
+std::uint64_t splitmix(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31U);
+}
+
+// A value in [-4, 4): a quarter of them multiples of 1/4 (ties across inputs), a few ±0.
+float pinned_value(std::uint64_t& state) {
+  const std::uint64_t r = splitmix(state);
+  const auto mantissa = static_cast<float>(r >> 40U) / 16777216.0F;  // [0, 1) on a 2^-24 grid
+  switch (r % 16) {
+    case 0: return 0.0F;
+    case 1: return -0.0F;
+    case 2:
+    case 3:
+    case 4:
+    case 5: return static_cast<float>(static_cast<int>(r >> 8U) % 32 - 16) / 4.0F;
+    default: return mantissa * 8.0F - 4.0F;
+  }
+}
+
+std::vector<double> pinned_weights(std::size_t n, int kind) {
+  std::vector<double> w(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    switch (kind) {
+      case 0: w[i] = 1.0 / static_cast<double>(n); break;                     // equal
+      case 1: w[i] = 512.0 + static_cast<double>((i * 5) % 8); break;         // near-equal sample counts
+      case 2: w[i] = 0.1 + static_cast<double>((i * 7919) % 29) / 10; break;  // spread over a factor 30
+      case 3: w[i] = static_cast<double>((i * 5) % n + 1); break;             // 1..N: sums hit 1/4, 1/2 exactly
+      default: w[i] = static_cast<double>(i / 2 + 1); break;                  // pairs of equal weights
+    }
+  }
+  return w;
+}
+
+TEST(AggregationTest, TrimmedMeanAndMedianKeepTheirExactBits) {
+  constexpr std::size_t coords = 16 * 7 + 13;  // vector lanes of either width and a scalar tail
+  // One hash per N (index N - 1), over every weight kind, reference and rule.
+  const std::vector<std::uint64_t> want{
+      0x87547ec994bb1f3dULL, 0xbd4efcf304b8a080ULL, 0x4a242f0d2ed9d839ULL, 0x6e7f60bfda42fad8ULL, 0x46694c2f93b6c7c4ULL,
+      0xf3c66ee19fbda571ULL, 0x0ba3f311efcaaddbULL, 0x44d59baea602264fULL, 0xf0afb7c9d32afe9bULL, 0xba1999cfad2b98dbULL,
+      0xf1d90b76b5736ce8ULL, 0x5bbdeb57b4b2765fULL, 0x9f3ae47afa47fd22ULL, 0xafd4a935b73e6511ULL, 0x378ee8b7f009968fULL,
+      0x2b0a6b1db69a4e37ULL, 0x68efc53901ae3b6fULL};
+  std::uint64_t state = 2026;
+  for (std::size_t n = 1; n <= 17; ++n) {
+    std::vector<std::vector<float>> models(n, std::vector<float>(coords));
+    std::vector<float> ref(coords);
+    for (std::size_t k = 0; k < coords; ++k) {
+      ref[k] = pinned_value(state);
+      for (auto& m : models) {
+        m[k] = pinned_value(state);
+      }
+    }
+    std::uint64_t h = 14695981039346656037ULL;
+    for (int kind = 0; kind < 5; ++kind) {
+      const auto w = pinned_weights(n, kind);
+      for (const bool with_ref : {true, false}) {
+        for (const auto& o : {rule(aggregate_rule::median), rule(aggregate_rule::trimmed_mean, 0.0),
+                              rule(aggregate_rule::trimmed_mean, 0.1), rule(aggregate_rule::trimmed_mean, 0.25),
+                              rule(aggregate_rule::trimmed_mean, 0.4999)}) {
+          std::vector<float> out(coords);
+          ASSERT_TRUE(
+              aggregate(wrap(models), w, with_ref ? std::span<const float>(ref) : std::span<const float>(), o, out));
+          h = fnv1a(h, out.data(), out.size() * sizeof(float));
+          // And they are the definition's results, up to float rounding.
+          const double beta = o.rule == aggregate_rule::median ? 0.5 - median_tie_mass : o.trim;
+          const auto zero = std::vector<float>(coords, 0.0F);
+          const auto def = reference_rule(models, w, with_ref ? ref : zero, beta);
+          const double s = std::accumulate(w.begin(), w.end(), 0.0);
+          for (std::size_t k = 0; k < coords; ++k) {
+            ASSERT_NEAR(out[k], def[k], 1e-4 * (s + 1)) << "n=" << n << " kind=" << kind << " k=" << k;
+          }
+        }
+      }
+    }
+    EXPECT_EQ(h, want[n - 1]) << "n=" << n << ": 0x" << std::hex << h << "ULL";
+  }
+}
+
+// The kernels run eight coordinates per vector, or sixteen where the CPU has AVX-512 (set_aggregation_lanes caps
+// the width): both give the same bits, ties, infinities, signed zeros and NaNs included. (On a CPU without
+// AVX-512 both runs take the eight-lane kernels.)
+TEST(AggregationTest, EveryVectorWidthGivesTheSameBits) {
+  std::mt19937 gen(17);
+  std::normal_distribution<float> value(0.0F, 1.0F);
+  const std::vector<float> specials{0.0F,
+                                    -0.0F,
+                                    0.5F,
+                                    std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity(),
+                                    std::numeric_limits<float>::quiet_NaN()};
+  constexpr std::size_t coords = 16 * 6 + 11;  // sixteen-lane vectors, then an eight-lane one, then scalars
+  for (std::size_t n = 1; n <= 16; ++n) {
+    std::vector<std::vector<float>> models(n, std::vector<float>(coords));
+    std::vector<float> ref(coords);
+    for (std::size_t k = 0; k < coords; ++k) {
+      ref[k] = value(gen);
+      for (auto& m : models) {
+        m[k] = gen() % 5 == 0 ? specials[gen() % specials.size()] : value(gen);
+      }
+    }
+    for (const weight_spread spread : {weight_spread::equal, weight_spread::near, weight_spread::wide}) {
+      const auto w = spread_weights(n, spread, gen);
+      for (const auto& o : {rule(aggregate_rule::median), rule(aggregate_rule::trimmed_mean, 0.25),
+                            rule(aggregate_rule::trimmed_mean, 0.1), rule(aggregate_rule::trimmed_mean, 0.0)}) {
+        std::vector<float> narrow(coords);
+        std::vector<float> wide(coords);
+        const std::size_t old = set_aggregation_lanes(8);
+        const auto a = aggregate(wrap(models), w, ref, o, narrow);
+        set_aggregation_lanes(16);
+        const auto b = aggregate(wrap(models), w, ref, o, wide);
+        set_aggregation_lanes(old);
+        ASSERT_TRUE(a.has_value() && b.has_value());
+        EXPECT_EQ(std::memcmp(narrow.data(), wide.data(), coords * sizeof(float)), 0)
+            << "n=" << n << " spread=" << static_cast<int>(spread) << " rule=" << to_string(o.rule);
+      }
+    }
+  }
+}
+
 TEST(AggregationTest, UnequalWeightsWithTiesDoNotDependOnWhichInputHoldsTheTie) {
   // 2 appears twice with different weights: whichever of the two the sort puts first, the tied mass is
   // the same, so every order of the inputs gives the same median and trimmed mean.
