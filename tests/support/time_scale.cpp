@@ -46,6 +46,8 @@ std::chrono::milliseconds scaled(std::chrono::milliseconds d) {
       static_cast<std::chrono::milliseconds::rep>(std::ceil(static_cast<double>(d.count()) * time_scale()))};
 }
 
+std::string scaled_ms(std::chrono::milliseconds d) { return std::to_string(scaled(d).count()); }
+
 bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout, std::chrono::milliseconds poll) {
   const auto until = std::chrono::steady_clock::now() + scaled(timeout);
   while (std::chrono::steady_clock::now() < until) {

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 
 namespace prsgd::test {
 
@@ -17,6 +18,10 @@ namespace prsgd::test {
 
 /// Returns `d` times time_scale().
 [[nodiscard]] std::chrono::milliseconds scaled(std::chrono::milliseconds d);
+
+/// Returns scaled(`d`) as a decimal count of milliseconds, for duration options such as
+/// --heartbeat-timeout-ms: a process slowed by a sanitizer or a loaded machine is not declared dead early.
+[[nodiscard]] std::string scaled_ms(std::chrono::milliseconds d);
 
 /// Polls `done` every `poll` until it returns true (true) or scaled(`timeout`) has passed (false; `done` is
 /// asked one last time at the deadline). Not thread-safe beyond what `done` is.

@@ -101,8 +101,8 @@ class CoverageTest : public ::testing::Test {
 
   pid_t start_worker(int id) {
     auto args = data_args();
-    args.insert(args.end(), {"--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--slowdown-ms", "10",
-                             "--progress", "off"});
+    args.insert(args.end(), {"--heartbeat-ms", "100", "--heartbeat-timeout-ms", test::scaled_ms(1500ms),
+                             "--slowdown-ms", "10", "--progress", "off"});
     return job_.start_worker(id, args);
   }
 
@@ -120,8 +120,8 @@ class CoverageTest : public ::testing::Test {
 TEST_F(CoverageTest, EverySampleOncePerEpochWithJoinsALeaveAndAKill) {
   auto args = data_args();
   args.insert(args.end(), {"--epochs", std::to_string(epochs), "--interval", "4", "--min-workers", "2", "--max-workers",
-                           "4", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500", "--metrics-jsonl", metrics_,
-                           "--progress", "off", "--eval-every", "0"});
+                           "4", "--heartbeat-ms", "100", "--heartbeat-timeout-ms", test::scaled_ms(1500ms),
+                           "--metrics-jsonl", metrics_, "--progress", "off", "--eval-every", "0"});
   auto averager = job_.start_averager(args);
   ASSERT_TRUE(averager) << job_.log("averager");
   const pid_t w1 = start_worker(1);

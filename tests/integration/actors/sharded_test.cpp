@@ -205,7 +205,7 @@ TEST_F(ShardedTest, WorkerKilledMidJobStillFinishes) {
   const auto metrics = job_.path("metrics.jsonl");
   auto args = job_args("sharded", metrics, 12);
   args.insert(args.end(), {"--shards", "2", "--min-workers", "3", "--heartbeat-ms", "100", "--heartbeat-timeout-ms",
-                           std::to_string(test::scaled(1500ms).count())});
+                           test::scaled_ms(1500ms)});
   auto avg = job_.start_averager(args);
   ASSERT_TRUE(avg) << job_.log("averager");
   for (int k = 0; k < 2; ++k) {
@@ -238,7 +238,7 @@ TEST_F(ShardedTest, OwnerKilledStopsTheJobWithOneLine) {
   const auto metrics = job_.path("metrics.jsonl");
   auto args = job_args("sharded", metrics, 400);
   args.insert(args.end(), {"--shards", "2", "--min-workers", "2", "--heartbeat-ms", "100", "--heartbeat-timeout-ms",
-                           std::to_string(test::scaled(1500ms).count())});
+                           test::scaled_ms(1500ms)});
   auto avg = job_.start_averager(args);
   ASSERT_TRUE(avg) << job_.log("averager");
   std::vector<pid_t> owners;
@@ -292,7 +292,7 @@ void owner_killed_job_resumes_from_its_checkpoint(test::prsgd_job& job, const st
   constexpr int batch = 32;
   constexpr int every = 4;  // checkpoint every 4 rounds
   const auto metrics = job.path("metrics.jsonl");
-  const auto heartbeat_timeout = std::to_string(test::scaled(1500ms).count());
+  const auto heartbeat_timeout = test::scaled_ms(1500ms);
   std::vector<std::string> args{"--model", "fmnist-mlp", "--rounds", std::to_string(rounds)};
   args.insert(args.end(), {"--interval", std::to_string(interval), "--batch", std::to_string(batch)});
   args.insert(args.end(), {"--lr", "0.05", "--seed", "7", "--eval-every", "0", "--progress", "off"});

@@ -34,7 +34,7 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 const std::vector<std::string> job_options = {
     "--model",      "mlp:784-10", "--batch",       "32", "--interval", "4",   "--seed",     "5",
     "--eval-every", "1",          "--min-workers", "1",  "--progress", "off", "--data-dir", data_dir()};
-const std::vector<std::string> live = {"--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1500"};
+const std::vector<std::string> live = {"--heartbeat-ms", "100", "--heartbeat-timeout-ms", test::scaled_ms(1500ms)};
 
 // One metrics line per round: its number, test_acc and test_loss (nullopt for null or absent).
 struct scored_round {

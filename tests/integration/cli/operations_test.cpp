@@ -85,7 +85,7 @@ class OperationsTest : public ::testing::Test {
                                   "--heartbeat-ms",
                                   "100",
                                   "--heartbeat-timeout-ms",
-                                  "5000",
+                                  test::scaled_ms(5000ms),
                                   "--progress",
                                   "off",
                                   "--eval-every",
@@ -101,8 +101,9 @@ class OperationsTest : public ::testing::Test {
   }
 
   pid_t start_worker(int id) {
-    return job_.start_worker(id, {"--model", "fmnist-mlp", "--batch", "32", "--heartbeat-ms", "100",
-                                  "--heartbeat-timeout-ms", "5000", "--slowdown-ms", "20", "--progress", "off"});
+    return job_.start_worker(
+        id, {"--model", "fmnist-mlp", "--batch", "32", "--heartbeat-ms", "100", "--heartbeat-timeout-ms",
+             test::scaled_ms(5000ms), "--slowdown-ms", "20", "--progress", "off"});
   }
 
   /// Runs `prsgd <args> --averager EP`.

@@ -70,7 +70,7 @@ class PrometheusMetricsTest : public ::testing::Test {
             "--heartbeat-ms",
             "100",
             "--heartbeat-timeout-ms",
-            "3000",
+            test::scaled_ms(3000ms),
             "--progress",
             "off",
             "--eval-every",
@@ -78,8 +78,9 @@ class PrometheusMetricsTest : public ::testing::Test {
   }
 
   pid_t start_worker(int id) {
-    return job_.start_worker(id, {"--model", "fmnist-mlp", "--batch", "32", "--heartbeat-ms", "100",
-                                  "--heartbeat-timeout-ms", "3000", "--slowdown-ms", "15", "--progress", "off"});
+    return job_.start_worker(
+        id, {"--model", "fmnist-mlp", "--batch", "32", "--heartbeat-ms", "100", "--heartbeat-timeout-ms",
+             test::scaled_ms(3000ms), "--slowdown-ms", "15", "--progress", "off"});
   }
 
   /// Scrapes /metrics until `pred` holds on the samples; returns the first scrape that satisfies it.
