@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -30,10 +31,14 @@ namespace prsgd::cli {
 
 namespace {
 
-/// The stop signal taken by a thread that did not block it (see block_stop_signals); 0 = none.
-volatile sig_atomic_t g_caught_signal = 0;
+/// The stop signal taken by a thread that did not block it (see block_stop_signals); 0 = none. The handler
+/// can run on any such thread (OpenBLAS starts its threads before the main thread blocks the signals), so
+/// this is an atomic, not a `volatile sig_atomic_t`, which is only safe within one thread; a lock-free atomic
+/// may be used in a signal handler.
+std::atomic<int> g_caught_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
-extern "C" void remember_stop_signal(int sig) { g_caught_signal = sig; }
+extern "C" void remember_stop_signal(int sig) { g_caught_signal.store(sig); }
 
 /// Checks the dashboard and operator options of `prsgd local` before anything starts, so a bad one is one line
 /// here instead of an averager that exits before it listens.
@@ -102,9 +107,7 @@ int take_signal(const sigset_t& set, std::chrono::milliseconds wait) {
   if (sig > 0) {
     return sig;
   }
-  const int caught = g_caught_signal;
-  g_caught_signal = 0;
-  return caught;
+  return g_caught_signal.exchange(0);
 }
 
 expected<std::vector<loaded_plugin>> prepare_process(const output_options& o, const std::string& model,
