@@ -106,7 +106,7 @@ TEST_F(ShardedTest, ShardedJobTrainsTheSameModelAsStar) {
     }
     local.insert(local.end(), args.begin(), args.end());
     const pid_t pid = job_.start("local-" + topology, local);
-    const auto status = job_.wait_exit(pid, test::scaled(240s));
+    const auto status = job_.wait_exit(pid, 240s);
     ASSERT_EQ(status, 0) << job_.log("local-" + topology) << slurp(job_.path("logs-" + topology + "/averager.log"));
     const auto m = read_metrics(job_.path(topology + ".jsonl"));
     EXPECT_TRUE(m.done) << topology;
@@ -171,7 +171,7 @@ TEST_F(ShardedTest, LossyWireDtypesGiveEveryWorkerTheOwnersModelBitForBit) {
     *(std::find(args.begin(), args.end(), "--eval-every") + 1) = "8";  // the last round is scored
     local.insert(local.end(), args.begin(), args.end());
     const pid_t pid = job_.start("local-" + dtype, local);
-    const auto status = job_.wait_exit(pid, test::scaled(240s));
+    const auto status = job_.wait_exit(pid, 240s);
     ASSERT_EQ(status, 0) << job_.log("local-" + dtype) << slurp(logs + "/averager.log");
     const auto m = read_metrics(metrics);
     EXPECT_TRUE(m.done);
@@ -217,12 +217,12 @@ TEST_F(ShardedTest, WorkerKilledMidJobStillFinishes) {
     workers.push_back(job_.start_worker(i, {"--model", "fmnist-mlp", "--batch", "32", "--progress", "off",
                                             "--heartbeat-ms", "100", "--slowdown-ms", "10"}));
   }
-  ASSERT_TRUE(job_.wait_for_log("averager", "round 3 closed", test::scaled(120s))) << job_.log("averager");
+  ASSERT_TRUE(job_.wait_for_log("averager", "round 3 closed", 120s)) << job_.log("averager");
   ::kill(workers[2], SIGKILL);
-  const auto status = job_.wait_exit(avg->pid, test::scaled(180s));
+  const auto status = job_.wait_exit(avg->pid, 180s);
   ASSERT_EQ(status, 0) << job_.log("averager");
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(job_.wait_exit(workers[static_cast<std::size_t>(i)], test::scaled(20s)), 0) << job_.log("worker-0");
+    EXPECT_EQ(job_.wait_exit(workers[static_cast<std::size_t>(i)], 20s), 0) << job_.log("worker-0");
   }
   const auto m = read_metrics(metrics);
   EXPECT_TRUE(m.done);
@@ -252,17 +252,17 @@ TEST_F(ShardedTest, OwnerKilledStopsTheJobWithOneLine) {
     workers.push_back(job_.start_worker(i, {"--model", "fmnist-mlp", "--batch", "32", "--progress", "off",
                                             "--heartbeat-ms", "100", "--slowdown-ms", "10"}));
   }
-  ASSERT_TRUE(job_.wait_for_log("averager", "round 2 closed", test::scaled(120s))) << job_.log("averager");
+  ASSERT_TRUE(job_.wait_for_log("averager", "round 2 closed", 120s)) << job_.log("averager");
   ::kill(owners[1], SIGKILL);
-  const auto status = job_.wait_exit(avg->pid, test::scaled(60s));
+  const auto status = job_.wait_exit(avg->pid, 60s);
   ASSERT_EQ(status, 1) << job_.log("averager");
   const std::string log = job_.log("averager");
   EXPECT_NE(log.find("prsgd averager: shard owner 1/2"), std::string::npos) << log;
   EXPECT_NE(log.find("the job stops"), std::string::npos) << log;
   for (pid_t w : workers) {
-    EXPECT_TRUE(job_.wait_exit(w, test::scaled(30s))) << "a worker of a stopped job exits";
+    EXPECT_TRUE(job_.wait_exit(w, 30s)) << "a worker of a stopped job exits";
   }
-  EXPECT_EQ(job_.wait_exit(owners[0], test::scaled(30s)), 0) << job_.log("owner-0");
+  EXPECT_EQ(job_.wait_exit(owners[0], 30s), 0) << job_.log("owner-0");
   EXPECT_FALSE(read_metrics(metrics).done) << "a failed job has no done line";
 }
 
