@@ -818,16 +818,7 @@ void averager_actor::report_done(const job_summary& s, bool filled) {
 }
 
 void averager_actor::rearm(std::optional<clock_source::time_point> wakeup) {
-  if (timer_) {
-    cancel_timer(*timer_);
-    timer_.reset();
-  }
-  if (!core_ || done_ || !wakeup) {
-    return;
-  }
-  auto delay = std::max(clock_source::duration::zero(), *wakeup - now());
-  timer_ = schedule_once(delay, [this] {
-    timer_.reset();
+  rearm_once(timer_, !core_ || done_ ? std::nullopt : wakeup, [this] {
     if (core_ && !done_) {
       apply(core_->tick());
     }

@@ -428,16 +428,7 @@ void worker_actor::start_task(train_task task) {
 }
 
 void worker_actor::rearm(std::optional<clock_source::time_point> wakeup) {
-  if (timer_) {
-    cancel_timer(*timer_);
-    timer_.reset();
-  }
-  if (finished_ || !wakeup) {
-    return;
-  }
-  auto delay = std::max(clock_source::duration::zero(), *wakeup - now());
-  timer_ = schedule_once(delay, [this] {
-    timer_.reset();
+  rearm_once(timer_, finished_ ? std::nullopt : wakeup, [this] {
     if (!finished_) {
       apply(core_->tick());
     }
