@@ -143,7 +143,7 @@ class scorer {
 int run_evaluator(const evaluator_options& given) {
   const sigset_t signals = block_stop_signals();
   auto learned = learn_job("evaluator", given.output, given.liveness, given.security, given.model, given.given,
-                           given.averager, given.head, given.head_timeout_ms, signals);
+                           given.averager_address, signals);
   if (const int* status = std::get_if<int>(&learned)) {
     return *status;
   }
