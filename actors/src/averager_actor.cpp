@@ -723,7 +723,7 @@ void averager_actor::evaluate(evaluation_request request, bool filled) {
           throw std::runtime_error(ok.error().message());
         }
         const auto e = model->evaluate(*test);
-        return {e.accuracy, std::isfinite(e.loss) ? std::optional<double>{e.loss} : std::nullopt};
+        return score_of(e.accuracy, e.loss);
       },
       [this, model, request = std::move(request)](expected<evaluation_score> score) mutable {
         idle_evaluators_.push_back(std::move(model));
