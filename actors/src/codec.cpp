@@ -265,6 +265,27 @@ expected<void> expect_no_payload(const multipart& msg) {
   return {};
 }
 
+// Decodes one message for its recipient: parses the header, then `read(type, reader)` reads the fields of
+// that type (a type the recipient is not sent comes back as not_for()). A field of the wrong type or out of
+// range (header_reader and `read` throw) is decode_failed.
+template <class Out, class Read>
+expected<Out> decode_message(const multipart& msg, const codec_limits& limits, const Read& read) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  try {
+    return read(parsed->type, header_reader{parsed->handle.get()});
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+// Refuses a message type its recipient is not sent: "message type N <why>".
+unexpected not_for(wire_type type, const char* why) {
+  return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(type)) + " " + why);
+}
+
 // One encoder per message type; the variant overloads below dispatch to them.
 multipart encode_one(const welcome_msg& m) {
   header_writer w{wire_type::welcome, common_fields + 12 + (m.owners.empty() ? 0 : 1)};
@@ -696,13 +717,8 @@ multipart encode(const any_msg& msg) {
 }
 
 expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<to_worker> {
+    switch (type) {
       case wire_type::welcome: {
         PRSGD_TRY(expect_no_payload(msg));
         welcome_msg m;
@@ -776,23 +792,15 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         get_common(r, m);
         return to_worker{m};
       }
-      default:
-        return fail(errc::protocol_error,
-                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to workers");
+      default: return not_for(type, "is not sent to workers");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<to_worker>(msg, limits, read);
 }
 
 expected<to_averager> decode_to_averager(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<to_averager> {
+    switch (type) {
       case wire_type::join: {
         join_msg m;
         get_common(r, m);
@@ -898,23 +906,15 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.arg = r.get<std::string>("arg");
         return to_averager{m};
       }
-      default:
-        return fail(errc::protocol_error,
-                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to the averager");
+      default: return not_for(type, "is not sent to the averager");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<to_averager>(msg, limits, read);
 }
 
 expected<to_operator> decode_to_operator(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<to_operator> {
+    switch (type) {
       case wire_type::status_reply: {
         status_reply_msg m;
         get_common(r, m);
@@ -966,23 +966,15 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
         m.model_size = r.get<std::uint64_t>("ms");
         return to_operator{std::move(m)};
       }
-      default:
-        return fail(errc::protocol_error,
-                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an operator");
+      default: return not_for(type, "is not sent to an operator");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<to_operator>(msg, limits, read);
 }
 
 expected<to_evaluator> decode_to_evaluator(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<to_evaluator> {
+    switch (type) {
       case wire_type::evaluate: {
         evaluate_msg m;
         get_common(r, m);
@@ -1006,13 +998,10 @@ expected<to_evaluator> decode_to_evaluator(const multipart& msg, const codec_lim
         }
         return to_evaluator{std::get<refused_msg>(*as_worker)};
       }
-      default:
-        return fail(errc::protocol_error,
-                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an evaluator");
+      default: return not_for(type, "is not sent to an evaluator");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<to_evaluator>(msg, limits, read);
 }
 
 multipart encode(const shard_msg& msg) {
@@ -1020,10 +1009,6 @@ multipart encode(const shard_msg& msg) {
 }
 
 expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
   // Reads frame 1; an empty payload means "no model".
   const auto payload = [&](const header_reader& r,
                            algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) -> expected<flat_buffer> {
@@ -1033,9 +1018,8 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
     }
     return (*p)->empty() ? flat_buffer{} : std::move(*p);
   };
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<shard_msg> {
+    switch (type) {
       case wire_type::shard_hello: {
         PRSGD_TRY(expect_no_payload(msg));
         shard_hello_msg m;
@@ -1101,7 +1085,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         if (!p) {
           return std::move(p).error();
         }
-        if (parsed->type == wire_type::shard_slice) {
+        if (type == wire_type::shard_slice) {
           return shard_msg{
               shard_slice_msg{member, token, round, shard, std::move(*p), dtype, r.get_or<bool>("dl", false)}};
         }
@@ -1144,13 +1128,10 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         get_common(r, m);
         return shard_msg{m};
       }
-      default:
-        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
-                                              " is not part of sharded averaging");
+      default: return not_for(type, "is not part of sharded averaging");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<shard_msg>(msg, limits, read);
 }
 
 std::uint64_t payload_bytes(const multipart& msg) noexcept {
