@@ -281,6 +281,35 @@ expected<Out> decode_message(const multipart& msg, const codec_limits& limits, c
   }
 }
 
+// Reads a message that is its four common fields alone, without a payload (REMOVED, STOP, STATUS, SPEC).
+template <class M>
+expected<M> read_common_only(const multipart& msg, const header_reader& r) {
+  PRSGD_TRY(expect_no_payload(msg));
+  M m;
+  get_common(r, m);
+  return m;
+}
+
+// Reads a HEARTBEAT: the averager and its members send it each other.
+expected<heartbeat_msg> read_heartbeat(const multipart& msg, const header_reader& r) {
+  PRSGD_TRY(expect_no_payload(msg));
+  heartbeat_msg m;
+  get_common(r, m);
+  m.from_averager = r.get<bool>("fa");
+  m.token = r.get<session_token>("k");
+  m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
+  return m;
+}
+
+// Returns a message read by one of the read_* functions above as one of the messages its recipient gets.
+template <class Out, class M>
+expected<Out> as_sent_to(expected<M> m) {
+  if (!m) {
+    return std::move(m).error();
+  }
+  return Out{std::move(*m)};
+}
+
 // Refuses a message type its recipient is not sent: "message type N <why>".
 unexpected not_for(wire_type type, const char* why) {
   return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(type)) + " " + why);
@@ -771,27 +800,9 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.model = std::move(*model);
         return to_worker{std::move(m)};
       }
-      case wire_type::heartbeat: {
-        PRSGD_TRY(expect_no_payload(msg));
-        heartbeat_msg m;
-        get_common(r, m);
-        m.from_averager = r.get<bool>("fa");
-        m.token = r.get<session_token>("k");
-        m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
-        return to_worker{m};
-      }
-      case wire_type::removed: {
-        PRSGD_TRY(expect_no_payload(msg));
-        removed_msg m;
-        get_common(r, m);
-        return to_worker{m};
-      }
-      case wire_type::stop: {
-        PRSGD_TRY(expect_no_payload(msg));
-        stop_msg m;
-        get_common(r, m);
-        return to_worker{m};
-      }
+      case wire_type::heartbeat: return as_sent_to<to_worker>(read_heartbeat(msg, r));
+      case wire_type::removed: return as_sent_to<to_worker>(read_common_only<removed_msg>(msg, r));
+      case wire_type::stop: return as_sent_to<to_worker>(read_common_only<stop_msg>(msg, r));
       default: return not_for(type, "is not sent to workers");
     }
   };
@@ -850,15 +861,7 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.token = r.get<session_token>("k");
         return to_averager{m};
       }
-      case wire_type::heartbeat: {
-        PRSGD_TRY(expect_no_payload(msg));
-        heartbeat_msg m;
-        get_common(r, m);
-        m.from_averager = r.get<bool>("fa");
-        m.token = r.get<session_token>("k");
-        m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
-        return to_averager{m};
-      }
+      case wire_type::heartbeat: return as_sent_to<to_averager>(read_heartbeat(msg, r));
       case wire_type::model: {
         model_msg m;
         get_common(r, m);
@@ -882,18 +885,8 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.params = std::move(*params);
         return to_averager{std::move(m)};
       }
-      case wire_type::status: {
-        PRSGD_TRY(expect_no_payload(msg));
-        status_request_msg m;
-        get_common(r, m);
-        return to_averager{m};
-      }
-      case wire_type::spec: {
-        PRSGD_TRY(expect_no_payload(msg));
-        spec_request_msg m;
-        get_common(r, m);
-        return to_averager{m};
-      }
+      case wire_type::status: return as_sent_to<to_averager>(read_common_only<status_request_msg>(msg, r));
+      case wire_type::spec: return as_sent_to<to_averager>(read_common_only<spec_request_msg>(msg, r));
       case wire_type::control: {
         PRSGD_TRY(expect_no_payload(msg));
         control_msg m;
@@ -1122,12 +1115,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         m.model = std::move(*p);
         return shard_msg{std::move(m)};
       }
-      case wire_type::stop: {
-        PRSGD_TRY(expect_no_payload(msg));
-        stop_msg m;
-        get_common(r, m);
-        return shard_msg{m};
-      }
+      case wire_type::stop: return as_sent_to<shard_msg>(read_common_only<stop_msg>(msg, r));
       default: return not_for(type, "is not part of sharded averaging");
     }
   };
