@@ -723,7 +723,7 @@ void averager_actor::evaluate(evaluation_request request, bool filled) {
           throw std::runtime_error(ok.error().message());
         }
         const auto e = model->evaluate(*test);
-        return {e.accuracy, std::isfinite(e.loss) ? std::optional<double>{e.loss} : std::nullopt};
+        return score_of(e.accuracy, e.loss);
       },
       [this, model, request = std::move(request)](expected<evaluation_score> score) mutable {
         idle_evaluators_.push_back(std::move(model));
@@ -818,16 +818,7 @@ void averager_actor::report_done(const job_summary& s, bool filled) {
 }
 
 void averager_actor::rearm(std::optional<clock_source::time_point> wakeup) {
-  if (timer_) {
-    cancel_timer(*timer_);
-    timer_.reset();
-  }
-  if (!core_ || done_ || !wakeup) {
-    return;
-  }
-  auto delay = std::max(clock_source::duration::zero(), *wakeup - now());
-  timer_ = schedule_once(delay, [this] {
-    timer_.reset();
+  rearm_once(timer_, !core_ || done_ ? std::nullopt : wakeup, [this] {
     if (core_ && !done_) {
       apply(core_->tick());
     }

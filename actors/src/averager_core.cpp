@@ -559,8 +559,11 @@ actions averager_core::on_model(const model_msg& msg, origin_t from) {
     reason = std::to_string(m.samples) + " samples > the " + std::to_string(granted_samples(m.member)) +
              " the member was given";
     code = "samples";
-  } else if (!std::isfinite(m.loss_sum) || m.loss_count > m.samples) {
-    reason = std::isfinite(m.loss_sum) ? "loss covers more samples than claimed" : "non-finite loss";
+  } else if (!std::isfinite(m.loss_sum)) {
+    reason = "non-finite loss";
+    code = "loss";
+  } else if (m.loss_count > m.samples) {
+    reason = "loss covers more samples than claimed";
     code = "loss";
   } else if (!sharded() && !all_finite(*m.params)) {
     reason = "NaN/Inf in parameters";

@@ -265,6 +265,56 @@ expected<void> expect_no_payload(const multipart& msg) {
   return {};
 }
 
+// Decodes one message for its recipient: parses the header, then `read(type, reader)` reads the fields of
+// that type (a type the recipient is not sent comes back as not_for()). A field of the wrong type or out of
+// range (header_reader and `read` throw) is decode_failed.
+template <class Out, class Read>
+expected<Out> decode_message(const multipart& msg, const codec_limits& limits, const Read& read) {
+  auto parsed = parse_header(msg, limits);
+  if (!parsed) {
+    return std::move(parsed).error();
+  }
+  try {
+    return read(parsed->type, header_reader{parsed->handle.get()});
+  } catch (const std::exception& e) {
+    return fail(errc::decode_failed, e.what());
+  }
+}
+
+// Reads a message that is its four common fields alone, without a payload (REMOVED, STOP, STATUS, SPEC).
+template <class M>
+expected<M> read_common_only(const multipart& msg, const header_reader& r) {
+  PRSGD_TRY(expect_no_payload(msg));
+  M m;
+  get_common(r, m);
+  return m;
+}
+
+// Reads a HEARTBEAT: the averager and its members send it each other.
+expected<heartbeat_msg> read_heartbeat(const multipart& msg, const header_reader& r) {
+  PRSGD_TRY(expect_no_payload(msg));
+  heartbeat_msg m;
+  get_common(r, m);
+  m.from_averager = r.get<bool>("fa");
+  m.token = r.get<session_token>("k");
+  m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
+  return m;
+}
+
+// Returns a message read by one of the read_* functions above as one of the messages its recipient gets.
+template <class Out, class M>
+expected<Out> as_sent_to(expected<M> m) {
+  if (!m) {
+    return std::move(m).error();
+  }
+  return Out{std::move(*m)};
+}
+
+// Refuses a message type its recipient is not sent: "message type N <why>".
+unexpected not_for(wire_type type, const char* why) {
+  return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(type)) + " " + why);
+}
+
 // One encoder per message type; the variant overloads below dispatch to them.
 multipart encode_one(const welcome_msg& m) {
   header_writer w{wire_type::welcome, common_fields + 12 + (m.owners.empty() ? 0 : 1)};
@@ -696,13 +746,8 @@ multipart encode(const any_msg& msg) {
 }
 
 expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<to_worker> {
+    switch (type) {
       case wire_type::welcome: {
         PRSGD_TRY(expect_no_payload(msg));
         welcome_msg m;
@@ -755,44 +800,18 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.model = std::move(*model);
         return to_worker{std::move(m)};
       }
-      case wire_type::heartbeat: {
-        PRSGD_TRY(expect_no_payload(msg));
-        heartbeat_msg m;
-        get_common(r, m);
-        m.from_averager = r.get<bool>("fa");
-        m.token = r.get<session_token>("k");
-        m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
-        return to_worker{m};
-      }
-      case wire_type::removed: {
-        PRSGD_TRY(expect_no_payload(msg));
-        removed_msg m;
-        get_common(r, m);
-        return to_worker{m};
-      }
-      case wire_type::stop: {
-        PRSGD_TRY(expect_no_payload(msg));
-        stop_msg m;
-        get_common(r, m);
-        return to_worker{m};
-      }
-      default:
-        return fail(errc::protocol_error,
-                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to workers");
+      case wire_type::heartbeat: return as_sent_to<to_worker>(read_heartbeat(msg, r));
+      case wire_type::removed: return as_sent_to<to_worker>(read_common_only<removed_msg>(msg, r));
+      case wire_type::stop: return as_sent_to<to_worker>(read_common_only<stop_msg>(msg, r));
+      default: return not_for(type, "is not sent to workers");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<to_worker>(msg, limits, read);
 }
 
 expected<to_averager> decode_to_averager(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<to_averager> {
+    switch (type) {
       case wire_type::join: {
         join_msg m;
         get_common(r, m);
@@ -842,15 +861,7 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.token = r.get<session_token>("k");
         return to_averager{m};
       }
-      case wire_type::heartbeat: {
-        PRSGD_TRY(expect_no_payload(msg));
-        heartbeat_msg m;
-        get_common(r, m);
-        m.from_averager = r.get<bool>("fa");
-        m.token = r.get<session_token>("k");
-        m.transfer_bytes = r.get_or<std::uint64_t>("tx", 0);
-        return to_averager{m};
-      }
+      case wire_type::heartbeat: return as_sent_to<to_averager>(read_heartbeat(msg, r));
       case wire_type::model: {
         model_msg m;
         get_common(r, m);
@@ -874,18 +885,8 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.params = std::move(*params);
         return to_averager{std::move(m)};
       }
-      case wire_type::status: {
-        PRSGD_TRY(expect_no_payload(msg));
-        status_request_msg m;
-        get_common(r, m);
-        return to_averager{m};
-      }
-      case wire_type::spec: {
-        PRSGD_TRY(expect_no_payload(msg));
-        spec_request_msg m;
-        get_common(r, m);
-        return to_averager{m};
-      }
+      case wire_type::status: return as_sent_to<to_averager>(read_common_only<status_request_msg>(msg, r));
+      case wire_type::spec: return as_sent_to<to_averager>(read_common_only<spec_request_msg>(msg, r));
       case wire_type::control: {
         PRSGD_TRY(expect_no_payload(msg));
         control_msg m;
@@ -898,23 +899,15 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
         m.arg = r.get<std::string>("arg");
         return to_averager{m};
       }
-      default:
-        return fail(errc::protocol_error,
-                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to the averager");
+      default: return not_for(type, "is not sent to the averager");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<to_averager>(msg, limits, read);
 }
 
 expected<to_operator> decode_to_operator(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<to_operator> {
+    switch (type) {
       case wire_type::status_reply: {
         status_reply_msg m;
         get_common(r, m);
@@ -966,23 +959,15 @@ expected<to_operator> decode_to_operator(const multipart& msg, const codec_limit
         m.model_size = r.get<std::uint64_t>("ms");
         return to_operator{std::move(m)};
       }
-      default:
-        return fail(errc::protocol_error,
-                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an operator");
+      default: return not_for(type, "is not sent to an operator");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<to_operator>(msg, limits, read);
 }
 
 expected<to_evaluator> decode_to_evaluator(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<to_evaluator> {
+    switch (type) {
       case wire_type::evaluate: {
         evaluate_msg m;
         get_common(r, m);
@@ -1006,13 +991,10 @@ expected<to_evaluator> decode_to_evaluator(const multipart& msg, const codec_lim
         }
         return to_evaluator{std::get<refused_msg>(*as_worker)};
       }
-      default:
-        return fail(errc::protocol_error,
-                    "message type " + std::to_string(static_cast<int>(parsed->type)) + " is not sent to an evaluator");
+      default: return not_for(type, "is not sent to an evaluator");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<to_evaluator>(msg, limits, read);
 }
 
 multipart encode(const shard_msg& msg) {
@@ -1020,10 +1002,6 @@ multipart encode(const shard_msg& msg) {
 }
 
 expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limits) {
-  auto parsed = parse_header(msg, limits);
-  if (!parsed) {
-    return std::move(parsed).error();
-  }
   // Reads frame 1; an empty payload means "no model".
   const auto payload = [&](const header_reader& r,
                            algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) -> expected<flat_buffer> {
@@ -1033,9 +1011,8 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
     }
     return (*p)->empty() ? flat_buffer{} : std::move(*p);
   };
-  try {
-    header_reader r{parsed->handle.get()};
-    switch (parsed->type) {
+  const auto read = [&](wire_type type, const header_reader& r) -> expected<shard_msg> {
+    switch (type) {
       case wire_type::shard_hello: {
         PRSGD_TRY(expect_no_payload(msg));
         shard_hello_msg m;
@@ -1101,7 +1078,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         if (!p) {
           return std::move(p).error();
         }
-        if (parsed->type == wire_type::shard_slice) {
+        if (type == wire_type::shard_slice) {
           return shard_msg{
               shard_slice_msg{member, token, round, shard, std::move(*p), dtype, r.get_or<bool>("dl", false)}};
         }
@@ -1138,19 +1115,11 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         m.model = std::move(*p);
         return shard_msg{std::move(m)};
       }
-      case wire_type::stop: {
-        PRSGD_TRY(expect_no_payload(msg));
-        stop_msg m;
-        get_common(r, m);
-        return shard_msg{m};
-      }
-      default:
-        return fail(errc::protocol_error, "message type " + std::to_string(static_cast<int>(parsed->type)) +
-                                              " is not part of sharded averaging");
+      case wire_type::stop: return as_sent_to<shard_msg>(read_common_only<stop_msg>(msg, r));
+      default: return not_for(type, "is not part of sharded averaging");
     }
-  } catch (const std::exception& e) {
-    return fail(errc::decode_failed, e.what());
-  }
+  };
+  return decode_message<shard_msg>(msg, limits, read);
 }
 
 std::uint64_t payload_bytes(const multipart& msg) noexcept {

@@ -70,16 +70,7 @@ void shard_owner_actor::apply(owner_actions a) {
 }
 
 void shard_owner_actor::rearm(std::optional<clock_source::time_point> wakeup) {
-  if (timer_) {
-    cancel_timer(*timer_);
-    timer_.reset();
-  }
-  if (finished_ || !wakeup) {
-    return;
-  }
-  auto delay = std::max(clock_source::duration::zero(), *wakeup - now());
-  timer_ = schedule_once(delay, [this] {
-    timer_.reset();
+  rearm_once(timer_, finished_ ? std::nullopt : wakeup, [this] {
     if (!finished_) {
       apply(core_->tick());
     }
@@ -90,16 +81,11 @@ expected<std::pair<actor_ref<shard_owner_actor>, std::string>> start_shard_owner
     actor_system& system, shard_owner_actor_config config, const transport_factory& make_link,
     const std::string& listen, const std::string& coordinator, std::shared_ptr<transport>* link_out,
     const connect_options& connect) {
-  auto ref = system.spawn<shard_owner_actor>(std::move(config));
-  if (!ref) {
-    return std::move(ref).error();
+  auto wired = spawn_wired<shard_owner_actor>(system, std::move(config), make_link);
+  if (!wired) {
+    return std::move(wired).error();
   }
-  auto handle = *ref;
-  auto link = open_wire_link(make_link, handle);
-  if (!link) {
-    return std::move(link).error();
-  }
-  std::shared_ptr<transport> shared = std::move(*link);
+  auto [handle, shared] = std::move(*wired);
   auto bound = shared->bind(listen);
   if (!bound) {
     return std::move(bound).error();

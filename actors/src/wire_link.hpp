@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Opens the transport of an actor that only receives protocol messages (the worker, a shard owner): every
+// Spawns an actor that only receives protocol messages (the worker, a shard owner) with its transport: every
 // message goes to the actor's on_wire, peer events are not used. Not installed.
 #pragma once
 
@@ -10,8 +10,21 @@
 
 namespace prsgd::actors {
 
+/// Holds an actor spawned with its transport open.
 template <class Actor>
-expected<std::shared_ptr<transport>> open_wire_link(const transport_factory& make_link, actor_ref<Actor> handle) {
+struct wired_actor {
+  actor_ref<Actor> handle;
+  std::shared_ptr<transport> link;
+};
+
+/// Spawns an `Actor` from `config` and opens its transport with `make_link`.
+template <class Actor, class Config>
+expected<wired_actor<Actor>> spawn_wired(actor_system& system, Config config, const transport_factory& make_link) {
+  auto ref = system.spawn<Actor>(std::move(config));
+  if (!ref) {
+    return std::move(ref).error();
+  }
+  auto handle = *ref;
   transport_handlers handlers;
   handlers.on_message = [handle](peer_id peer, multipart msg) { handle.tell(&Actor::on_wire, peer, std::move(msg)); };
   handlers.on_peer = [](const peer_event&) {};
@@ -19,7 +32,7 @@ expected<std::shared_ptr<transport>> open_wire_link(const transport_factory& mak
   if (!link) {
     return std::move(link).error();
   }
-  return std::shared_ptr<transport>{std::move(*link)};
+  return wired_actor<Actor>{handle, std::shared_ptr<transport>{std::move(*link)}};
 }
 
 }  // namespace prsgd::actors

@@ -428,16 +428,7 @@ void worker_actor::start_task(train_task task) {
 }
 
 void worker_actor::rearm(std::optional<clock_source::time_point> wakeup) {
-  if (timer_) {
-    cancel_timer(*timer_);
-    timer_.reset();
-  }
-  if (finished_ || !wakeup) {
-    return;
-  }
-  auto delay = std::max(clock_source::duration::zero(), *wakeup - now());
-  timer_ = schedule_once(delay, [this] {
-    timer_.reset();
+  rearm_once(timer_, finished_ ? std::nullopt : wakeup, [this] {
     if (!finished_) {
       apply(core_->tick());
     }
@@ -447,16 +438,11 @@ void worker_actor::rearm(std::optional<clock_source::time_point> wakeup) {
 expected<actor_ref<worker_actor>> start_worker(actor_system& system, worker_actor_config config,
                                                const transport_factory& make_link, const std::string& averager_endpoint,
                                                std::shared_ptr<transport>* link_out, const connect_options& connect) {
-  auto ref = system.spawn<worker_actor>(std::move(config));
-  if (!ref) {
-    return std::move(ref).error();
+  auto wired = spawn_wired<worker_actor>(system, std::move(config), make_link);
+  if (!wired) {
+    return std::move(wired).error();
   }
-  auto handle = *ref;
-  auto link = open_wire_link(make_link, handle);
-  if (!link) {
-    return std::move(link).error();
-  }
-  std::shared_ptr<transport> shared = std::move(*link);
+  auto [handle, shared] = std::move(*wired);
   auto peer = shared->connect(averager_endpoint, connect);
   if (!peer) {
     return std::move(peer).error();

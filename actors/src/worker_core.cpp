@@ -255,24 +255,32 @@ actions worker_core::on_trained(const train_result& r) {
   m.is_gradient = mode_ == training_mode::minibatch_sgd;
   if (algorithms::lossy(spec_.wire) && r.params) {
     // Send x_i − x̄_r (a gradient as it is), with what the encoding dropped last time added back in.
-    std::vector<float> v = *r.params;
-    m.delta = !m.is_gradient && ref_ && ref_->size() == v.size();
+    const std::span<const float> params = *r.params;
+    m.delta = !m.is_gradient && ref_ && ref_->size() == params.size();
+    std::vector<float> delta;
     if (m.delta) {
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        v[i] -= (*ref_)[i];
+      delta.resize(params.size());
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        delta[i] = params[i] - (*ref_)[i];
       }
     }
-    // Slice by slice (the whole vector in a star): a shard owner decodes its slice alone, and int8 blocks
-    // must not straddle two owners.
+    const std::span<const float> v = m.delta ? std::span<const float>(delta) : params;
+    // Slice by slice (the whole vector in a star, compressed straight into what is sent): a shard owner
+    // decodes its slice alone, and int8 blocks must not straddle two owners.
     const std::size_t K = uplinks_.size();
-    auto sent = std::make_shared<std::vector<float>>(v.size());
-    for (std::size_t k = 0; k < K; ++k) {
-      const auto begin = slice_begin(v.size(), K, k);
-      const auto end = slice_begin(v.size(), K, k + 1);
-      const auto part = uplinks_[k].compress(std::span<const float>(v).subspan(begin, end - begin), spec_.wire);
-      std::copy(part.begin(), part.end(), sent->begin() + static_cast<std::ptrdiff_t>(begin));
+    std::vector<float> sent;
+    if (K == 1) {
+      sent = uplinks_[0].compress(v, spec_.wire);
+    } else {
+      sent.resize(v.size());
+      for (std::size_t k = 0; k < K; ++k) {
+        const auto begin = slice_begin(v.size(), K, k);
+        const auto end = slice_begin(v.size(), K, k + 1);
+        const auto part = uplinks_[k].compress(v.subspan(begin, end - begin), spec_.wire);
+        std::copy(part.begin(), part.end(), sent.begin() + static_cast<std::ptrdiff_t>(begin));
+      }
     }
-    m.params = std::move(sent);
+    m.params = std::make_shared<const std::vector<float>>(std::move(sent));
     m.dtype = spec_.wire;
   }
   if (m.params) {

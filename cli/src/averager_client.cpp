@@ -159,8 +159,7 @@ std::variant<actors::spec_reply_msg, int> ask_job_spec(averager_client& client, 
 std::variant<joined_job, int> learn_job(const char* role, const output_options& output,
                                         const liveness_options& liveness, const security_options& security,
                                         const model_options& model, const std::vector<std::string>& given,
-                                        const std::string& averager, const std::string& head, int head_timeout_ms,
-                                        const sigset_t& signals) {
+                                        const averager_address_options& where, const sigset_t& signals) {
   const auto is_given = [&](std::string_view name) {
     return std::find(given.begin(), given.end(), name) != given.end();
   };
@@ -173,15 +172,15 @@ std::variant<joined_job, int> learn_job(const char* role, const output_options& 
     return exit_usage;
   }
   joined_job job;
-  job.averager = averager;
+  job.averager = where.averager;
   if (job.averager.empty()) {
-    auto found = lookup_averager(head, liveness, security, std::chrono::milliseconds{head_timeout_ms});
+    auto found = lookup_averager(where.head, liveness, security, std::chrono::milliseconds{where.head_timeout_ms});
     if (!found) {
       std::fprintf(stderr, "prsgd %s: %s\n", role, found.error().message().c_str());
       return exit_failure;
     }
     job.averager = *found;
-    PRSGD_LOG(info, role) << "head " << head << " says the averager is at " << job.averager;
+    PRSGD_LOG(info, role) << "head " << where.head << " says the averager is at " << job.averager;
   }
   {
     auto client = connect_as(role, job.averager, security);

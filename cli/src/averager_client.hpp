@@ -92,15 +92,14 @@ struct joined_job {
 };
 
 /// Does what a worker and an evaluator do before they load anything: prepares the process (log level,
-/// plugins, and a --model / --dataset given here must be known), finds the averager (`averager`, or through
-/// `head`), asks it for the job's spec and adopts it: the model options in `given` must agree with the job, the
-/// job must not be `--model external`, and this process must know its model and data set. On failure prints
+/// plugins, and a --model / --dataset given here must be known), finds the averager (`where.averager`, or
+/// through `where.head`), asks it for the job's spec and adopts it: the model options in `given` must agree with the
+/// job, the job must not be `--model external`, and this process must know its model and data set. On failure prints
 /// one line "prsgd <role>: ..." and returns the exit status (2 usage, 1 failure, 3 stopped by a signal).
 [[nodiscard]] std::variant<joined_job, int> learn_job(const char* role, const output_options& output,
                                                       const liveness_options& liveness,
                                                       const security_options& security, const model_options& model,
                                                       const std::vector<std::string>& given,
-                                                      const std::string& averager, const std::string& head,
-                                                      int head_timeout_ms, const sigset_t& signals);
+                                                      const averager_address_options& where, const sigset_t& signals);
 
 }  // namespace prsgd::cli

@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -33,6 +32,7 @@
 
 #include "averager_client.hpp"
 #include "commands.hpp"
+#include "prsgd/actors/actions.hpp"
 #include "prsgd/actors/codec.hpp"
 #include "prsgd/algorithms/model_registry.hpp"
 #include "prsgd/cli/job_data.hpp"
@@ -110,10 +110,9 @@ class scorer {
         continue;
       }
       const auto scored = model_->evaluate(*test_);
-      actors::evaluation_msg answer{0, nonce_, job.averager_incarnation, job.round, job.request, scored.accuracy};
-      if (std::isfinite(scored.loss)) {
-        answer.loss = scored.loss;
-      }
+      const auto score = actors::score_of(scored.accuracy, scored.loss);
+      actors::evaluation_msg answer{0, nonce_, job.averager_incarnation, job.round, job.request, score.accuracy};
+      answer.loss = score.loss;
       if (auto sent = client_.send(actors::encode(actors::any_msg{answer})); !sent) {
         PRSGD_LOG(warn, "evaluator") << "the answer for round " << job.round
                                      << " was not sent: " << sent.error().message();
@@ -143,7 +142,7 @@ class scorer {
 int run_evaluator(const evaluator_options& given) {
   const sigset_t signals = block_stop_signals();
   auto learned = learn_job("evaluator", given.output, given.liveness, given.security, given.model, given.given,
-                           given.averager, given.head, given.head_timeout_ms, signals);
+                           given.averager_address, signals);
   if (const int* status = std::get_if<int>(&learned)) {
     return *status;
   }

@@ -420,6 +420,12 @@ expected<void> validate_averager_or_head(const std::string& averager, const std:
   return {};
 }
 
+// A worker or an evaluator: the averager named directly or through a head, and how long to look it up.
+expected<void> validate(const averager_address_options& o, const security_options& security) {
+  PRSGD_TRY(validate_averager_or_head(o.averager, o.head, security));
+  return at_least(o.head_timeout_ms, 1, "--head-timeout-ms");
+}
+
 }  // namespace
 
 expected<void> validate(const worker_options& o) {
@@ -430,8 +436,7 @@ expected<void> validate(const worker_options& o) {
   if (o.model.model == "external") {
     return bad("--model external is for the averager; its workers are Python processes (prsgd.torch)");
   }
-  PRSGD_TRY(validate_averager_or_head(o.averager, o.head, o.security));
-  PRSGD_TRY(at_least(o.head_timeout_ms, 1, "--head-timeout-ms"));
+  PRSGD_TRY(validate(o.averager_address, o.security));
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
     return bad("a worker with CURVE keys needs --curve-server-key (the averager's public key file)");
   }
@@ -443,8 +448,7 @@ expected<void> validate(const evaluator_options& o) {
   PRSGD_TRY(validate(o.liveness));
   PRSGD_TRY(validate(o.security));
   PRSGD_TRY(validate(o.model));
-  PRSGD_TRY(validate_averager_or_head(o.averager, o.head, o.security));
-  PRSGD_TRY(at_least(o.head_timeout_ms, 1, "--head-timeout-ms"));
+  PRSGD_TRY(validate(o.averager_address, o.security));
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
     return bad("an evaluator with CURVE keys needs --curve-server-key (the averager's public key file)");
   }

@@ -35,6 +35,16 @@ void add_operator(CLI::App& cmd, operator_options& o) {
   add_tool_output(cmd, o.output);
 }
 
+// The options of `prsgd worker` and `prsgd evaluator` that say where the averager is.
+void add_averager_address(CLI::App& cmd, averager_address_options& o) {
+  cmd.add_option("--averager", o.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")->group("Network");
+  cmd.add_option("--head", o.head, "Head endpoint to find the averager through")->group("Network");
+  cmd.add_option("--head-timeout-ms", o.head_timeout_ms,
+                 "With --head: give up when no averager is registered within this many ms")
+      ->capture_default_str()
+      ->group("Network");
+}
+
 // Holds every subcommand's options and the CLI11 app bound to them.
 struct parser {
   CLI::App app{"prsgd — Parallel Restarted SGD: workers train locally and average every I steps.", "prsgd"};
@@ -162,14 +172,7 @@ struct parser {
     add_operations(*averager_cmd, averager.operations);
 
     worker_cmd = app.add_subcommand("worker", "Run a worker: local SGD on one shard, joins an averager");
-    worker_cmd->add_option("--averager", worker.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
-        ->group("Network");
-    worker_cmd->add_option("--head", worker.head, "Head endpoint to find the averager through")->group("Network");
-    worker_cmd
-        ->add_option("--head-timeout-ms", worker.head_timeout_ms,
-                     "With --head: give up when no averager is registered within this many ms")
-        ->capture_default_str()
-        ->group("Network");
+    add_averager_address(*worker_cmd, worker.averager_address);
     worker_cmd->add_option("--slowdown-ms", worker.slowdown_ms, "Artificial delay per local step in ms")
         ->capture_default_str()
         ->group("Network");
@@ -183,14 +186,7 @@ struct parser {
 
     evaluator_cmd = app.add_subcommand(
         "evaluator", "Run an evaluator: scores x̄ on the job's test set for an averager (--evaluate-on evaluators)");
-    evaluator_cmd->add_option("--averager", evaluator.averager, "Averager endpoint, e.g. tcp://10.77.0.1:7500")
-        ->group("Network");
-    evaluator_cmd->add_option("--head", evaluator.head, "Head endpoint to find the averager through")->group("Network");
-    evaluator_cmd
-        ->add_option("--head-timeout-ms", evaluator.head_timeout_ms,
-                     "With --head: give up when no averager is registered within this many ms")
-        ->capture_default_str()
-        ->group("Network");
+    add_averager_address(*evaluator_cmd, evaluator.averager_address);
     add_output(*evaluator_cmd, evaluator.output, false);
     add_model(*evaluator_cmd, evaluator.model);
     add_liveness(*evaluator_cmd, evaluator.liveness);

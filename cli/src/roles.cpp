@@ -566,7 +566,7 @@ int run_averager(const averager_options& given) {
 int run_worker(const worker_options& given) {
   const sigset_t signals = block_stop_signals();
   auto learned = learn_job("worker", given.output, given.liveness, given.security, given.model, given.given,
-                           given.averager, given.head, given.head_timeout_ms, signals);
+                           given.averager_address, signals);
   if (const int* status = std::get_if<int>(&learned)) {
     return *status;
   }

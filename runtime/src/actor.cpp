@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/runtime/actor.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "prsgd/common/check.hpp"
@@ -31,6 +32,22 @@ timer_id actor::schedule_periodic(clock_source::duration period, runtime::detail
 }
 
 bool actor::cancel_timer(timer_id id) { return cell_->cancel_timer(id); }
+
+void actor::rearm_once(std::optional<timer_id>& slot, std::optional<clock_source::time_point> at,
+                       runtime::detail::unique_function<void()> fn) {
+  if (slot) {
+    cancel_timer(*slot);
+    slot.reset();
+  }
+  if (!at) {
+    return;
+  }
+  const auto delay = std::max(clock_source::duration::zero(), *at - now());
+  slot = schedule_once(delay, [&slot, fn = std::move(fn)]() mutable {
+    slot.reset();
+    fn();
+  });
+}
 
 void actor::monitor(const actor_addr& other) {
   if (other.valid()) {

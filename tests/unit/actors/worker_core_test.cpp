@@ -3,9 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "prsgd/actors/averager_core.hpp"
+#include "prsgd/algorithms/wire_dtype.hpp"
 
 namespace prsgd::actors {
 namespace {
@@ -106,6 +111,57 @@ TEST_F(WorkerCoreTest, RestartBecomesATaskAndTheResultBecomesModel) {
   EXPECT_FALSE(models[0].is_gradient);
   EXPECT_EQ(worker.state(), worker_state::submitted);
   EXPECT_TRUE(of<model_msg>(worker.on_trained(result(0))).empty()) << "one MODEL per round";
+}
+
+// With a lossy wire dtype the MODEL carries x_i − x̄_r compressed with error feedback, one feedback stream per
+// shard owner over its slice (the whole vector in a star); a gradient is compressed as it is.
+TEST_F(WorkerCoreTest, LossyModelCarriesTheChangeWithErrorFeedbackPerSlice) {
+  const auto bits = [](const std::vector<float>& v) {
+    std::vector<std::uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+    return b;
+  };
+  const std::vector<float> xbar{1.0F, -2.0F, 0.5F, 3.0F, 0.125F};
+  for (const std::size_t owners : {0U, 2U}) {
+    SCOPED_TRACE(owners);
+    worker_core w(config(), clk);
+    (void)w.start();
+    auto wm = welcome();
+    wm.spec.wire = algorithms::wire_dtype::bf16;
+    wm.owners.assign(owners, "inproc://owner");
+    (void)w.on_message(wm);
+    const std::size_t K = std::max<std::size_t>(owners, 1);
+    std::vector<algorithms::error_feedback> expected_feedback(K);
+    for (round_t r = 0; r < 2; ++r) {
+      auto rs = restart(r);
+      rs.model = std::make_shared<const std::vector<float>>(xbar);
+      ASSERT_TRUE(w.on_message(rs).task.has_value());
+      std::vector<float> x(xbar.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        x[i] = xbar[i] + 0.0123457F * static_cast<float>(i + 1 + r);  // not representable in bf16
+      }
+      auto tr = result(r);
+      tr.params = std::make_shared<const std::vector<float>>(x);
+      const auto models = of<model_msg>(w.on_trained(tr));
+      ASSERT_EQ(models.size(), 1U);
+      EXPECT_TRUE(models[0].delta);
+      EXPECT_EQ(models[0].dtype, algorithms::wire_dtype::bf16);
+      std::vector<float> want;
+      for (std::size_t k = 0; k < K; ++k) {
+        const auto b = slice_begin(x.size(), K, k);
+        const auto e = slice_begin(x.size(), K, k + 1);
+        std::vector<float> change(x.begin() + b, x.begin() + e);
+        for (std::size_t i = 0; i < change.size(); ++i) {
+          change[i] -= xbar[b + i];
+        }
+        const auto part = expected_feedback[k].compress(change, algorithms::wire_dtype::bf16);
+        want.insert(want.end(), part.begin(), part.end());
+      }
+      ASSERT_TRUE(models[0].params);
+      EXPECT_EQ(bits(*models[0].params), bits(want)) << "round " << r;
+      EXPECT_EQ(bits(*tr.params), bits(x)) << "the trained model is left as it is";
+    }
+  }
 }
 
 TEST_F(WorkerCoreTest, DuplicateAndOlderRestartsAreIgnored) {

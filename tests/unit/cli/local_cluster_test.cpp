@@ -152,8 +152,8 @@ TEST(LocalClusterTest, EveryDerivedCommandLineParsesBack) {
   EXPECT_TRUE(avg.model.non_iid);
   EXPECT_DOUBLE_EQ(avg.model.dirichlet_alpha, 0.25);
   auto w1 = std::get<worker_options>(*parse_command_line(kids[3].argv));
-  EXPECT_EQ(w1.head, "tcp://127.0.0.1:5556");
-  EXPECT_TRUE(w1.averager.empty());
+  EXPECT_EQ(w1.averager_address.head, "tcp://127.0.0.1:5556");
+  EXPECT_TRUE(w1.averager_address.averager.empty());
   EXPECT_EQ(w1.slowdown_ms, 5);
 }
 
@@ -175,7 +175,7 @@ TEST(LocalClusterTest, EvaluatorsAreStartedAndTheAveragerEvaluatesOnThem) {
     auto parsed = parse_command_line(kids[i].argv);
     ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
     ASSERT_TRUE(std::holds_alternative<evaluator_options>(*parsed)) << kids[i].name;
-    EXPECT_EQ(std::get<evaluator_options>(*parsed).averager, "tcp://127.0.0.1:5555");
+    EXPECT_EQ(std::get<evaluator_options>(*parsed).averager_address.averager, "tcp://127.0.0.1:5555");
   }
   // With the job's keys an evaluator connects like a worker: the job key is its server key.
   const key_file_paths keys{"/run/job.public", "/run/job.secret"};

@@ -112,7 +112,7 @@ TEST_F(OptionsTest, EvaluatorAndEvaluateOnOptions) {
 
   const auto e =
       get<evaluator_options>(parse({"evaluator", "--averager", listen, "--data-dir", dir_.string(), "--seed", "4"}));
-  EXPECT_EQ(e.averager, listen);
+  EXPECT_EQ(e.averager_address.averager, listen);
   EXPECT_EQ(e.model.data_dir, dir_.string());
   EXPECT_EQ(e.given, (std::vector<std::string>{"--data-dir", "--seed"}));
   EXPECT_NE(error_of(parse({"evaluator"})).find("--averager"), std::string::npos);
@@ -219,13 +219,13 @@ TEST_F(OptionsTest, AveragerAndWorkerParse) {
 
   auto w = get<worker_options>(parse({"worker", "--averager", "tcp://10.77.0.1:7500", "--insecure", "--slowdown-ms",
                                       "20", "--non-iid", "--dirichlet-alpha", "0.1"}));
-  EXPECT_EQ(w.averager, "tcp://10.77.0.1:7500");
+  EXPECT_EQ(w.averager_address.averager, "tcp://10.77.0.1:7500");
   EXPECT_EQ(w.slowdown_ms, 20);
   EXPECT_TRUE(w.model.non_iid);
   EXPECT_DOUBLE_EQ(w.model.dirichlet_alpha, 0.1);
 
   auto via_head = get<worker_options>(parse({"worker", "--head", "tcp://127.0.0.1:7400"}));
-  EXPECT_EQ(via_head.head, "tcp://127.0.0.1:7400");
+  EXPECT_EQ(via_head.averager_address.head, "tcp://127.0.0.1:7400");
   auto h = get<head_options>(parse({"head", "--listen", "tcp://*:7400", "--insecure"}));
   EXPECT_EQ(h.listen, "tcp://*:7400");
 }

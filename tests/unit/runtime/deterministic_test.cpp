@@ -307,6 +307,56 @@ TEST(DeterministicSystemTest, TimersAreCancelledWhenTheActorStops) {
   EXPECT_EQ(sys.pending(), 0U);
 }
 
+/// Holds one re-armable one-shot timer (actor::rearm_once) and records which arming fired.
+class waker final : public actor {
+ public:
+  void arm(std::string name, clock_source::duration from_now) {
+    rearm_once(slot_, now() + from_now, [this, name] { events.push_back(name + (slot_ ? " armed" : " empty")); });
+  }
+  void disarm() {
+    rearm_once(slot_, std::nullopt, [] {});
+  }
+  bool armed() const { return slot_.has_value(); }
+  std::vector<std::string> get_events() const { return events; }
+  std::vector<std::string> events;
+
+ private:
+  std::optional<timer_id> slot_;
+};
+
+TEST(DeterministicSystemTest, RearmOnceReplacesTheTimerAndEmptiesTheSlotBeforeItFires) {
+  deterministic_system sys;
+  auto w = *sys.spawn<waker>();
+  w.tell(&waker::arm, std::string{"a"}, 50ms);
+  sys.dispatch_all();
+  sys.advance_and_dispatch(30ms);
+  w.tell(&waker::arm, std::string{"b"}, 50ms);  // a (due at 50 ms) is cancelled; b is due at 80 ms
+  sys.dispatch_all();
+  EXPECT_TRUE(*w.ask(&waker::armed).get());
+  sys.advance_and_dispatch(49ms);
+  EXPECT_TRUE(w.ask(&waker::get_events).get()->empty());
+  sys.advance_and_dispatch(1ms);
+  EXPECT_EQ(*w.ask(&waker::get_events).get(), (std::vector<std::string>{"b empty"}));
+  EXPECT_FALSE(*w.ask(&waker::armed).get());
+  EXPECT_EQ(sys.timer_count(), 0U);
+}
+
+TEST(DeterministicSystemTest, RearmOnceWithoutATimeOnlyCancelsAndAPastTimeFiresAtOnce) {
+  deterministic_system sys;
+  auto w = *sys.spawn<waker>();
+  w.tell(&waker::arm, std::string{"c"}, 10ms);
+  w.tell(&waker::disarm);
+  sys.dispatch_all();
+  EXPECT_FALSE(*w.ask(&waker::armed).get());
+  sys.advance_and_dispatch(1s);
+  EXPECT_TRUE(w.ask(&waker::get_events).get()->empty());
+  EXPECT_EQ(sys.timer_count(), 0U);
+  w.tell(&waker::arm, std::string{"d"}, -5ms);
+  sys.dispatch_all();
+  sys.advance_and_dispatch(0ms);
+  EXPECT_EQ(*w.ask(&waker::get_events).get(), (std::vector<std::string>{"d empty"}));
+}
+
 /// Watches other actors and records their down messages.
 class watcher final : public actor {
  public:

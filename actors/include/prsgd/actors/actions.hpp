@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -68,6 +69,11 @@ struct evaluation_score {
   double accuracy = 0;
   std::optional<double> loss;
 };
+
+/// Returns the score of x̄ evaluated on the test set: a test loss that is NaN or infinite is reported as none.
+[[nodiscard]] inline evaluation_score score_of(double accuracy, double loss) {
+  return {accuracy, std::isfinite(loss) ? std::optional<double>{loss} : std::nullopt};
+}
 
 /// Holds the averager's cumulative counters of submissions, by what happened to them.
 struct submission_counters {

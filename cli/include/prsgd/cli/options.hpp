@@ -260,6 +260,16 @@ struct averager_options {
   external_options external;
 };
 
+/// Holds where a worker or an evaluator finds the averager: its endpoint, or a head that knows it.
+struct averager_address_options {
+  /// Averager endpoint to join, e.g. tcp://10.77.0.1:7500 ("" = look it up through `head`).
+  std::string averager;
+  /// Head endpoint to find the averager through ("" = use `averager`).
+  std::string head;
+  /// With `head`: how long to keep looking the averager up before giving up, in milliseconds. @pre >= 1
+  int head_timeout_ms = 60000;
+};
+
 /// Holds `prsgd status` and `prsgd ctl`: an operator client of a running averager (never a member).
 struct operator_options {
   output_options output;
@@ -288,12 +298,8 @@ struct worker_options {
   liveness_options liveness;
   security_options security;
   model_options model;
-  /// Averager endpoint to join, e.g. tcp://10.77.0.1:7500 ("" = look it up through `head`).
-  std::string averager;
-  /// Head endpoint to find the averager through ("" = use `averager`).
-  std::string head;
-  /// With `head`: how long to keep looking the averager up before giving up, in milliseconds. @pre >= 1
-  int head_timeout_ms = 60000;
+  /// --averager, --head, --head-timeout-ms.
+  averager_address_options averager_address;
   /// Artificial delay per local step, in milliseconds (heterogeneity experiments).
   int slowdown_ms = 0;
   /// The options of `model` given on the command line or in the --config file (long names with dashes,
@@ -310,12 +316,8 @@ struct evaluator_options {
   /// Only --data-dir, --data-option and --plugin matter in practice: the job's spec names the model and data
   /// set; the others, when given, must agree with it.
   model_options model;
-  /// Averager endpoint ("" = look it up through `head`).
-  std::string averager;
-  /// Head endpoint to find the averager through ("" = use `averager`).
-  std::string head;
-  /// With `head`: how long to keep looking the averager up, in milliseconds. @pre >= 1
-  int head_timeout_ms = 60000;
+  /// --averager, --head, --head-timeout-ms.
+  averager_address_options averager_address;
   /// The options of `model` given on the command line or in the --config file (as worker_options::given).
   std::vector<std::string> given;
 };

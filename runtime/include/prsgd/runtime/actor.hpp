@@ -4,6 +4,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
@@ -78,6 +79,11 @@ class actor {
   timer_id schedule_periodic(clock_source::duration period, runtime::detail::unique_function<void()> fn);
   /// Cancels a timer; returns false if unknown or already fired.
   bool cancel_timer(timer_id id);
+  /// Replaces the one-shot timer held in `slot`: cancels it, then, if `at` is set, runs `fn()` on this
+  /// strand at `at` (at once if it has passed). `slot` holds the new timer and is empty again when `fn`
+  /// runs. @pre `slot` is a member of this actor (it outlives every timer of the actor).
+  void rearm_once(std::optional<timer_id>& slot, std::optional<clock_source::time_point> at,
+                  runtime::detail::unique_function<void()> fn);
   /// Watches `other`: `on_down` gets a down_msg when it stops (at once if it is already dead).
   void monitor(const actor_addr& other);
   /// Stops watching `other`.
