@@ -138,10 +138,9 @@ TEST_F(HeadCommandTest, HeadRefusesAnAddressInUse) {
 }
 
 TEST_F(HeadCommandTest, KilledAveragerIsReplacedAndWorkersFindTheNewOne) {
-  const std::vector<std::string> live{"--heartbeat-ms", "100", "--heartbeat-timeout-ms", test::scaled_ms(1000ms)};
+  const std::vector<std::string> live{"--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1000"};
   // The head notices a dead node late, so the replacement finds the name still held by the dead averager.
-  const std::string ep =
-      start_head({"--heartbeat-ms", "100", "--heartbeat-timeout-ms", test::scaled_ms(4000ms)}).endpoint;
+  const std::string ep = start_head({"--heartbeat-ms", "100", "--heartbeat-timeout-ms", "4000"}).endpoint;
   ASSERT_FALSE(ep.empty());
   std::vector<std::string> averager_args{"--head", ep, "--rounds", "100000", "--progress", "off"};
   averager_args.insert(averager_args.end(), live.begin(), live.end());
