@@ -93,6 +93,31 @@ std::vector<double> spread_weights(std::size_t n, weight_spread spread, std::mt1
   return w;
 }
 
+// N models of `coords` normal values with a reference point; one value in `one_in` (on average) of the models
+// is special: a tie (0.5, ±0), an infinity of either sign or NaN.
+struct models_with_specials {
+  std::vector<std::vector<float>> models;
+  std::vector<float> ref;
+};
+
+models_with_specials make_models_with_specials(std::size_t n, std::size_t coords, unsigned one_in, std::mt19937& gen) {
+  std::normal_distribution<float> value(0.0F, 1.0F);
+  const std::vector<float> specials{0.0F,
+                                    -0.0F,
+                                    0.5F,
+                                    std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity(),
+                                    std::numeric_limits<float>::quiet_NaN()};
+  models_with_specials out{std::vector<std::vector<float>>(n, std::vector<float>(coords)), std::vector<float>(coords)};
+  for (std::size_t k = 0; k < coords; ++k) {
+    out.ref[k] = value(gen);
+    for (auto& m : out.models) {
+      m[k] = gen() % one_in == 0 ? specials[gen() % specials.size()] : value(gen);
+    }
+  }
+  return out;
+}
+
 TEST(AggregationTest, ParsesEveryRuleAndNamesTheChoicesOnATypo) {
   for (auto r :
        {aggregate_rule::mean, aggregate_rule::trimmed_mean, aggregate_rule::median, aggregate_rule::norm_clip}) {
@@ -221,24 +246,11 @@ TEST(AggregationTest, VectorisedKernelMatchesTheDefinitionForEveryNAndWeights) {
 // combined alone (the scalar loop) are the same bits, ties, infinities, signed zeros and NaNs included.
 TEST(AggregationTest, VectorLanesGiveTheBitsOfTheScalarLoop) {
   std::mt19937 gen(11);
-  std::normal_distribution<float> value(0.0F, 1.0F);
-  const std::vector<float> specials{0.0F,
-                                    -0.0F,
-                                    0.5F,
-                                    std::numeric_limits<float>::infinity(),
-                                    -std::numeric_limits<float>::infinity(),
-                                    std::numeric_limits<float>::quiet_NaN()};
   constexpr std::size_t coords = 8 * 5 + 3;
   for (std::size_t n = 1; n <= 16; ++n) {
-    std::vector<std::vector<float>> models(n, std::vector<float>(coords));
-    std::vector<float> ref(coords);
-    for (std::size_t k = 0; k < coords; ++k) {
-      ref[k] = value(gen);
-      for (auto& m : models) {
-        // Every fourth value special: ties (0.5, ±0), infinities of both signs and NaN.
-        m[k] = gen() % 4 == 0 ? specials[gen() % specials.size()] : value(gen);
-      }
-    }
+    auto data = make_models_with_specials(n, coords, 4, gen);  // every fourth value special
+    auto& models = data.models;
+    const auto& ref = data.ref;
     for (const weight_spread spread : {weight_spread::equal, weight_spread::near, weight_spread::wide}) {
       const bool equal = spread == weight_spread::equal;
       const auto w = spread_weights(n, spread, gen);
@@ -399,23 +411,11 @@ TEST(AggregationTest, TrimmedMeanAndMedianKeepTheirExactBits) {
 // AVX-512 both runs take the eight-lane kernels.)
 TEST(AggregationTest, EveryVectorWidthGivesTheSameBits) {
   std::mt19937 gen(17);
-  std::normal_distribution<float> value(0.0F, 1.0F);
-  const std::vector<float> specials{0.0F,
-                                    -0.0F,
-                                    0.5F,
-                                    std::numeric_limits<float>::infinity(),
-                                    -std::numeric_limits<float>::infinity(),
-                                    std::numeric_limits<float>::quiet_NaN()};
   constexpr std::size_t coords = 16 * 6 + 11;  // sixteen-lane vectors, then an eight-lane one, then scalars
   for (std::size_t n = 1; n <= 16; ++n) {
-    std::vector<std::vector<float>> models(n, std::vector<float>(coords));
-    std::vector<float> ref(coords);
-    for (std::size_t k = 0; k < coords; ++k) {
-      ref[k] = value(gen);
-      for (auto& m : models) {
-        m[k] = gen() % 5 == 0 ? specials[gen() % specials.size()] : value(gen);
-      }
-    }
+    auto data = make_models_with_specials(n, coords, 5, gen);
+    auto& models = data.models;
+    const auto& ref = data.ref;
     for (const weight_spread spread : {weight_spread::equal, weight_spread::near, weight_spread::wide}) {
       const auto w = spread_weights(n, spread, gen);
       for (const auto& o : {rule(aggregate_rule::median), rule(aggregate_rule::trimmed_mean, 0.25),
