@@ -411,11 +411,12 @@ template <std::size_t N, class V>
 }
 
 // Each kernel in two widths: eight coordinates per vector (the AVX2 and baseline clones) and sixteen (AVX-512).
-using register_fn = void (*)(const register_args&);
-struct register_kernel_pair {
-  register_fn narrow;
-  register_fn wide;
+template <class Args>
+struct kernel_pair {
+  void (*narrow)(const Args&);
+  void (*wide)(const Args&);
 };
+using register_kernel_pair = kernel_pair<register_args>;
 
 #if PRSGD_AGGREGATION_HAS_AVX512
 #define PRSGD_AGGREGATION_REGISTER_KERNEL(N)                                                                         \
@@ -615,11 +616,7 @@ template <std::size_t N, class V>
   });
 }
 
-using weighted_fn = void (*)(const weighted_args&);
-struct weighted_kernel_pair {
-  weighted_fn narrow;
-  weighted_fn wide;
-};
+using weighted_kernel_pair = kernel_pair<weighted_args>;
 
 #if PRSGD_AGGREGATION_HAS_AVX512
 #define PRSGD_AGGREGATION_WEIGHTED_KERNEL(N)                                                                         \
