@@ -72,6 +72,10 @@ KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no
 LogLevel ERROR
+# bash sources ~/.bashrc for every command sshd runs (SSH_CLIENT is set) unless SHLVL says it is nested.
+# The test's hosts share this machine's home directory: its shell start-up files (a version manager's
+# rehash lock, say) would cost every ssh command of the test, and they are not what the test checks.
+SetEnv SHLVL=1
 EOF
   echo "$addr $(cut -d' ' -f1,2 "$ssh_dir/host_key.pub")" >>"$ssh_dir/known_hosts"
   cat >>"$ssh_dir/config" <<EOF
