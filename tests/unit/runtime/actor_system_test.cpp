@@ -215,10 +215,15 @@ TEST(ActorSystemTest, GracefulShutdownAnswersEveryPendingAsk) {
   EXPECT_EQ(sys.spawn<counter>(0).error().code, errc::shutting_down);
 }
 
-/// Works for a while in one handler (a long computation, not a sleep).
+/// Works in one handler (a computation, not a sleep): says it began (`*started`), waits for `*go`, then
+/// goes on for `d`.
 class slow final : public actor {
  public:
-  int work(std::chrono::milliseconds d) {
+  int work(std::chrono::milliseconds d, std::atomic<bool>* started, const std::atomic<bool>* go) {
+    started->store(true, std::memory_order_release);
+    while (!go->load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+    }
     const auto end = std::chrono::steady_clock::now() + d;
     long spins = 0;
     while (std::chrono::steady_clock::now() < end) {
@@ -232,12 +237,17 @@ class slow final : public actor {
 TEST(ActorSystemTest, ShutdownDeadlineStopsHardAndFailsQueuedAsks) {
   actor_system sys{two_threads()};
   auto s = *sys.spawn<slow>();
-  auto busy = s.ask(&slow::work, std::chrono::milliseconds{300});
+  std::atomic<bool> started{false};
+  std::atomic<bool> go{false};
+  auto busy = s.ask(&slow::work, std::chrono::milliseconds{300}, &started, &go);
   auto queued = s.ask(&slow::quick);
-  // Wait until the long handler is running: a second actor's reply proves the pool is up, and
-  // the slow actor's first message is taken before `quick` by FIFO order.
-  auto c = *sys.spawn<counter>(0);
-  ASSERT_TRUE(c.ask(&counter::get).get(10s).has_value());
+  // Shut down only once the long handler runs (`quick` waits behind it in the mailbox), and let its 300 ms
+  // start only now, so a loaded machine cannot end it before the 1 ms deadline. The wait has no bound of its
+  // own: ctest's timeout ends a run in which the handler never starts.
+  while (!started.load(std::memory_order_acquire)) {
+    std::this_thread::yield();
+  }
+  go.store(true, std::memory_order_release);
   EXPECT_FALSE(sys.shutdown(1ms));
   auto b = busy.try_get();
   auto q = queued.try_get();
