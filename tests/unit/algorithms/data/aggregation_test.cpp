@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -430,6 +431,108 @@ TEST(AggregationTest, EveryVectorWidthGivesTheSameBits) {
         ASSERT_TRUE(a.has_value() && b.has_value());
         EXPECT_EQ(std::memcmp(narrow.data(), wide.data(), coords * sizeof(float)), 0)
             << "n=" << n << " spread=" << static_cast<int>(spread) << " rule=" << to_string(o.rule);
+      }
+    }
+  }
+}
+
+// The definition, once more and independently of trimmed_coefficients, in long double: per coordinate sort the
+// updates u_i = x_i − ref by value, cut the weight mass βW from each end of the total W (fractionally where a cut
+// falls inside a value's weight), and take the weighted mean of what is left: ref + W · Σ kept_j v_(j) / ((1 − 2β)W).
+// Also returns Σ_j |v_(j)| · W (over every value, trimmed or not) + |ref|: the scale the float kernels' error is
+// measured against. Any NaN or infinite update makes the expected result non-finite.
+struct long_double_result {
+  long double value = 0;
+  long double scale = 0;
+  bool finite = true;
+};
+
+long_double_result long_double_rule(const std::vector<std::vector<float>>& models, const std::vector<double>& w,
+                                    float ref, std::size_t k, double beta) {
+  long double total = 0;
+  for (double x : w) {
+    total += x;
+  }
+  std::vector<std::pair<long double, long double>> vw;  // (value, weight)
+  long_double_result r;
+  long double magnitude = 0;
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    const long double v = static_cast<long double>(models[i][k]) - static_cast<long double>(ref);
+    r.finite = r.finite && std::isfinite(v);
+    vw.emplace_back(v, static_cast<long double>(w[i]));
+    magnitude += std::isfinite(v) ? std::fabs(v) : 0;
+  }
+  r.scale = std::fabs(static_cast<long double>(ref)) + total * magnitude;
+  if (!r.finite) {
+    return r;
+  }
+  std::sort(vw.begin(), vw.end());
+  const long double cut = static_cast<long double>(beta) * total;  // the weight removed at each end
+  long double below = 0;                                           // the weight of the values before this one
+  long double sum = 0;
+  for (const auto& [v, weight] : vw) {
+    const long double from = std::max(below, cut);
+    const long double to = std::min(below + weight, total - cut);
+    if (to > from) {
+      sum += (to - from) * v;
+    }
+    below += weight;
+  }
+  r.value = static_cast<long double>(ref) + total * sum / (total - 2 * cut);
+  return r;
+}
+
+// Every vector width (sixteen lanes where the CPU has AVX-512, eight, and the scalar loop for the last
+// coordinates) against long_double_rule, for N = 1..17, equal, near-equal, spread and integer weights (1..N: sums
+// that meet βW exactly), β = 0, 0.1, 0.25, 0.4, 0.4999 and the median, on normal values with ties, ±0, infinities
+// and NaN (with unequal weights any of the last two makes the result NaN or infinite). The float kernels round u_i,
+// each coefficient (the unequal-weight trimmed mean also rounds the weights to units of 2^−31, which moves a
+// coefficient by at most 2^−24) and each product and sum: a few float roundings of the scale, (N + 4) · 2^−24 of it,
+// bound them all (the largest seen is about 2.1 · 2^−24, at N = 1).
+TEST(AggregationTest, EveryWidthMatchesTheDefinitionInLongDouble) {
+  std::mt19937 gen(19);
+  constexpr std::size_t coords = 16 * 4 + 11;  // sixteen-lane vectors, an eight-lane one, then scalars
+  for (std::size_t n = 1; n <= 17; ++n) {
+    auto data = make_models_with_specials(n, coords, static_cast<unsigned>(4 * n), gen);
+    const auto& models = data.models;
+    const auto& ref = data.ref;
+    for (int kind = 0; kind < 4; ++kind) {
+      std::vector<double> w;
+      if (kind < 3) {
+        w = spread_weights(n, std::array{weight_spread::equal, weight_spread::near, weight_spread::wide}[kind], gen);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) {
+          w.push_back(static_cast<double>((i * 5) % n + 1));
+        }
+      }
+      const bool equal = std::all_of(w.begin(), w.end(), [&](double x) { return x == w[0]; });
+      for (const auto& o : {rule(aggregate_rule::trimmed_mean, 0.0), rule(aggregate_rule::trimmed_mean, 0.1),
+                            rule(aggregate_rule::trimmed_mean, 0.25), rule(aggregate_rule::trimmed_mean, 0.4),
+                            rule(aggregate_rule::trimmed_mean, 0.4999), rule(aggregate_rule::median)}) {
+        const double beta = o.rule == aggregate_rule::median ? 0.5 - median_tie_mass : o.trim;
+        for (const std::size_t lanes : {std::size_t{8}, std::size_t{16}}) {
+          std::vector<float> out(coords);
+          const std::size_t old = set_aggregation_lanes(lanes);
+          const auto done = aggregate(wrap(models), w, ref, o, out);
+          set_aggregation_lanes(old);
+          ASSERT_TRUE(done.has_value());
+          for (std::size_t k = 0; k < coords; ++k) {
+            const auto want = long_double_rule(models, w, ref[k], k, beta);
+            const std::string where = "n=" + std::to_string(n) + " kind=" + std::to_string(kind) +
+                                      " beta=" + std::to_string(beta) + " lanes=" + std::to_string(lanes) +
+                                      " k=" + std::to_string(k);
+            if (!want.finite) {
+              // (With equal weights the min/max network may drop a NaN; the outlier screen leaves NaN updates out.)
+              if (!equal) {
+                EXPECT_FALSE(std::isfinite(out[k])) << where;
+              }
+              continue;
+            }
+            const long double tol = static_cast<long double>(n + 4) * 0x1p-24L * want.scale;
+            ASSERT_LE(std::fabs(static_cast<long double>(out[k]) - want.value), tol)
+                << where << ": " << out[k] << " against " << static_cast<double>(want.value);
+          }
+        }
       }
     }
   }
