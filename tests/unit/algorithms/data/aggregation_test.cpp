@@ -486,9 +486,8 @@ long_double_result long_double_rule(const std::vector<std::vector<float>>& model
 // coordinates) against long_double_rule, for N = 1..17, equal, near-equal, spread and integer weights (1..N: sums
 // that meet βW exactly), β = 0, 0.1, 0.25, 0.4, 0.4999 and the median, on normal values with ties, ±0, infinities
 // and NaN (with unequal weights any of the last two makes the result NaN or infinite). The float kernels round u_i,
-// each coefficient (the unequal-weight trimmed mean also rounds the weights to units of 2^−31, which moves a
-// coefficient by at most 2^−24) and each product and sum: a few float roundings of the scale, (N + 4) · 2^−24 of it,
-// bound them all (the largest seen is about 2.1 · 2^−24, at N = 1).
+// each coefficient and each product and sum: a few float roundings of the scale, (N + 4) · 2^−24 of it, bound them
+// all (the largest seen is about 2.1 · 2^−24, at N = 1).
 TEST(AggregationTest, EveryWidthMatchesTheDefinitionInLongDouble) {
   std::mt19937 gen(19);
   constexpr std::size_t coords = 16 * 4 + 11;  // sixteen-lane vectors, an eight-lane one, then scalars
@@ -518,19 +517,20 @@ TEST(AggregationTest, EveryWidthMatchesTheDefinitionInLongDouble) {
           ASSERT_TRUE(done.has_value());
           for (std::size_t k = 0; k < coords; ++k) {
             const auto want = long_double_rule(models, w, ref[k], k, beta);
-            const std::string where = "n=" + std::to_string(n) + " kind=" + std::to_string(kind) +
-                                      " beta=" + std::to_string(beta) + " lanes=" + std::to_string(lanes) +
-                                      " k=" + std::to_string(k);
+            const auto where = [&] {  // only built for a failure's message
+              return "n=" + std::to_string(n) + " kind=" + std::to_string(kind) + " beta=" + std::to_string(beta) +
+                     " lanes=" + std::to_string(lanes) + " k=" + std::to_string(k);
+            };
             if (!want.finite) {
               // (With equal weights the min/max network may drop a NaN; the outlier screen leaves NaN updates out.)
               if (!equal) {
-                EXPECT_FALSE(std::isfinite(out[k])) << where;
+                EXPECT_FALSE(std::isfinite(out[k])) << where();
               }
               continue;
             }
             const long double tol = static_cast<long double>(n + 4) * 0x1p-24L * want.scale;
             ASSERT_LE(std::fabs(static_cast<long double>(out[k]) - want.value), tol)
-                << where << ": " << out[k] << " against " << static_cast<double>(want.value);
+                << where() << ": " << out[k] << " against " << static_cast<double>(want.value);
           }
         }
       }
