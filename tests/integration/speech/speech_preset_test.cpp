@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The tiny preset of the speech job end to end, the way a newcomer runs it: `PRESET=tiny examples/speech/train`
 // makes the keyword set (ops/make-kws-data --preset tiny), fills the feature cache, then trains with the
-// settings of examples/speech/kws-tiny.yaml. About a minute on two idle cores; it reaches about 70 % on the
-// held-out voices (examples/speech/README.md), and the floor here, 30 %, is far above chance (1 in 12, 8.3 %)
-// and far enough below that to hold on a loaded machine.
+// settings of examples/speech/kws-tiny.yaml. Well under a minute on two idle cores; the preset aims at 60 % on
+// the held-out voices and reaches more (examples/speech/README.md). With a fixed seed every round waits for
+// both workers, so the accuracy does not depend on the machine's load; the floor here, 50 %, leaves room for
+// another CPU's vector width changing the rounding of the training, and is six times chance (1 in 12).
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
@@ -38,7 +39,7 @@ TEST(SpeechPresetTest, TinyPresetLearnsTheKeywords) {
   const std::regex done{R"(prsgd local: done: test accuracy ([0-9.]+)% after)"};
   ASSERT_TRUE(std::regex_search(text, m, done)) << text;
   const double accuracy = std::strtod(m[1].str().c_str(), nullptr);
-  EXPECT_GE(accuracy, 30.0) << text;
+  EXPECT_GE(accuracy, 50.0) << text;
 }
 
 }  // namespace
