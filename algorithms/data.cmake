@@ -4,12 +4,13 @@ list(APPEND PRSGD_ALGORITHMS_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/fashion_mnist.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/averaging.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/src/data/aggregation.cpp)
-# The robust aggregation's register kernels (src/data/aggregation/kernels.hpp), one family in one vector width
-# per file: in one file they were the longest compile of the project (about five minutes at -O3), alone on the
-# critical path. Each stays its own translation unit, never part of a unity file, so that they compile in
-# parallel.
+# The robust aggregation's register kernels (src/data/aggregation/kernels.hpp): each file builds one family, or one
+# slice of the unequal-weight trimmed mean's patterns, in one vector width. As one file they were the longest
+# compile of the project, alone on the critical path; as their own translation units, kept out of unity files,
+# they compile in parallel.
 set(_aggregation_kernel_sources "")
-foreach(_family register register_window weighted weighted_window)
+foreach(_family register register_window weighted weighted_window quantized_1_10 quantized_11_13 quantized_14_15
+                quantized_16)
   foreach(_width narrow wide)
     list(APPEND _aggregation_kernel_sources ${CMAKE_CURRENT_SOURCE_DIR}/src/data/aggregation/${_family}_${_width}.cpp)
   endforeach()

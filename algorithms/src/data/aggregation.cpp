@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -186,6 +187,75 @@ std::pair<std::size_t, std::size_t> undecided_positions(std::vector<double> q, d
   return {std::min(lo, hi), hi};
 }
 
+// Whether the unequal-weight trimmed mean runs quantized_kernel: N <= 16 and 1 − 2β >= N/64, so that rounding
+// the weights to units of 2^−31 moves no coefficient by more than 2^−24 (2N · 2^−31 / (1 − 2β)). The median
+// (β = 1/2 − median_tie_mass) and trims close to 1/2 keep the exact split weights of weighted_kernel.
+bool quantized_trim_fits(std::size_t n, double beta) {
+  return n <= max_register_inputs && (1 - 2 * beta) * 64 >= static_cast<double>(n);
+}
+
+// The kernel of quantized_shapes[e] in the width wide_kernels() allows: the slices' tables in order hold them all.
+kernel<quantized_args> quantized_kernel_at(std::size_t e) {
+  const std::array<std::span<const kernel<quantized_args>>, 4> slices{
+      pick(quantized_1_10_narrow, quantized_1_10_wide), pick(quantized_11_13_narrow, quantized_11_13_wide),
+      pick(quantized_14_15_narrow, quantized_14_15_wide), pick(quantized_16_narrow, quantized_16_wide)};
+  for (const auto slice : slices) {
+    if (e < slice.size()) {
+      return slice[e];
+    }
+    e -= slice.size();
+  }
+  return nullptr;
+}
+
+// Runs the unequal-weight trimmed mean with integer weights (see quantized_args) on the most specific kernel
+// whose pattern the weights allow: c_j surely below lo for j < A, surely inside [lo, hi] in [B, C), surely above
+// hi from D on, whatever the order of the values (c_j lies between the sums of the j+1 smallest and the j+1
+// largest Q; integers, so no margin is needed).
+void run_quantized(const std::vector<const float*>& xs, const float* ref, std::span<const double> weights, double s,
+                   double beta, float* out, std::size_t len, bool stream) {
+  const std::size_t n = xs.size();
+  std::vector<std::int32_t> q(n);
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    q[i] = static_cast<std::int32_t>(std::max<long long>(1, std::llround(weights[i] / s * quantized_total)));
+    total += q[i];
+  }
+  const auto lo = static_cast<std::int32_t>(std::llround(beta * static_cast<double>(total)));
+  const auto hi = static_cast<std::int32_t>(total - lo);
+  std::vector<std::int32_t> sorted = q;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<bool> below(n);
+  std::vector<bool> inside(n);
+  std::vector<bool> above(n);
+  std::int64_t smallest = 0;
+  std::int64_t largest = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    smallest += sorted[j];
+    largest += sorted[n - 1 - j];
+    below[j] = largest <= lo;
+    above[j] = smallest >= hi;
+    inside[j] = smallest >= lo && largest <= hi;
+  }
+  const auto fits = [&](const quantized_shape& e) {
+    for (std::size_t j = 0; j < n; ++j) {
+      if ((j < e.a && !below[j]) || (j >= e.b && j < e.c && !inside[j]) || (j >= e.d && !above[j])) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const quantized_args args{xs.data(), ref, q.data(),
+                            lo,        hi,  static_cast<float>(s * 2147483648.0 / static_cast<double>(hi - lo)),
+                            out,       len, stream};
+  for (std::size_t e = 0; e < quantized_shapes.size(); ++e) {
+    if (quantized_shapes[e].n == n && fits(quantized_shapes[e])) {
+      quantized_kernel_at(e)(args);
+      return;
+    }
+  }
+}
+
 // Per block of coordinates: u_i = x_i − ref for every input, sorted per coordinate by a sorting network.
 // Equal weights (the common case) sort floats and weigh the j-th smallest with the same coefficient in
 // every coordinate; unequal weights sort (value, weight) pairs in double and compute each coordinate's
@@ -255,6 +325,15 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
     } else {
       pick(register_kernels_narrow, register_kernels_wide)[n - 1](args);
     }
+    return;
+  }
+  if (!equal && quantized_trim_fits(n, beta)) {
+    std::vector<const float*> xs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      xs[i] = inputs[i].params.data();
+    }
+    std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
+    run_quantized(xs, ref != nullptr ? ref : zeros.data(), weights, s, beta, out.data(), len, stream);
     return;
   }
   if (!equal && n <= max_register_inputs) {

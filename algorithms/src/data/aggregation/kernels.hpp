@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the robust-aggregation kernel files share (aggregation/*.cpp: one family of kernels in one vector width
-// each) and the dispatch in data/aggregation.cpp reads: the kernel templates, their argument structs and the
-// tables of built kernels. The kernels are spread over several files because as one file they were the longest
-// compile of the project (GCC at -O3 builds every kernel three times: AVX2, baseline and AVX-512); each file
-// compiles on its own (algorithms/data.cmake). Private.
+// What the robust-aggregation kernel files share (aggregation/*.cpp: each builds one family of kernels, or one
+// slice of the unequal-weight trimmed mean's patterns, in one vector width) and the dispatch in data/aggregation.cpp
+// reads: the kernel templates, their argument structs and the tables of built kernels. GCC at -O3 builds every
+// kernel three times (AVX2 and baseline clones, AVX-512); in one file they were the longest compile of the project,
+// and as separate files they compile in parallel (algorithms/data.cmake). Private.
 #pragma once
 
 #include <algorithm>
@@ -94,10 +94,45 @@ struct weighted_args {
   bool stream;  // non-temporal stores to out (see run_coordinates)
 };
 
-// The kernel templates and their helpers are in an unnamed namespace: each kernel file compiles its own copy,
-// with internal linkage, as when every kernel was in one file. With them in a named namespace GCC 12 built most
-// kernels differently (other stack layouts and operand orders for the same arithmetic), and the kernels are
-// meant to be the code their pinned bits and benchmarks were taken with.
+// The unequal-weight trimmed mean's kernel (the median keeps weighted_kernel and the windows: see quantized_trim_fits
+// in data/aggregation.cpp). The weights are rounded to integers Q_i = round(q_i · (2^31 − 64)) (at least 1), whose sums
+// are exact in int32 in any order; the trim is lo = round(β ΣQ) units at the bottom and as many at the top (hi = ΣQ −
+// lo). Per coordinate the N updates are sorted by Batcher's network carrying their Q (compare, then select both), and
+// the j-th smallest value v_(j) gets the kept mass m_j = T_j − T_{j−1} with T_j = clamp(c_j, lo, hi), c_j the Q of the
+// j+1 smallest and T_{−1} = lo: the definition's max(0, min(c_j, 1 − β) − max(c_{j−1}, β)), in these units and exact.
+// The result is s · 2^31 / (hi − lo) · Σ_j (m_j · 2^−31) v_(j) (computed on −u: see quantized_kernel). Rounding the
+// weights moves every coefficient by at most about 2N · 2^−31 / (1 − 2β), which quantized_trim_fits keeps at or below
+// 2^−24 (one float rounding of a coefficient of 1).
+//
+// The weights alone decide some c_j for every order of the values (run_quantized in data/aggregation.cpp works them
+// out): c_j <= lo ("below": T_j = lo), lo <= c_j <= hi ("inside": T_j = c_j, and m_j = Q_(j) when c_{j−1} is inside
+// too), c_j >= hi ("above": T_j = hi); the rest are clamped per coordinate ("undecided"). A kernel is built per
+// pattern: c_j below for j < A, undecided in [A, B), inside in [B, C), undecided in [C, D), above from D on. (N, 0,
+// N−1, N−1, N−1) fits any weights; near-equal weights leave at most two undecided. Every position is still summed (a
+// surely trimmed one as 0 · v_(j)), so a NaN or infinite update makes the result NaN or infinite wherever it sorts, as
+// in weighted_coordinate.
+struct quantized_args {
+  const float* const* xs;
+  const float* ref;       // never null here: zeros when the inputs are the updates
+  const std::int32_t* q;  // N weights in units: Σ q < 2^31
+  std::int32_t lo;        // the mass trimmed at each end, in units
+  std::int32_t hi;        // Σ q − lo
+  float scale;            // s · 2^31 / (hi − lo)
+  float* out;
+  std::size_t len;
+  bool stream;  // non-temporal stores to out (see run_coordinates)
+};
+
+constexpr double quantized_total = 2147483648.0 - 64.0;  // 2^31 − 64: Σ Q_i stays below 2^31
+constexpr float kept_unit = 0x1p-31F;
+// This kernel prefetches twice as far ahead as the others: at N = 8 and 2M floats that took about a quarter off
+// its time (2.9 → 2.2 ms, medians of four alternating runs, bench/algorithms/data/HISTORY.md).
+constexpr std::size_t quantized_prefetch_floats = 1024;
+
+// The kernel templates and their helpers are in an unnamed namespace, so that each kernel file compiles its own
+// copy with internal linkage: with them in a named namespace (vague linkage) GCC 12 builds most kernels with other
+// stack layouts and operand orders, the same arithmetic but not the code the pinned bits and the benchmarks were
+// taken with.
 namespace {
 
 struct comparator_list {
@@ -236,15 +271,15 @@ template <class V>
 // waits for memory instead of overlapping it (the mean's streaming kernel does the same).
 constexpr std::size_t prefetch_floats = 512;
 
-template <std::size_t N>
+template <std::size_t N, std::size_t Ahead = prefetch_floats>
 [[gnu::always_inline]] inline void prefetch_ahead(const float* const (&x)[N], const float* ref, std::size_t k,
-                                                  std::size_t len) {
-  if (k % 16 == 0 && k + prefetch_floats < len) {
+                                                  std::size_t first, std::size_t len) {
+  if ((k - first) % 16 == 0 && k + Ahead < len) {
     PRSGD_UNROLL(16)
     for (std::size_t i = 0; i < N; ++i) {
-      __builtin_prefetch(x[i] + k + prefetch_floats);
+      __builtin_prefetch(x[i] + k + Ahead);
     }
-    __builtin_prefetch(ref + k + prefetch_floats);
+    __builtin_prefetch(ref + k + Ahead);
   }
 }
 
@@ -253,7 +288,7 @@ template <std::size_t N>
 // mean's kernel does above streaming_store_threshold(): out then costs no read-for-ownership and does not
 // evict the inputs. Those stores need out on 16 bytes (any std::vector's buffer is); another out is written
 // normally. One loop with the store chosen per vector, so that each body is expanded once.
-template <std::size_t N, class V, class Lanes, class One>
+template <std::size_t N, class V, std::size_t Ahead = prefetch_floats, class Lanes, class One>
 [[gnu::always_inline]] inline void run_coordinates(const float* const (&x)[N], const float* ref, float* out,
                                                    std::size_t len, bool stream, const Lanes& lanes, const One& one) {
   constexpr std::size_t width = lanes_of<V>;
@@ -263,9 +298,35 @@ template <std::size_t N, class V, class Lanes, class One>
   stream = false;
 #endif
   std::size_t k = 0;
+#if PRSGD_AGGREGATION_HAS_AVX512
+  if constexpr (width == 16) {
+    // Sixteen lanes stream with one 64-byte store, which needs out + k on 64 bytes: the first coordinates up to
+    // there take the scalar loop (the same bits).
+    if (stream) {
+      for (; k < len && reinterpret_cast<std::uintptr_t>(out + k) % 64 != 0; ++k) {
+        out[k] = one(k);
+      }
+    }
+  }
+#endif
+  const std::size_t first = k;
   for (; k + width <= len; k += width) {
-    prefetch_ahead<N>(x, ref, k, len);
+    prefetch_ahead<N, Ahead>(x, ref, k, first, len);
     const V v = lanes(k);
+#if PRSGD_AGGREGATION_HAS_AVX512
+    if constexpr (width == 16) {
+      if (stream) {
+#if defined(__clang__)
+        __builtin_nontemporal_store(v, reinterpret_cast<V*>(out + k));
+#else
+        // vmovntps by hand: GCC would have to inline the intrinsic into this template, which is not built for
+        // AVX-512 (only the kernels it is inlined into are).
+        asm volatile("vmovntps %1, %0" : "=m"(*reinterpret_cast<V*>(out + k)) : "v"(v));
+#endif
+        continue;
+      }
+    }
+#endif
 #if defined(__SSE__)
     if (stream) {
       PRSGD_UNROLL(4)
@@ -539,6 +600,112 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi, class V>
     }
   });
 }
+enum class mass_status : std::uint8_t { below, undecided, inside, above };
+
+template <std::size_t A, std::size_t B, std::size_t C, std::size_t D>
+constexpr mass_status status_at(std::size_t j) {
+  if (j < A) {
+    return mass_status::below;
+  }
+  if (j < B) {
+    return mass_status::undecided;
+  }
+  if (j < C) {
+    return mass_status::inside;
+  }
+  return j < D ? mass_status::undecided : mass_status::above;
+}
+
+template <std::size_t N, std::size_t A, std::size_t B, std::size_t C, std::size_t D, class T, class I>
+[[gnu::always_inline]] inline T quantized_coordinate(T (&v)[N], I (&w)[N], std::int32_t lo_units,
+                                                     std::int32_t hi_units) {
+  static constexpr comparator_list net = batcher(N);
+  PRSGD_UNROLL(80)
+  for (std::size_t c = 0; c < net.size; ++c) {
+    const std::size_t i = net.pairs[c].first;
+    const std::size_t j = net.pairs[c].second;
+    const auto swap = v[j] < v[i];
+    const T va = v[i];
+    const T vb = v[j];
+    const I wa = w[i];
+    const I wb = w[j];
+    v[i] = swap ? vb : va;
+    v[j] = swap ? va : vb;
+    w[i] = swap ? wb : wa;
+    w[j] = swap ? wa : wb;
+  }
+  const T zero = T{} + 0.0F;
+  const I lo = I{} + lo_units;
+  const I hi = I{} + hi_units;
+  I cum = I{};
+  I below = lo;  // T_{j−1}
+  T acc = zero;
+  PRSGD_UNROLL(16)
+  for (std::size_t j = 0; j < N; ++j) {
+    const mass_status now = status_at<A, B, C, D>(j);
+    const mass_status before = j == 0 ? mass_status::below : status_at<A, B, C, D>(j - 1);
+    if (now != mass_status::above) {
+      cum = cum + w[j];
+    }
+    I upto = hi;
+    if (now == mass_status::below) {
+      upto = lo;
+    } else if (now == mass_status::inside) {
+      upto = cum;
+    } else if (now == mass_status::undecided) {
+      upto = vmin(hi, vmax(lo, cum));
+    }
+    if (now == mass_status::below || (now == mass_status::above && before == mass_status::above)) {
+      acc = acc + zero * v[j];  // m_j = 0, but a NaN or infinity still shows
+    } else {
+      const I kept = now == mass_status::inside && before == mass_status::inside ? w[j] : upto - below;
+      acc = acc + to_float(kept) * kept_unit * v[j];
+    }
+    below = upto;
+  }
+  // One NaN for every NaN result, as in weighted_coordinate.
+  return acc == acc ? acc : zero + std::numeric_limits<float>::quiet_NaN();
+}
+
+// Runs quantized_coordinate over the negated updates ref − x_i: the subtraction then reads x_i straight from memory
+// (one instruction per input, not a load and a subtraction). The trimmed mean is odd, A(−u) = −A(u), for the trim
+// is the same at both ends, so out = ref − s · A(ref − x).
+template <std::size_t N, std::size_t A, std::size_t B, std::size_t C, std::size_t D, class V>
+[[gnu::always_inline]] inline void quantized_kernel(const quantized_args& a) {
+  using I = int_vector<V>;
+  const float* x[N];
+  I q_lanes[N];
+  for (std::size_t i = 0; i < N; ++i) {
+    x[i] = a.xs[i];
+    q_lanes[i] = I{} + a.q[i];
+  }
+  const float* ref = a.ref;
+  const float scale = a.scale;
+  const std::int32_t lo = a.lo;  // locals: the stores to out could alias a
+  const std::int32_t hi = a.hi;
+  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
+    const auto r = load<V>(ref + k);
+    V u[N];
+    I w[N];
+    PRSGD_UNROLL(16)
+    for (std::size_t i = 0; i < N; ++i) {
+      u[i] = r - load<V>(x[i] + k);
+      w[i] = q_lanes[i];
+    }
+    return r - scale * quantized_coordinate<N, A, B, C, D>(u, w, lo, hi);
+  };
+  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
+    float u[N];
+    std::int32_t w[N];
+    for (std::size_t i = 0; i < N; ++i) {
+      u[i] = ref[k] - x[i][k];
+      w[i] = a.q[i];
+    }
+    return ref[k] - scale * quantized_coordinate<N, A, B, C, D>(u, w, lo, hi);
+  };
+  run_coordinates<N, V, quantized_prefetch_floats>(x, ref, a.out, a.len, a.stream, lanes, one);
+}
+
 }  // namespace
 
 // The kernels built, in tables of function pointers: one table per family and vector width, defined with its
@@ -583,21 +750,82 @@ inline constexpr std::array window_shapes{PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREG
 template <class Args>
 using window_kernels = std::array<kernel<Args>, window_shapes.size()>;
 
+// The unequal-weight trimmed mean's patterns built (quantized_kernel), in four slices by N: the eight-lane kernels
+// of all of them took about as long to compile as all other kernels together, so each slice has its own files.
+// Within an N the more specific patterns come first (run_quantized takes the first that fits): those of near-equal
+// weights (sample counts that differ by a few per cent) at β = 0.25 for every N, at β = 0.1 and 0.2 for N = 8,
+// then the one that fits any weights.
+// clang-format off
+// X(N, A, B, C, D) for every pattern of a slice.
+#define PRSGD_AGGREGATION_QUANTIZED_1_10(X) \
+  X(2, 0, 0, 1, 1) X(3, 0, 0, 2, 2) X(4, 0, 1, 2, 3) X(5, 1, 1, 3, 3) X(6, 1, 1, 4, 4) X(7, 1, 1, 5, 5) \
+  X(8, 1, 2, 5, 6) X(8, 1, 1, 6, 6) X(8, 0, 0, 7, 7) X(9, 2, 2, 6, 6) X(10, 2, 2, 7, 7) \
+  X(1, 0, 0, 0, 0) X(2, 0, 1, 1, 1) X(3, 0, 2, 2, 2) X(4, 0, 3, 3, 3) X(5, 0, 4, 4, 4) X(6, 0, 5, 5, 5) \
+  X(7, 0, 6, 6, 6) X(8, 0, 7, 7, 7) X(9, 0, 8, 8, 8) X(10, 0, 9, 9, 9)
+#define PRSGD_AGGREGATION_QUANTIZED_11_13(X) \
+  X(11, 2, 2, 8, 8) X(12, 2, 3, 8, 9) X(13, 3, 3, 9, 9) \
+  X(11, 0, 10, 10, 10) X(12, 0, 11, 11, 11) X(13, 0, 12, 12, 12)
+#define PRSGD_AGGREGATION_QUANTIZED_14_15(X) \
+  X(14, 3, 3, 10, 10) X(15, 3, 3, 11, 11) X(14, 0, 13, 13, 13) X(15, 0, 14, 14, 14)
+#define PRSGD_AGGREGATION_QUANTIZED_16(X) \
+  X(16, 3, 4, 11, 12) X(16, 0, 15, 15, 15)
+// clang-format on
+// X(N, A, B, C, D) for every pattern, the slices in order.
+#define PRSGD_AGGREGATION_QUANTIZED(X) \
+  PRSGD_AGGREGATION_QUANTIZED_1_10(X)  \
+  PRSGD_AGGREGATION_QUANTIZED_11_13(X) PRSGD_AGGREGATION_QUANTIZED_14_15(X) PRSGD_AGGREGATION_QUANTIZED_16(X)
+
+struct quantized_shape {
+  std::size_t n;
+  std::size_t a;
+  std::size_t b;
+  std::size_t c;
+  std::size_t d;
+};
+
+#define PRSGD_AGGREGATION_QUANTIZED_SHAPE(N, A, B, C, D) quantized_shape{N, A, B, C, D},
+inline constexpr std::array quantized_shapes{PRSGD_AGGREGATION_QUANTIZED(PRSGD_AGGREGATION_QUANTIZED_SHAPE)};
+#undef PRSGD_AGGREGATION_QUANTIZED_SHAPE
+
+// The quantized kernels of one slice, in the order of its patterns (so the slices in order follow quantized_shapes).
+#define PRSGD_AGGREGATION_QUANTIZED_COUNT(N, A, B, C, D) +1
+using quantized_kernels_1_10 =
+    std::array<kernel<quantized_args>, 0 PRSGD_AGGREGATION_QUANTIZED_1_10(PRSGD_AGGREGATION_QUANTIZED_COUNT)>;
+using quantized_kernels_11_13 =
+    std::array<kernel<quantized_args>, 0 PRSGD_AGGREGATION_QUANTIZED_11_13(PRSGD_AGGREGATION_QUANTIZED_COUNT)>;
+using quantized_kernels_14_15 =
+    std::array<kernel<quantized_args>, 0 PRSGD_AGGREGATION_QUANTIZED_14_15(PRSGD_AGGREGATION_QUANTIZED_COUNT)>;
+using quantized_kernels_16 =
+    std::array<kernel<quantized_args>, 0 PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_QUANTIZED_COUNT)>;
+#undef PRSGD_AGGREGATION_QUANTIZED_COUNT
+
 extern const sort_kernels<register_args> register_kernels_narrow;    // register_narrow.cpp
 extern const window_kernels<register_args> register_windows_narrow;  // register_window_narrow.cpp
 extern const sort_kernels<weighted_args> weighted_kernels_narrow;    // weighted_narrow.cpp
 extern const window_kernels<weighted_args> weighted_windows_narrow;  // weighted_window_narrow.cpp
+extern const quantized_kernels_1_10 quantized_1_10_narrow;           // quantized_1_10_narrow.cpp
+extern const quantized_kernels_11_13 quantized_11_13_narrow;         // quantized_11_13_narrow.cpp
+extern const quantized_kernels_14_15 quantized_14_15_narrow;         // quantized_14_15_narrow.cpp
+extern const quantized_kernels_16 quantized_16_narrow;               // quantized_16_narrow.cpp
 #if PRSGD_AGGREGATION_HAS_AVX512
 extern const sort_kernels<register_args> register_kernels_wide;    // register_wide.cpp
 extern const window_kernels<register_args> register_windows_wide;  // register_window_wide.cpp
 extern const sort_kernels<weighted_args> weighted_kernels_wide;    // weighted_wide.cpp
 extern const window_kernels<weighted_args> weighted_windows_wide;  // weighted_window_wide.cpp
+extern const quantized_kernels_1_10 quantized_1_10_wide;           // quantized_1_10_wide.cpp
+extern const quantized_kernels_11_13 quantized_11_13_wide;         // quantized_11_13_wide.cpp
+extern const quantized_kernels_14_15 quantized_14_15_wide;         // quantized_14_15_wide.cpp
+extern const quantized_kernels_16 quantized_16_wide;               // quantized_16_wide.cpp
 #else
 // One width only: the "wide" tables are the narrow ones (the *_wide.cpp files build nothing).
 inline constexpr const auto& register_kernels_wide = register_kernels_narrow;
 inline constexpr const auto& register_windows_wide = register_windows_narrow;
 inline constexpr const auto& weighted_kernels_wide = weighted_kernels_narrow;
 inline constexpr const auto& weighted_windows_wide = weighted_windows_narrow;
+inline constexpr const auto& quantized_1_10_wide = quantized_1_10_narrow;
+inline constexpr const auto& quantized_11_13_wide = quantized_11_13_narrow;
+inline constexpr const auto& quantized_14_15_wide = quantized_14_15_narrow;
+inline constexpr const auto& quantized_16_wide = quantized_16_narrow;
 #endif
 
 }  // namespace prsgd::algorithms::aggregation_kernels
