@@ -1,30 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
+// The robust combining rules and their dispatch; the register kernels they run are in aggregation/ (see
+// aggregation/kernels.hpp).
 #include "prsgd/algorithms/aggregation.hpp"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <limits>
+#include <optional>
+#include <span>
 #include <string>
-#include <type_traits>
 #include <utility>
+#include <vector>
 
-#include "unroll.hpp"
-
-#if defined(__SSE__)
-#include <immintrin.h>
-#endif
-
-// The register kernels' helpers take and return 32-byte vectors, which warns about the ABI of AVX
-// arguments where AVX is not enabled (GCC reports it at the end of the file, so the pragma covers the
-// file); they are always inlined into their kernel, so no call crosses that ABI.
-#pragma GCC diagnostic ignored "-Wpsabi"
+#include "data/aggregation/kernels.hpp"
 
 namespace prsgd::algorithms {
 namespace {
+
+using namespace aggregation_kernels;
 
 // 512 values per input: with N = 8, the float buffers (16 KiB) or the double values and weights of the
 // weighted path (64 KiB) stay in L1 / L2 while the sorting network runs over them.
@@ -128,658 +122,11 @@ double median(std::vector<double> v) {
 
 bool positive_finite(double v) { return std::isfinite(v) && v > 0; }
 
-// The register kernel for equal weights and N <= max_register_inputs: per coordinate, the N updates are
-// loaded into N locals, sorted by Batcher's network (min/max, fully unrolled for the N at hand) and
-// weighed with the fixed coefficients; the compiler vectorises the loop over coordinates, so the values
-// never leave the vector registers. On x86-64 the kernels also get an AVX2 clone picked at load time
-// (min/max and products: the same results on either path). Not under ThreadSanitizer: the clones'
-// resolvers are IFUNCs that run before the TSan runtime starts (see algorithms/src/nn/layer_kernels.hpp).
-#if defined(__SANITIZE_THREAD__) || !defined(__x86_64__)
-#define PRSGD_AGGREGATION_WIDE_VECTORS
-#else
-#define PRSGD_AGGREGATION_WIDE_VECTORS __attribute__((target_clones("avx2", "default")))
-#endif
-
-// On x86-64 every kernel is also built for AVX-512 with sixteen coordinates per vector, and picked at run time
-// when the CPU has AVX-512F (and set_aggregation_lanes() allows it). Each lane still does the scalar arithmetic
-// of one coordinate, so the results are the bits of the eight-lane kernels. The choice is a plain CPU check,
-// not an IFUNC, so it works under ThreadSanitizer too.
-#if defined(__x86_64__)
-#define PRSGD_AGGREGATION_HAS_AVX512 1
-#define PRSGD_AGGREGATION_AVX512 __attribute__((target("avx512f")))
-#else
-#define PRSGD_AGGREGATION_HAS_AVX512 0
-#endif
-
-// The kernels' lambdas take and return vectors: they must be inlined into the kernel (and so into its AVX2
-// clone), or a call would cross the ABI the -Wpsabi pragma above is about.
-#define PRSGD_AGGREGATION_INLINE __attribute__((always_inline))
-
-constexpr std::size_t max_register_inputs = 16;
-
-struct comparator_list {
-  std::array<std::pair<std::uint8_t, std::uint8_t>, 80> pairs{};  // Batcher's network for 16 has 63
-  std::size_t size = 0;
-};
-
-constexpr comparator_list batcher(std::size_t n) {
-  comparator_list net;
-  for (std::size_t p = 1; p < n; p <<= 1U) {
-    for (std::size_t k = p; k >= 1; k >>= 1U) {
-      for (std::size_t j = k % p; j + k < n; j += 2 * k) {
-        for (std::size_t i = 0; i < std::min(k, n - j - k); ++i) {
-          if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
-            net.pairs[net.size++] = {static_cast<std::uint8_t>(i + j), static_cast<std::uint8_t>(i + j + k)};
-          }
-        }
-      }
-    }
-  }
-  return net;
-}
-
-// Batcher's network cut down to the sorted positions lo..hi (a selection network): working backwards from
-// those outputs, a comparator none of whose outputs is read later is dropped, and one whose min (or max) alone
-// is read later computes only that. The values at lo..hi are the same as after the full sort.
-enum class comparator_kind : std::uint8_t { both, min_only, max_only };
-
-struct selection_op {
-  std::uint8_t lo = 0;
-  std::uint8_t hi = 0;
-  comparator_kind kind = comparator_kind::both;
-};
-
-struct selection_network {
-  std::array<selection_op, 80> ops{};
-  std::size_t size = 0;
-};
-
-constexpr selection_network selection(std::size_t n, std::size_t lo, std::size_t hi) {
-  const comparator_list net = batcher(n);
-  std::array<bool, 16> live{};
-  for (std::size_t p = lo; p <= hi; ++p) {
-    live[p] = true;
-  }
-  std::array<selection_op, 80> backwards{};
-  std::size_t kept = 0;
-  for (std::size_t q = net.size; q-- > 0;) {
-    const auto [i, j] = net.pairs[q];
-    if (!live[i] && !live[j]) {
-      continue;
-    }
-    const comparator_kind kind = live[i] && live[j] ? comparator_kind::both
-                                 : live[i]          ? comparator_kind::min_only
-                                                    : comparator_kind::max_only;
-    backwards[kept++] = {i, j, kind};
-    live[i] = true;
-    live[j] = true;
-  }
-  selection_network out;
-  for (std::size_t q = kept; q-- > 0;) {
-    out.ops[out.size++] = backwards[q];
-  }
-  return out;
-}
-
-// Runs selection(N, Lo, Hi) over v (a vector of coordinates, or one).
-template <std::size_t N, std::size_t Lo, std::size_t Hi, class T>
-[[gnu::always_inline]] inline void select_positions(T (&v)[N]) {
-  static constexpr selection_network net = selection(N, Lo, Hi);
-  PRSGD_UNROLL(80)
-  for (std::size_t q = 0; q < net.size; ++q) {
-    const std::size_t i = net.ops[q].lo;
-    const std::size_t j = net.ops[q].hi;
-    const T a = v[i];
-    const T b = v[j];
-    if (net.ops[q].kind != comparator_kind::max_only) {
-      v[i] = b < a ? b : a;
-    }
-    if (net.ops[q].kind != comparator_kind::min_only) {
-      v[j] = a < b ? b : a;
-    }
-  }
-}
-
-struct register_args {
-  const float* const* xs;
-  const float* ref;   // never null here: zeros when the inputs are the updates
-  const float* coef;  // N fixed coefficients, already multiplied by s
-  float* out;
-  std::size_t len;
-  bool stream;  // non-temporal stores to out (see run_coordinates)
-};
-
-// The register kernels work on explicit vectors (GCC/Clang vector extensions) of lanes coordinates: left
-// to the loop vectorizer, the kernels for N >= 10 came out scalar. Each lane does exactly the scalar
-// arithmetic of one coordinate (the same comparisons, selections and operation order), so the results
-// are the same bits as the scalar loop that finishes the last len % lanes coordinates.
-using float8 = float __attribute__((vector_size(32)));
-using int8v = std::int32_t __attribute__((vector_size(32)));
-using float16 = float __attribute__((vector_size(64)));
-using int16v = std::int32_t __attribute__((vector_size(64)));
-
-// The number of coordinates in a vector V, and the int32 vector of the same width (input indices, weights).
-template <class V>
-inline constexpr std::size_t lanes_of = sizeof(V) / sizeof(float);
-
-template <class V>
-struct int_lanes;
-template <>
-struct int_lanes<float8> {
-  using type = int8v;
-};
-template <>
-struct int_lanes<float16> {
-  using type = int16v;
-};
-template <class V>
-using int_vector = typename int_lanes<V>::type;
-
-template <class V>
-[[gnu::always_inline]] inline V load(const void* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(V));
-  return v;
-}
-
-template <class V>
-[[gnu::always_inline]] inline void store(void* p, const V& v) {
-  std::memcpy(p, &v, sizeof(V));
-}
-
-// std::min and std::max, lane by lane: min(a, b) = b < a ? b : a, max(a, b) = a < b ? b : a.
-template <class V>
-[[gnu::always_inline]] inline V vmin(const V& a, const V& b) {
-  return b < a ? b : a;
-}
-template <class V>
-[[gnu::always_inline]] inline V vmax(const V& a, const V& b) {
-  return a < b ? b : a;
-}
-
-// Asks for the cache line prefetch_floats ahead in every input and in ref, once per line (16 floats): with
-// N + 1 streams the hardware prefetchers alone keep too few lines in flight, and the sort's arithmetic then
-// waits for memory instead of overlapping it (the mean's streaming kernel does the same).
-constexpr std::size_t prefetch_floats = 512;
-
-template <std::size_t N>
-[[gnu::always_inline]] inline void prefetch_ahead(const float* const (&x)[N], const float* ref, std::size_t k,
-                                                  std::size_t len) {
-  if (k % 16 == 0 && k + prefetch_floats < len) {
-    PRSGD_UNROLL(16)
-    for (std::size_t i = 0; i < N; ++i) {
-      __builtin_prefetch(x[i] + k + prefetch_floats);
-    }
-    __builtin_prefetch(ref + k + prefetch_floats);
-  }
-}
-
-// Runs a kernel over all coordinates: `lanes(k)` returns out[k .. k+8) as a vector, `one(k)` out[k] alone (the
-// same arithmetic, lane for lane). With `stream`, the vectors are written with non-temporal stores, as the
-// mean's kernel does above streaming_store_threshold(): out then costs no read-for-ownership and does not
-// evict the inputs. Those stores need out on 16 bytes (any std::vector's buffer is); another out is written
-// normally. One loop with the store chosen per vector, so that each body is expanded once.
-template <std::size_t N, class V, class Lanes, class One>
-[[gnu::always_inline]] inline void run_coordinates(const float* const (&x)[N], const float* ref, float* out,
-                                                   std::size_t len, bool stream, const Lanes& lanes, const One& one) {
-  constexpr std::size_t width = lanes_of<V>;
-#if defined(__SSE__)
-  stream = stream && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
-#else
-  stream = false;
-#endif
-  std::size_t k = 0;
-  for (; k + width <= len; k += width) {
-    prefetch_ahead<N>(x, ref, k, len);
-    const V v = lanes(k);
-#if defined(__SSE__)
-    if (stream) {
-      PRSGD_UNROLL(4)
-      for (std::size_t q = 0; q < width; q += 4) {
-        _mm_stream_ps(out + k + q, __m128{v[q], v[q + 1], v[q + 2], v[q + 3]});
-      }
-      continue;
-    }
-#endif
-    store(out + k, v);
-  }
-#if defined(__SSE__)
-  if (stream) {
-    _mm_sfence();
-  }
-#endif
-  for (; k < len; ++k) {
-    out[k] = one(k);
-  }
-}
-
-// Runs a kernel: for a vector V of coordinates at a time (then one), loads the N updates u_i = x_i − ref and
-// writes ref + combine(u). out may alias ref: a coordinate's ref is read before its out is written.
-template <std::size_t N, class V, class Combine>
-[[gnu::always_inline]] inline void run_kernel(const float* const* xs, const float* ref, float* out, std::size_t len,
-                                              bool stream, const Combine& combine) {
-  const float* x[N];
-  for (std::size_t i = 0; i < N; ++i) {
-    x[i] = xs[i];
-  }
-  const auto lanes = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    const auto r = load<V>(ref + k);
-    V u[N];
-    PRSGD_UNROLL(16)
-    for (std::size_t i = 0; i < N; ++i) {
-      u[i] = load<V>(x[i] + k) - r;
-    }
-    return r + combine(u);
-  };
-  const auto one = [&](std::size_t k) PRSGD_AGGREGATION_INLINE {
-    float u[N];
-    for (std::size_t i = 0; i < N; ++i) {
-      u[i] = x[i][k] - ref[k];
-    }
-    return ref[k] + combine(u);
-  };
-  run_coordinates<N, V>(x, ref, out, len, stream, lanes, one);
-}
-
-// One coordinate of the equal-weight kernel (T = float) or a vector of them (T = float8, float16).
-template <std::size_t N, class T>
-[[gnu::always_inline]] inline T register_coordinate(T (&v)[N], const float (&c)[N]) {
-  static constexpr comparator_list net = batcher(N);
-  PRSGD_UNROLL(80)
-  for (std::size_t q = 0; q < net.size; ++q) {
-    const T lo = vmin(v[net.pairs[q].first], v[net.pairs[q].second]);
-    const T hi = vmax(v[net.pairs[q].first], v[net.pairs[q].second]);
-    v[net.pairs[q].first] = lo;
-    v[net.pairs[q].second] = hi;
-  }
-  T acc = T{} + 0.0F;
-  PRSGD_UNROLL(16)
-  for (std::size_t j = 0; j < N; ++j) {
-    acc = acc + c[j] * v[j];
-  }
-  return acc;
-}
-
-template <std::size_t N, class V>
-[[gnu::always_inline]] inline void register_kernel(const register_args& a) {
-  float c[N];
-  for (std::size_t i = 0; i < N; ++i) {
-    c[i] = a.coef[i];
-  }
-  run_kernel<N, V>(a.xs, a.ref, a.out, a.len, a.stream,
-                   [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE { return register_coordinate<N>(v, c); });
-}
-
-// Each kernel in two widths: eight coordinates per vector (the AVX2 and baseline clones) and sixteen (AVX-512).
-template <class Args>
-struct kernel_pair {
-  void (*narrow)(const Args&);
-  void (*wide)(const Args&);
-};
-using register_kernel_pair = kernel_pair<register_args>;
-
-#if PRSGD_AGGREGATION_HAS_AVX512
-#define PRSGD_AGGREGATION_REGISTER_KERNEL(N)                                                                         \
-  PRSGD_AGGREGATION_WIDE_VECTORS void register_kernel_##N(const register_args& a) { register_kernel<N, float8>(a); } \
-  PRSGD_AGGREGATION_AVX512 void register_kernel_##N##_wide(const register_args& a) { register_kernel<N, float16>(a); }
-#define PRSGD_AGGREGATION_REGISTER_PAIR(N) \
-  register_kernel_pair { &register_kernel_##N, &register_kernel_##N##_wide }
-#else
-#define PRSGD_AGGREGATION_REGISTER_KERNEL(N) \
-  PRSGD_AGGREGATION_WIDE_VECTORS void register_kernel_##N(const register_args& a) { register_kernel<N, float8>(a); }
-#define PRSGD_AGGREGATION_REGISTER_PAIR(N) \
-  register_kernel_pair { &register_kernel_##N, &register_kernel_##N }
-#endif
-PRSGD_AGGREGATION_REGISTER_KERNEL(1)
-PRSGD_AGGREGATION_REGISTER_KERNEL(2)
-PRSGD_AGGREGATION_REGISTER_KERNEL(3)
-PRSGD_AGGREGATION_REGISTER_KERNEL(4)
-PRSGD_AGGREGATION_REGISTER_KERNEL(5)
-PRSGD_AGGREGATION_REGISTER_KERNEL(6)
-PRSGD_AGGREGATION_REGISTER_KERNEL(7)
-PRSGD_AGGREGATION_REGISTER_KERNEL(8)
-PRSGD_AGGREGATION_REGISTER_KERNEL(9)
-PRSGD_AGGREGATION_REGISTER_KERNEL(10)
-PRSGD_AGGREGATION_REGISTER_KERNEL(11)
-PRSGD_AGGREGATION_REGISTER_KERNEL(12)
-PRSGD_AGGREGATION_REGISTER_KERNEL(13)
-PRSGD_AGGREGATION_REGISTER_KERNEL(14)
-PRSGD_AGGREGATION_REGISTER_KERNEL(15)
-PRSGD_AGGREGATION_REGISTER_KERNEL(16)
-#undef PRSGD_AGGREGATION_REGISTER_KERNEL
-
-constexpr std::array<register_kernel_pair, max_register_inputs> register_kernels{
-    PRSGD_AGGREGATION_REGISTER_PAIR(1),  PRSGD_AGGREGATION_REGISTER_PAIR(2),  PRSGD_AGGREGATION_REGISTER_PAIR(3),
-    PRSGD_AGGREGATION_REGISTER_PAIR(4),  PRSGD_AGGREGATION_REGISTER_PAIR(5),  PRSGD_AGGREGATION_REGISTER_PAIR(6),
-    PRSGD_AGGREGATION_REGISTER_PAIR(7),  PRSGD_AGGREGATION_REGISTER_PAIR(8),  PRSGD_AGGREGATION_REGISTER_PAIR(9),
-    PRSGD_AGGREGATION_REGISTER_PAIR(10), PRSGD_AGGREGATION_REGISTER_PAIR(11), PRSGD_AGGREGATION_REGISTER_PAIR(12),
-    PRSGD_AGGREGATION_REGISTER_PAIR(13), PRSGD_AGGREGATION_REGISTER_PAIR(14), PRSGD_AGGREGATION_REGISTER_PAIR(15),
-    PRSGD_AGGREGATION_REGISTER_PAIR(16)};
-#undef PRSGD_AGGREGATION_REGISTER_PAIR
-
-// The equal-weight kernel when only the sorted positions Lo..Hi have a nonzero coefficient (the median: the
-// middle one or two): the network is cut down to those positions (selection()), which for the median drops
-// about a third of the comparators' operations. Same arithmetic order as register_kernel otherwise.
-template <std::size_t N, std::size_t Lo, std::size_t Hi, class V>
-[[gnu::always_inline]] inline void register_window_kernel(const register_args& a) {
-  float c[N];
-  for (std::size_t i = 0; i < N; ++i) {
-    c[i] = a.coef[i];
-  }
-  run_kernel<N, V>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
-    select_positions<N, Lo, Hi>(v);
-    auto acc = std::remove_reference_t<decltype(v[0])>{} + 0.0F;
-    PRSGD_UNROLL(16)
-    for (std::size_t j = Lo; j <= Hi; ++j) {
-      acc = acc + c[j] * v[j];
-    }
-    return acc;
-  });
-}
-
-// The weighted kernel's cumulative weights, exact: each weight q_i = hi_i + lo_i · 2⁻⁵¹ with hi_i a multiple of
-// 2⁻²⁴ (a float: any sum of them up to 1 is a float too) and lo_i an integer (|lo_i| ≤ 2²⁶: sums of 16 fit
-// an int32), so summing them in sorted order loses nothing, whatever the order; only the distance of the sum
-// from β is rounded, once, to float. That keeps the median's tie band (10⁻⁹ around 1/2) resolved: a
-// cumulative weight exactly at 1/2 is seen exactly at 1/2.
-constexpr double hi_grid = 16777216.0;          // 2^24
-constexpr double lo_grid = 2251799813685248.0;  // 2^51
-constexpr float lo_unit = 0x1p-51F;
-
-struct split_weight {
-  float hi = 0;
-  std::int32_t lo = 0;
-};
-
+// Splits a weight as the weighted kernels sum it (see split_weight in aggregation/kernels.hpp).
 split_weight split(double q) {
   const double hi = std::nearbyint(q * hi_grid) / hi_grid;
   return {static_cast<float>(hi), static_cast<std::int32_t>(std::llround((q - hi) * lo_grid))};
 }
-
-struct weighted_args {
-  const float* const* xs;
-  const float* ref;   // never null here: zeros when the inputs are the updates
-  const float* q_hi;  // N weights (w_i / s), split
-  const std::int32_t* q_lo;
-  split_weight beta;  // the mass trimmed at each end, split
-  float inv_keep;     // 1 / (1 − 2β)
-  float scale;        // s
-  float* out;
-  std::size_t len;
-  bool stream;  // non-temporal stores to out (see run_coordinates)
-};
-
-[[gnu::always_inline]] inline float to_float(std::int32_t v) { return static_cast<float>(v); }
-[[gnu::always_inline]] inline float8 to_float(const int8v& v) { return __builtin_convertvector(v, float8); }
-[[gnu::always_inline]] inline float16 to_float(const int16v& v) { return __builtin_convertvector(v, float16); }
-
-// The register kernel for unequal weights and N <= max_register_inputs: per coordinate, the N updates (in
-// float, as the equal-weight kernel has them) are sorted by Batcher's network carrying each one's input
-// index (compare, then select both). The j-th smallest value is weighed by t_j − t_{j−1}, where t_j =
-// clamp((c_j − β) / (1 − 2β), 0, 1) and c_j is the weight of the j smallest values (split, as above):
-// t_j − t_{j−1} = max(0, min(c_j, 1 − β) − max(c_{j−1}, β)) / (1 − 2β), the definition. `weight(id)` returns
-// the split weights of the inputs `id` names. A vector of coordinates at a time, every lane the scalar arithmetic.
-template <std::size_t N, class T, class I, class Weight>
-[[gnu::always_inline]] inline T weighted_coordinate(T (&v)[N], I (&id)[N], const weighted_args& a,
-                                                    const Weight& weight) {
-  static constexpr comparator_list net = batcher(N);
-  PRSGD_UNROLL(80)
-  for (std::size_t c = 0; c < net.size; ++c) {
-    const std::size_t i = net.pairs[c].first;
-    const std::size_t j = net.pairs[c].second;
-    const auto swap = v[j] < v[i];
-    const T va = v[i];
-    const T vb = v[j];
-    const I ia = id[i];
-    const I ib = id[j];
-    v[i] = swap ? vb : va;
-    v[j] = swap ? va : vb;
-    id[i] = swap ? ib : ia;
-    id[j] = swap ? ia : ib;
-  }
-  const T zero = T{} + 0.0F;
-  const T one = zero + 1.0F;
-  T cum_hi = zero - a.beta.hi;
-  I cum_lo = I{} - a.beta.lo;
-  T below = zero;
-  T acc = zero;
-  PRSGD_UNROLL(16)
-  for (std::size_t j = 0; j + 1 < N; ++j) {
-    const auto [hi, lo] = weight(id[j]);
-    cum_hi = cum_hi + hi;
-    cum_lo = cum_lo + lo;
-    const T from_beta = cum_hi + to_float(cum_lo) * lo_unit;
-    const T upto = vmin(one, vmax(zero, from_beta * a.inv_keep));
-    acc = acc + (upto - below) * v[j];
-    below = upto;
-  }
-  acc = acc + (one - below) * v[N - 1];  // the last value closes the mass exactly
-  // One NaN for every NaN result: which of two NaNs an addition returns (an input's, or the one 0 · ∞ makes)
-  // depends on the operand order the compiler picked, which may differ between the lanes and the scalar loop.
-  return acc == acc ? acc : zero + std::numeric_limits<float>::quiet_NaN();
-}
-
-// Returns table[id] lane by lane, for the entries of one or two vectors (T = 1 or 2).
-template <std::size_t T, class V, class I>
-[[gnu::always_inline]] inline V lookup(const V (&table)[T], const I& id) {
-  constexpr std::size_t width = sizeof(V) / sizeof(table[0][0]);
-#if defined(__clang__)
-  V r;
-  for (std::size_t l = 0; l < width; ++l) {
-    const auto i = static_cast<std::size_t>(id[l]);
-    r[l] = table[i / width][i % width];
-  }
-  return r;
-#else
-  if constexpr (T == 1) {
-    return __builtin_shuffle(table[0], id);  // one permute
-  } else {
-    static_assert(width > 0 && T == 2);
-    return __builtin_shuffle(table[0], table[1], id);  // two permutes and a blend (AVX2)
-  }
-#endif
-}
-
-template <std::size_t N, class V>
-[[gnu::always_inline]] inline void weighted_kernel(const weighted_args& a) {
-  using I = int_vector<V>;
-  constexpr std::size_t width = lanes_of<V>;
-  constexpr std::size_t tables = (N + width - 1) / width;
-  V hi_table[tables]{};
-  I lo_table[tables]{};
-  for (std::size_t i = 0; i < N; ++i) {
-    hi_table[i / width][i % width] = a.q_hi[i];
-    lo_table[i / width][i % width] = a.q_lo[i];
-  }
-  const float scale = a.scale;
-  const auto lanes_weight = [&](const I& id) PRSGD_AGGREGATION_INLINE {
-    return std::pair{lookup(hi_table, id), lookup(lo_table, id)};
-  };
-  const auto scalar_weight = [&](std::int32_t id) PRSGD_AGGREGATION_INLINE {
-    return std::pair{a.q_hi[id], a.q_lo[id]};
-  };
-  run_kernel<N, V>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
-    if constexpr (std::is_same_v<std::remove_reference_t<decltype(v[0])>, V>) {
-      I id[N];
-      PRSGD_UNROLL(16)
-      for (std::size_t i = 0; i < N; ++i) {
-        id[i] = I{} + static_cast<std::int32_t>(i);
-      }
-      return scale * weighted_coordinate<N>(v, id, a, lanes_weight);
-    } else {
-      std::int32_t id[N];
-      for (std::size_t i = 0; i < N; ++i) {
-        id[i] = static_cast<std::int32_t>(i);
-      }
-      return scale * weighted_coordinate<N>(v, id, a, scalar_weight);
-    }
-  });
-}
-
-using weighted_kernel_pair = kernel_pair<weighted_args>;
-
-#if PRSGD_AGGREGATION_HAS_AVX512
-#define PRSGD_AGGREGATION_WEIGHTED_KERNEL(N)                                                                         \
-  PRSGD_AGGREGATION_WIDE_VECTORS void weighted_kernel_##N(const weighted_args& a) { weighted_kernel<N, float8>(a); } \
-  PRSGD_AGGREGATION_AVX512 void weighted_kernel_##N##_wide(const weighted_args& a) { weighted_kernel<N, float16>(a); }
-#define PRSGD_AGGREGATION_WEIGHTED_PAIR(N) \
-  weighted_kernel_pair { &weighted_kernel_##N, &weighted_kernel_##N##_wide }
-#else
-#define PRSGD_AGGREGATION_WEIGHTED_KERNEL(N) \
-  PRSGD_AGGREGATION_WIDE_VECTORS void weighted_kernel_##N(const weighted_args& a) { weighted_kernel<N, float8>(a); }
-#define PRSGD_AGGREGATION_WEIGHTED_PAIR(N) \
-  weighted_kernel_pair { &weighted_kernel_##N, &weighted_kernel_##N }
-#endif
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(1)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(2)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(3)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(4)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(5)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(6)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(7)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(8)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(9)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(10)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(11)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(12)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(13)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(14)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(15)
-PRSGD_AGGREGATION_WEIGHTED_KERNEL(16)
-#undef PRSGD_AGGREGATION_WEIGHTED_KERNEL
-
-constexpr std::array<weighted_kernel_pair, max_register_inputs> weighted_kernels{
-    PRSGD_AGGREGATION_WEIGHTED_PAIR(1),  PRSGD_AGGREGATION_WEIGHTED_PAIR(2),  PRSGD_AGGREGATION_WEIGHTED_PAIR(3),
-    PRSGD_AGGREGATION_WEIGHTED_PAIR(4),  PRSGD_AGGREGATION_WEIGHTED_PAIR(5),  PRSGD_AGGREGATION_WEIGHTED_PAIR(6),
-    PRSGD_AGGREGATION_WEIGHTED_PAIR(7),  PRSGD_AGGREGATION_WEIGHTED_PAIR(8),  PRSGD_AGGREGATION_WEIGHTED_PAIR(9),
-    PRSGD_AGGREGATION_WEIGHTED_PAIR(10), PRSGD_AGGREGATION_WEIGHTED_PAIR(11), PRSGD_AGGREGATION_WEIGHTED_PAIR(12),
-    PRSGD_AGGREGATION_WEIGHTED_PAIR(13), PRSGD_AGGREGATION_WEIGHTED_PAIR(14), PRSGD_AGGREGATION_WEIGHTED_PAIR(15),
-    PRSGD_AGGREGATION_WEIGHTED_PAIR(16)};
-#undef PRSGD_AGGREGATION_WEIGHTED_PAIR
-
-// The unequal-weight kernel when the weights leave only the cumulative weights c_Lo .. c_{Hi-1} undecided
-// (c_j: the weight of the j+1 smallest values): every c_j below Lo is surely under β, every one from Hi on
-// surely above 1 − β, whatever order the values come in (coordinate_rule checks this from the weights). The
-// result then is Σ_{j=Lo..Hi} (t_j − t_{j−1}) v_(j) with t_{Lo−1} = 0 and t_Hi = 1, as in weighted_coordinate.
-// For the median with near-equal weights that is one or two positions. The values v_(Lo) .. v_(Hi) come from
-// the cut-down network (no indices carried), and c_j is the weight of the inputs whose value is <= v_(j),
-// summed exactly (split weights, as above). When v_(j) = v_(j+1) that count takes in more than j+1 values, but
-// then t_j only splits the coefficient between two equal values, which leaves the sum as it is; at the last of
-// a run of equal values the count is exact. Any NaN or infinite update makes the coordinate NaN (the sorted
-// window alone could hide it), so the averager's finiteness check refuses the round.
-template <std::size_t N, std::size_t Lo, std::size_t Hi, class T, class I, class Weight>
-[[gnu::always_inline]] inline T window_weighted_coordinate(const T (&u)[N], const weighted_args& a,
-                                                           const Weight& weight) {
-  T v[N];
-  PRSGD_UNROLL(16)
-  for (std::size_t i = 0; i < N; ++i) {
-    v[i] = u[i];
-  }
-  select_positions<N, Lo, Hi>(v);
-  const T zero = T{} + 0.0F;
-  const T one = zero + 1.0F;
-  T below = zero;
-  T acc = zero;
-  PRSGD_UNROLL(16)
-  for (std::size_t j = Lo; j < Hi; ++j) {
-    T cum_hi = zero - a.beta.hi;
-    I cum_lo = I{} - a.beta.lo;
-    PRSGD_UNROLL(16)
-    for (std::size_t i = 0; i < N; ++i) {
-      const auto [hi, lo] = weight(i);
-      const auto in = u[i] <= v[j];
-      cum_hi = cum_hi + (in ? hi : zero);
-      cum_lo = cum_lo + (in ? lo : I{});
-    }
-    const T from_beta = cum_hi + to_float(cum_lo) * lo_unit;
-    const T upto = vmin(one, vmax(zero, from_beta * a.inv_keep));
-    acc = acc + (upto - below) * v[j];
-    below = upto;
-  }
-  acc = acc + (one - below) * v[Hi];
-  T total = u[0];
-  PRSGD_UNROLL(16)
-  for (std::size_t i = 1; i < N; ++i) {
-    total = total + u[i];
-  }
-  return total - total == zero ? acc : zero + std::numeric_limits<float>::quiet_NaN();
-}
-
-template <std::size_t N, std::size_t Lo, std::size_t Hi, class V>
-[[gnu::always_inline]] inline void weighted_window_kernel(const weighted_args& a) {
-  using I = int_vector<V>;
-  V hi_lanes[N];
-  I lo_lanes[N];
-  for (std::size_t i = 0; i < N; ++i) {
-    hi_lanes[i] = V{} + a.q_hi[i];
-    lo_lanes[i] = I{} + a.q_lo[i];
-  }
-  const float scale = a.scale;
-  const auto lanes_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{hi_lanes[i], lo_lanes[i]}; };
-  const auto scalar_weight = [&](std::size_t i) PRSGD_AGGREGATION_INLINE { return std::pair{a.q_hi[i], a.q_lo[i]}; };
-  run_kernel<N, V>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&u)[N]) PRSGD_AGGREGATION_INLINE {
-    if constexpr (std::is_same_v<std::remove_reference_t<decltype(u[0])>, V>) {
-      return scale * window_weighted_coordinate<N, Lo, Hi, V, I>(u, a, lanes_weight);
-    } else {
-      return scale * window_weighted_coordinate<N, Lo, Hi, float, std::int32_t>(u, a, scalar_weight);
-    }
-  });
-}
-
-// The window kernels built: for even N the two middle positions, for odd N the middle one and the pairs around
-// it (the median of equal or near-equal weights). Other windows take the full-sort kernels.
-struct window_kernel {
-  std::size_t n;
-  std::size_t lo;
-  std::size_t hi;
-  register_kernel_pair equal;
-  weighted_kernel_pair weighted;
-};
-
-// clang-format off
-// X(N, LO, HI) for every window built.
-#define PRSGD_AGGREGATION_WINDOWS(X) \
-  X(1, 0, 0) X(2, 0, 1) X(3, 1, 1) X(3, 0, 1) X(3, 1, 2) X(4, 1, 2) X(5, 2, 2) X(5, 1, 2) X(5, 2, 3) \
-  X(6, 2, 3) X(7, 3, 3) X(7, 2, 3) X(7, 3, 4) X(8, 3, 4) X(9, 4, 4) X(9, 3, 4) X(9, 4, 5) X(10, 4, 5) \
-  X(11, 5, 5) X(11, 4, 5) X(11, 5, 6) X(12, 5, 6) X(13, 6, 6) X(13, 5, 6) X(13, 6, 7) X(14, 6, 7) X(15, 7, 7) \
-  X(15, 6, 7) X(15, 7, 8) X(16, 7, 8)
-// clang-format on
-
-#define PRSGD_AGGREGATION_WINDOW_KERNEL(N, LO, HI)                                                \
-  PRSGD_AGGREGATION_WIDE_VECTORS void register_window_##N##_##LO##_##HI(const register_args& a) { \
-    register_window_kernel<N, LO, HI, float8>(a);                                                 \
-  }                                                                                               \
-  PRSGD_AGGREGATION_WIDE_VECTORS void weighted_window_##N##_##LO##_##HI(const weighted_args& a) { \
-    weighted_window_kernel<N, LO, HI, float8>(a);                                                 \
-  }
-PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_KERNEL)
-#undef PRSGD_AGGREGATION_WINDOW_KERNEL
-
-#if PRSGD_AGGREGATION_HAS_AVX512
-#define PRSGD_AGGREGATION_WINDOW_KERNEL(N, LO, HI)                                                 \
-  PRSGD_AGGREGATION_AVX512 void register_window_##N##_##LO##_##HI##_wide(const register_args& a) { \
-    register_window_kernel<N, LO, HI, float16>(a);                                                 \
-  }                                                                                                \
-  PRSGD_AGGREGATION_AVX512 void weighted_window_##N##_##LO##_##HI##_wide(const weighted_args& a) { \
-    weighted_window_kernel<N, LO, HI, float16>(a);                                                 \
-  }
-PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_KERNEL)
-#undef PRSGD_AGGREGATION_WINDOW_KERNEL
-#define PRSGD_AGGREGATION_WIDE_WINDOW(NAME) &NAME##_wide
-#else
-#define PRSGD_AGGREGATION_WIDE_WINDOW(NAME) &NAME
-#endif
-
-#define PRSGD_AGGREGATION_WINDOW_ENTRY(N, LO, HI)                                                       \
-  window_kernel{N, LO, HI,                                                                              \
-                register_kernel_pair{&register_window_##N##_##LO##_##HI,                                \
-                                     PRSGD_AGGREGATION_WIDE_WINDOW(register_window_##N##_##LO##_##HI)}, \
-                weighted_kernel_pair{&weighted_window_##N##_##LO##_##HI,                                \
-                                     PRSGD_AGGREGATION_WIDE_WINDOW(weighted_window_##N##_##LO##_##HI)}},
-constexpr std::array window_kernels{PRSGD_AGGREGATION_WINDOWS(PRSGD_AGGREGATION_WINDOW_ENTRY)};
-#undef PRSGD_AGGREGATION_WINDOW_ENTRY
-#undef PRSGD_AGGREGATION_WIDE_WINDOW
-#undef PRSGD_AGGREGATION_WINDOWS
 
 // The widest kernels set_aggregation_lanes() allows and the CPU runs.
 std::atomic<std::size_t> lanes_cap{16};
@@ -793,18 +140,20 @@ bool wide_kernels() {
 #endif
 }
 
-template <class Pair>
-auto pick(const Pair& kernels) {
-  return wide_kernels() ? kernels.wide : kernels.narrow;
+// One family's table of kernels (aggregation/kernels.hpp) in the width wide_kernels() allows.
+template <class Table>
+const Table& pick(const Table& narrow, const Table& wide) {
+  return wide_kernels() ? wide : narrow;
 }
 
-const window_kernel* find_window(std::size_t n, std::size_t lo, std::size_t hi) {
-  for (const auto& w : window_kernels) {
-    if (w.n == n && w.lo == lo && w.hi == hi) {
-      return &w;
+// The index of the window kernel for positions lo..hi of n inputs in window_shapes, if one is built.
+std::optional<std::size_t> find_window(std::size_t n, std::size_t lo, std::size_t hi) {
+  for (std::size_t w = 0; w < window_shapes.size(); ++w) {
+    if (window_shapes[w].n == n && window_shapes[w].lo == lo && window_shapes[w].hi == hi) {
+      return w;
     }
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 // Margin (in weight mass) by which a cumulative weight must clear β or 1 − β to count as decided: far above
@@ -836,6 +185,75 @@ std::pair<std::size_t, std::size_t> undecided_positions(std::vector<double> q, d
     }
   }
   return {std::min(lo, hi), hi};
+}
+
+// Whether the unequal-weight trimmed mean runs quantized_kernel: N <= 16 and 1 − 2β >= N/64, so that rounding
+// the weights to units of 2^−31 moves no coefficient by more than 2^−24 (2N · 2^−31 / (1 − 2β)). The median
+// (β = 1/2 − median_tie_mass) and trims close to 1/2 keep the exact split weights of weighted_kernel.
+bool quantized_trim_fits(std::size_t n, double beta) {
+  return n <= max_register_inputs && (1 - 2 * beta) * 64 >= static_cast<double>(n);
+}
+
+// The kernel of quantized_shapes[e] in the width wide_kernels() allows: the slices' tables in order hold them all.
+kernel<quantized_args> quantized_kernel_at(std::size_t e) {
+  const std::array<std::span<const kernel<quantized_args>>, 4> slices{
+      pick(quantized_1_10_narrow, quantized_1_10_wide), pick(quantized_11_13_narrow, quantized_11_13_wide),
+      pick(quantized_14_15_narrow, quantized_14_15_wide), pick(quantized_16_narrow, quantized_16_wide)};
+  for (const auto slice : slices) {
+    if (e < slice.size()) {
+      return slice[e];
+    }
+    e -= slice.size();
+  }
+  return nullptr;
+}
+
+// Runs the unequal-weight trimmed mean with integer weights (see quantized_args) on the most specific kernel
+// whose pattern the weights allow: c_j surely below lo for j < A, surely inside [lo, hi] in [B, C), surely above
+// hi from D on, whatever the order of the values (c_j lies between the sums of the j+1 smallest and the j+1
+// largest Q; integers, so no margin is needed).
+void run_quantized(const std::vector<const float*>& xs, const float* ref, std::span<const double> weights, double s,
+                   double beta, float* out, std::size_t len, bool stream) {
+  const std::size_t n = xs.size();
+  std::vector<std::int32_t> q(n);
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    q[i] = static_cast<std::int32_t>(std::max<long long>(1, std::llround(weights[i] / s * quantized_total)));
+    total += q[i];
+  }
+  const auto lo = static_cast<std::int32_t>(std::llround(beta * static_cast<double>(total)));
+  const auto hi = static_cast<std::int32_t>(total - lo);
+  std::vector<std::int32_t> sorted = q;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<bool> below(n);
+  std::vector<bool> inside(n);
+  std::vector<bool> above(n);
+  std::int64_t smallest = 0;
+  std::int64_t largest = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    smallest += sorted[j];
+    largest += sorted[n - 1 - j];
+    below[j] = largest <= lo;
+    above[j] = smallest >= hi;
+    inside[j] = smallest >= lo && largest <= hi;
+  }
+  const auto fits = [&](const quantized_shape& e) {
+    for (std::size_t j = 0; j < n; ++j) {
+      if ((j < e.a && !below[j]) || (j >= e.b && j < e.c && !inside[j]) || (j >= e.d && !above[j])) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const quantized_args args{xs.data(), ref, q.data(),
+                            lo,        hi,  static_cast<float>(s * 2147483648.0 / static_cast<double>(hi - lo)),
+                            out,       len, stream};
+  for (std::size_t e = 0; e < quantized_shapes.size(); ++e) {
+    if (quantized_shapes[e].n == n && fits(quantized_shapes[e])) {
+      quantized_kernel_at(e)(args);
+      return;
+    }
+  }
 }
 
 // Per block of coordinates: u_i = x_i − ref for every input, sorted per coordinate by a sorting network.
@@ -901,8 +319,21 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
         static_cast<std::size_t>(std::find_if(fixed_r.begin(), fixed_r.end(), nonzero) - fixed_r.begin());
     const auto last =
         n - 1 - static_cast<std::size_t>(std::find_if(fixed_r.rbegin(), fixed_r.rend(), nonzero) - fixed_r.rbegin());
-    const window_kernel* window = first <= last ? find_window(n, first, last) : nullptr;
-    pick(window != nullptr ? window->equal : register_kernels[n - 1])(args);
+    const auto window = first <= last ? find_window(n, first, last) : std::nullopt;
+    if (window) {
+      pick(register_windows_narrow, register_windows_wide)[*window](args);
+    } else {
+      pick(register_kernels_narrow, register_kernels_wide)[n - 1](args);
+    }
+    return;
+  }
+  if (!equal && quantized_trim_fits(n, beta)) {
+    std::vector<const float*> xs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      xs[i] = inputs[i].params.data();
+    }
+    std::vector<float> zeros(ref == nullptr ? len : 0, 0.0F);
+    run_quantized(xs, ref != nullptr ? ref : zeros.data(), weights, s, beta, out.data(), len, stream);
     return;
   }
   if (!equal && n <= max_register_inputs) {
@@ -926,8 +357,12 @@ void coordinate_rule(std::span<const contribution> inputs, std::span<const doubl
       q[i] = weights[i] / s;
     }
     const auto [lo, hi] = undecided_positions(std::move(q), beta);
-    const window_kernel* window = find_window(n, lo, hi);
-    pick(window != nullptr ? window->weighted : weighted_kernels[n - 1])(args);
+    const auto window = find_window(n, lo, hi);
+    if (window) {
+      pick(weighted_windows_narrow, weighted_windows_wide)[*window](args);
+    } else {
+      pick(weighted_kernels_narrow, weighted_kernels_wide)[n - 1](args);
+    }
     return;
   }
   for (std::size_t b = 0; b < len; b += block_floats) {

@@ -365,12 +365,23 @@ std::vector<double> pinned_weights(std::size_t n, int kind) {
 
 TEST(AggregationTest, TrimmedMeanAndMedianKeepTheirExactBits) {
   constexpr std::size_t coords = 16 * 7 + 13;  // vector lanes of either width and a scalar tail
-  // One hash per N (index N - 1), over every weight kind, reference and rule.
-  const std::vector<std::uint64_t> want{
-      0x87547ec994bb1f3dULL, 0xbd4efcf304b8a080ULL, 0x4a242f0d2ed9d839ULL, 0x6e7f60bfda42fad8ULL, 0x46694c2f93b6c7c4ULL,
-      0xf3c66ee19fbda571ULL, 0x0ba3f311efcaaddbULL, 0x44d59baea602264fULL, 0xf0afb7c9d32afe9bULL, 0xba1999cfad2b98dbULL,
-      0xf1d90b76b5736ce8ULL, 0x5bbdeb57b4b2765fULL, 0x9f3ae47afa47fd22ULL, 0xafd4a935b73e6511ULL, 0x378ee8b7f009968fULL,
-      0x2b0a6b1db69a4e37ULL, 0x68efc53901ae3b6fULL};
+  // Two hashes per N (index N - 1), one per group of kernels. `want_kept`: every case but the unequal-weight trimmed
+  // mean at β <= 0.25, i.e. equal weights with every rule, and the median and β = 0.4999 with every weight kind
+  // (the exact split-weight kernels). `want_quantized`: the unequal-weight trimmed mean at β = 0, 0.1 and 0.25
+  // (weight kinds 1 to 4), which rounds the weights to units of 2^-31 and sums the kept masses in int32
+  // (quantized_kernel in aggregation/kernels.hpp): its own rounding of the same definition
+  // (EveryWidthMatchesTheDefinitionInLongDouble). For N = 1 and N = 17 that group takes the other kernels (one
+  // weight is an equal weight; N = 17 takes the blocked path).
+  const std::vector<std::uint64_t> want_kept{
+      0x1c9e54fdb8137fc9ULL, 0x937f7ba378ae77f8ULL, 0x02c5eac2c0387a51ULL, 0xe7e90a1812bd938bULL, 0xda4b60f90e77633cULL,
+      0x8d25af36991f058eULL, 0x4c7261c724af3b30ULL, 0x829f5e41a346f613ULL, 0x1a843532cdba88f2ULL, 0x1be4221f4d788b09ULL,
+      0x27c179ba5878612bULL, 0xa5e758adccd9a971ULL, 0xfbab2639958eeb1fULL, 0xe1eef3d7107d1c8aULL, 0xcf1d323c0e32a1d7ULL,
+      0x1e83544870b4ffbfULL, 0xf8a85b7fa5cdc126ULL};
+  const std::vector<std::uint64_t> want_quantized{
+      0x3a1bb901b155d5e1ULL, 0x6513e4264dad9da1ULL, 0xc6d8031da9d43822ULL, 0x5936115d162991c3ULL, 0xe8ece256b467e445ULL,
+      0x88d0f3f253dc496dULL, 0x5a7aad04201dd5a3ULL, 0xd5ebd8241423d253ULL, 0x2efe6b06a8f9de5dULL, 0xd4e09bfb46751bafULL,
+      0xa759cfa28a2613f1ULL, 0x5df6d85ed4b96f5bULL, 0x1da493dac6f54e2cULL, 0x301e208bfe542a06ULL, 0x9f1fe3f611691484ULL,
+      0x052223464bc2e0b8ULL, 0x9b0f5846008646a8ULL};
   std::uint64_t state = 2026;
   for (std::size_t n = 1; n <= 17; ++n) {
     std::vector<std::vector<float>> models(n, std::vector<float>(coords));
@@ -381,7 +392,8 @@ TEST(AggregationTest, TrimmedMeanAndMedianKeepTheirExactBits) {
         m[k] = pinned_value(state);
       }
     }
-    std::uint64_t h = 14695981039346656037ULL;
+    std::uint64_t h_kept = 14695981039346656037ULL;
+    std::uint64_t h_quantized = 14695981039346656037ULL;
     for (int kind = 0; kind < 5; ++kind) {
       const auto w = pinned_weights(n, kind);
       for (const bool with_ref : {true, false}) {
@@ -391,6 +403,8 @@ TEST(AggregationTest, TrimmedMeanAndMedianKeepTheirExactBits) {
           std::vector<float> out(coords);
           ASSERT_TRUE(
               aggregate(wrap(models), w, with_ref ? std::span<const float>(ref) : std::span<const float>(), o, out));
+          const bool quantized = kind > 0 && o.rule == aggregate_rule::trimmed_mean && o.trim <= 0.25;
+          std::uint64_t& h = quantized ? h_quantized : h_kept;
           h = fnv1a(h, out.data(), out.size() * sizeof(float));
           // And they are the definition's results, up to float rounding.
           const double beta = o.rule == aggregate_rule::median ? 0.5 - median_tie_mass : o.trim;
@@ -403,7 +417,8 @@ TEST(AggregationTest, TrimmedMeanAndMedianKeepTheirExactBits) {
         }
       }
     }
-    EXPECT_EQ(h, want[n - 1]) << "n=" << n << ": 0x" << std::hex << h << "ULL";
+    EXPECT_EQ(h_kept, want_kept[n - 1]) << "n=" << n << " kept: 0x" << std::hex << h_kept << "ULL";
+    EXPECT_EQ(h_quantized, want_quantized[n - 1]) << "n=" << n << " quantized: 0x" << std::hex << h_quantized << "ULL";
   }
 }
 
@@ -486,8 +501,9 @@ long_double_result long_double_rule(const std::vector<std::vector<float>>& model
 // coordinates) against long_double_rule, for N = 1..17, equal, near-equal, spread and integer weights (1..N: sums
 // that meet βW exactly), β = 0, 0.1, 0.25, 0.4, 0.4999 and the median, on normal values with ties, ±0, infinities
 // and NaN (with unequal weights any of the last two makes the result NaN or infinite). The float kernels round u_i,
-// each coefficient and each product and sum: a few float roundings of the scale, (N + 4) · 2^−24 of it, bound them
-// all (the largest seen is about 2.1 · 2^−24, at N = 1).
+// each coefficient (the unequal-weight trimmed mean also rounds the weights to units of 2^−31, which moves a
+// coefficient by at most 2^−24) and each product and sum: a few float roundings of the scale, (N + 4) · 2^−24 of it,
+// bound them all (the largest seen is about 2.1 · 2^−24, at N = 1).
 TEST(AggregationTest, EveryWidthMatchesTheDefinitionInLongDouble) {
   std::mt19937 gen(19);
   constexpr std::size_t coords = 16 * 4 + 11;  // sixteen-lane vectors, an eight-lane one, then scalars
