@@ -18,7 +18,7 @@
 #include "unroll.hpp"
 
 #if defined(__SSE__)
-#include <immintrin.h>
+#include <xmmintrin.h>  // _mm_stream_ps, _mm_sfence: the SSE header alone, not all of immintrin.h in every kernel file
 #endif
 
 // The register kernels' helpers take and return 32-byte vectors, which warns about the ABI of AVX arguments
@@ -429,6 +429,27 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi, class V>
 [[gnu::always_inline]] inline float8 to_float(const int8v& v) { return __builtin_convertvector(v, float8); }
 [[gnu::always_inline]] inline float16 to_float(const int16v& v) { return __builtin_convertvector(v, float16); }
 
+// Sorts v[0..N) by Batcher's network, moving payload[i] (an input's index or its integer weight) with v[i]:
+// compare, then select both pairs. Shared by the unequal-weight kernels.
+template <std::size_t N, class T, class P>
+[[gnu::always_inline]] inline void sort_carrying(T (&v)[N], P (&payload)[N]) {
+  static constexpr comparator_list net = batcher(N);
+  PRSGD_UNROLL(80)
+  for (std::size_t c = 0; c < net.size; ++c) {
+    const std::size_t i = net.pairs[c].first;
+    const std::size_t j = net.pairs[c].second;
+    const auto swap = v[j] < v[i];
+    const T va = v[i];
+    const T vb = v[j];
+    const P pa = payload[i];
+    const P pb = payload[j];
+    v[i] = swap ? vb : va;
+    v[j] = swap ? va : vb;
+    payload[i] = swap ? pb : pa;
+    payload[j] = swap ? pa : pb;
+  }
+}
+
 // The register kernel for unequal weights and N <= max_register_inputs: per coordinate, the N updates (in
 // float, as the equal-weight kernel has them) are sorted by Batcher's network carrying each one's input
 // index (compare, then select both). The j-th smallest value is weighed by t_j − t_{j−1}, where t_j =
@@ -438,21 +459,7 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi, class V>
 template <std::size_t N, class T, class I, class Weight>
 [[gnu::always_inline]] inline T weighted_coordinate(T (&v)[N], I (&id)[N], const weighted_args& a,
                                                     const Weight& weight) {
-  static constexpr comparator_list net = batcher(N);
-  PRSGD_UNROLL(80)
-  for (std::size_t c = 0; c < net.size; ++c) {
-    const std::size_t i = net.pairs[c].first;
-    const std::size_t j = net.pairs[c].second;
-    const auto swap = v[j] < v[i];
-    const T va = v[i];
-    const T vb = v[j];
-    const I ia = id[i];
-    const I ib = id[j];
-    v[i] = swap ? vb : va;
-    v[j] = swap ? va : vb;
-    id[i] = swap ? ib : ia;
-    id[j] = swap ? ia : ib;
-  }
+  sort_carrying<N>(v, id);
   const T zero = T{} + 0.0F;
   const T one = zero + 1.0F;
   T cum_hi = zero - a.beta.hi;
@@ -600,6 +607,8 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi, class V>
     }
   });
 }
+
+// What the weights alone decide for position j of a kernel's pattern (A, B, C, D): see quantized_args.
 enum class mass_status : std::uint8_t { below, undecided, inside, above };
 
 template <std::size_t A, std::size_t B, std::size_t C, std::size_t D>
@@ -616,24 +625,13 @@ constexpr mass_status status_at(std::size_t j) {
   return j < D ? mass_status::undecided : mass_status::above;
 }
 
+// One coordinate (T = float, I = int32) or a vector of them of the unequal-weight trimmed mean before its scale:
+// Σ_j (m_j · 2^−31) v_(j) with the integer weights w (see quantized_args); the positions the pattern decides
+// skip the clamp.
 template <std::size_t N, std::size_t A, std::size_t B, std::size_t C, std::size_t D, class T, class I>
 [[gnu::always_inline]] inline T quantized_coordinate(T (&v)[N], I (&w)[N], std::int32_t lo_units,
                                                      std::int32_t hi_units) {
-  static constexpr comparator_list net = batcher(N);
-  PRSGD_UNROLL(80)
-  for (std::size_t c = 0; c < net.size; ++c) {
-    const std::size_t i = net.pairs[c].first;
-    const std::size_t j = net.pairs[c].second;
-    const auto swap = v[j] < v[i];
-    const T va = v[i];
-    const T vb = v[j];
-    const I wa = w[i];
-    const I wb = w[j];
-    v[i] = swap ? vb : va;
-    v[j] = swap ? va : vb;
-    w[i] = swap ? wb : wa;
-    w[j] = swap ? wa : wb;
-  }
+  sort_carrying<N>(v, w);
   const T zero = T{} + 0.0F;
   const I lo = I{} + lo_units;
   const I hi = I{} + hi_units;
