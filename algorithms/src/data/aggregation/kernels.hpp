@@ -797,6 +797,21 @@ using quantized_kernels_16 =
     std::array<kernel<quantized_args>, 0 PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_QUANTIZED_COUNT)>;
 #undef PRSGD_AGGREGATION_QUANTIZED_COUNT
 
+// What each quantized_<slice>_<width>.cpp builds, applied to its slice's pattern list: one kernel per pattern
+// (in an unnamed namespace there) and the entries of the slice's table, in the same order.
+#define PRSGD_AGGREGATION_QUANTIZED_NARROW(N, A, B, C, D)                                                 \
+  PRSGD_AGGREGATION_WIDE_VECTORS void quantized_##N##_##A##_##B##_##C##_##D(const quantized_args& args) { \
+    quantized_kernel<N, A, B, C, D, float8>(args);                                                        \
+  }
+#define PRSGD_AGGREGATION_QUANTIZED_NARROW_ENTRY(N, A, B, C, D) &quantized_##N##_##A##_##B##_##C##_##D,
+#if PRSGD_AGGREGATION_HAS_AVX512
+#define PRSGD_AGGREGATION_QUANTIZED_WIDE(N, A, B, C, D)                                                    \
+  PRSGD_AGGREGATION_AVX512 void quantized_##N##_##A##_##B##_##C##_##D##_wide(const quantized_args& args) { \
+    quantized_kernel<N, A, B, C, D, float16>(args);                                                        \
+  }
+#define PRSGD_AGGREGATION_QUANTIZED_WIDE_ENTRY(N, A, B, C, D) &quantized_##N##_##A##_##B##_##C##_##D##_wide,
+#endif
+
 extern const sort_kernels<register_args> register_kernels_narrow;    // register_narrow.cpp
 extern const window_kernels<register_args> register_windows_narrow;  // register_window_narrow.cpp
 extern const sort_kernels<weighted_args> weighted_kernels_narrow;    // weighted_narrow.cpp

@@ -6,18 +6,8 @@
 
 namespace prsgd::algorithms::aggregation_kernels {
 namespace {
-
-#define PRSGD_AGGREGATION_KERNEL(N, A, B, C, D)                                                           \
-  PRSGD_AGGREGATION_WIDE_VECTORS void quantized_##N##_##A##_##B##_##C##_##D(const quantized_args& args) { \
-    quantized_kernel<N, A, B, C, D, float8>(args);                                                        \
-  }
-PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_KERNEL)
-#undef PRSGD_AGGREGATION_KERNEL
-
+PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_QUANTIZED_NARROW)
 }  // namespace
-
-#define PRSGD_AGGREGATION_ENTRY(N, A, B, C, D) &quantized_##N##_##A##_##B##_##C##_##D,
-constinit const quantized_kernels_16 quantized_16_narrow{PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_ENTRY)};
-#undef PRSGD_AGGREGATION_ENTRY
-
+constinit const quantized_kernels_16 quantized_16_narrow{
+    PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_QUANTIZED_NARROW_ENTRY)};
 }  // namespace prsgd::algorithms::aggregation_kernels

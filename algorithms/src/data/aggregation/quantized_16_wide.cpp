@@ -8,20 +8,10 @@
 
 namespace prsgd::algorithms::aggregation_kernels {
 namespace {
-
-#define PRSGD_AGGREGATION_KERNEL(N, A, B, C, D)                                                            \
-  PRSGD_AGGREGATION_AVX512 void quantized_##N##_##A##_##B##_##C##_##D##_wide(const quantized_args& args) { \
-    quantized_kernel<N, A, B, C, D, float16>(args);                                                        \
-  }
-PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_KERNEL)
-#undef PRSGD_AGGREGATION_KERNEL
-
+PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_QUANTIZED_WIDE)
 }  // namespace
-
-#define PRSGD_AGGREGATION_ENTRY(N, A, B, C, D) &quantized_##N##_##A##_##B##_##C##_##D##_wide,
-constinit const quantized_kernels_16 quantized_16_wide{PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_ENTRY)};
-#undef PRSGD_AGGREGATION_ENTRY
-
+constinit const quantized_kernels_16 quantized_16_wide{
+    PRSGD_AGGREGATION_QUANTIZED_16(PRSGD_AGGREGATION_QUANTIZED_WIDE_ENTRY)};
 }  // namespace prsgd::algorithms::aggregation_kernels
 
 #endif
