@@ -370,6 +370,9 @@ void worker_actor::apply(actions a) {
       config_.on_refused(*a.refused);
     }
   }
+  if (a.gave_up && config_.on_gave_up) {
+    config_.on_gave_up(*a.gave_up);
+  }
   if (a.stopped && !finished_) {
     finished_ = true;
     if (timer_) {

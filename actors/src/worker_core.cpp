@@ -2,6 +2,8 @@
 #include "prsgd/actors/worker_core.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
@@ -65,6 +67,7 @@ actions worker_core::start() {
     return with_wakeup(std::move(out));
   }
   state_ = worker_state::joining;  // (1)
+  joining_since_ = clock_->now();
   send(out, make_join());
   next_join_ = clock_->now() + config_.join_retry;
   return with_wakeup(std::move(out));
@@ -75,7 +78,8 @@ void worker_core::rejoin(actions& out) {
     out.cancel_task = true;
   }
   state_ = worker_state::joining;  // (7)
-  member_ = 0;                     // a new JOIN makes a new member
+  joining_since_ = clock_->now();
+  member_ = 0;  // a new JOIN makes a new member
   token_ = 0;
   ref_.reset();  // a new member gets the whole model in its first RESTART
   for (auto& u : uplinks_) {
@@ -303,6 +307,17 @@ actions worker_core::tick() {
     return with_wakeup(std::move(out));
   }
   const auto now = clock_->now();
+  if (state_ == worker_state::joining && config_.join_timeout.count() > 0 &&
+      now - joining_since_ >= config_.join_timeout) {
+    const auto secs = std::chrono::duration_cast<std::chrono::duration<double>>(config_.join_timeout).count();
+    char text[96];
+    std::snprintf(text, sizeof text, "no averager welcomed this worker within %g s", secs);
+    PRSGD_LOG(error, log_component) << text << "; giving up";
+    state_ = worker_state::stopped;  // (10)
+    out.stopped = true;
+    out.gave_up = text;
+    return with_wakeup(std::move(out));
+  }
   if (state_ != worker_state::joining && now - last_heard_ > config_.averager_timeout && now > quiet_until_) {
     PRSGD_LOG(warn, log_component) << "member " << member_ << ": averager silent; rejoining";
     rejoin(out);
@@ -341,6 +356,9 @@ std::optional<clock_source::time_point> worker_core::next_wakeup() const {
   auto t = next_heartbeat_;
   if (state_ == worker_state::joining) {
     t = std::min(t, next_join_);
+    if (config_.join_timeout.count() > 0) {
+      t = std::min(t, joining_since_ + config_.join_timeout);
+    }
   } else {
     t = std::min(t, std::max(last_heard_ + config_.averager_timeout, quiet_until_) + clock_source::duration{1});
   }

@@ -126,7 +126,10 @@ std::variant<std::unique_ptr<averager_client>, int> connect_as(const char* role,
 }
 
 std::variant<actors::spec_reply_msg, int> ask_job_spec(averager_client& client, const char* role,
-                                                       const liveness_options& liveness, const sigset_t& signals) {
+                                                       const liveness_options& liveness, const sigset_t& signals,
+                                                       std::chrono::milliseconds give_up_after,
+                                                       const char* limit_option) {
+  const auto started = std::chrono::steady_clock::now();
   actors::spec_request_msg request;
   request.incarnation = secure_random_u64();
   const auto repeat = std::max<std::chrono::milliseconds>(std::chrono::milliseconds{liveness.heartbeat_ms}, 200ms);
@@ -153,13 +156,19 @@ std::variant<actors::spec_reply_msg, int> ask_job_spec(averager_client& client, 
       PRSGD_LOG(info, role) << "signal " << sig << ": stopping before joining";
       return exit_stopped;
     }
+    if (give_up_after.count() > 0 && std::chrono::steady_clock::now() - started >= give_up_after) {
+      std::fprintf(stderr, "prsgd %s: no averager answered at %s within %g s (%s); giving up\n", role,
+                   client.endpoint().c_str(), std::chrono::duration<double>(give_up_after).count(), limit_option);
+      return exit_failure;
+    }
   }
 }
 
 std::variant<joined_job, int> learn_job(const char* role, const output_options& output,
                                         const liveness_options& liveness, const security_options& security,
                                         const model_options& model, const std::vector<std::string>& given,
-                                        const averager_address_options& where, const sigset_t& signals) {
+                                        const averager_address_options& where, const sigset_t& signals,
+                                        std::chrono::milliseconds give_up_after, const char* limit_option) {
   const auto is_given = [&](std::string_view name) {
     return std::find(given.begin(), given.end(), name) != given.end();
   };
@@ -187,7 +196,7 @@ std::variant<joined_job, int> learn_job(const char* role, const output_options& 
     if (const int* status = std::get_if<int>(&client)) {
       return *status;
     }
-    auto reply = ask_job_spec(*std::get<0>(client), role, liveness, signals);
+    auto reply = ask_job_spec(*std::get<0>(client), role, liveness, signals, give_up_after, limit_option);
     if (const int* status = std::get_if<int>(&reply)) {
       return *status;
     }

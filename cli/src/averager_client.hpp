@@ -76,10 +76,11 @@ class averager_client {
 
 /// Asks the averager behind `client` for the job's spec (SPEC), repeating the question every heartbeat
 /// interval until it is answered: the averager may not be up yet. Returns the reply, or the exit status: 3 when
-/// a stop signal in `signals` came first, 1 when the connection fails or the averager answers something else.
-[[nodiscard]] std::variant<actors::spec_reply_msg, int> ask_job_spec(averager_client& client, const char* role,
-                                                                     const liveness_options& liveness,
-                                                                     const sigset_t& signals);
+/// a stop signal in `signals` came first, 1 when the connection fails, the averager answers something else, or
+/// `give_up_after` (when > 0) passed without an answer (`limit_option` names the option that set it).
+[[nodiscard]] std::variant<actors::spec_reply_msg, int> ask_job_spec(
+    averager_client& client, const char* role, const liveness_options& liveness, const sigset_t& signals,
+    std::chrono::milliseconds give_up_after = std::chrono::milliseconds{0}, const char* limit_option = "");
 
 /// Holds the job a worker or evaluator takes part in, as the averager described it.
 struct joined_job {
@@ -96,10 +97,11 @@ struct joined_job {
 /// through `where.head`), asks it for the job's spec and adopts it: the model options in `given` must agree with the
 /// job, the job must not be `--model external`, and this process must know its model and data set. On failure prints
 /// one line "prsgd <role>: ..." and returns the exit status (2 usage, 1 failure, 3 stopped by a signal).
-[[nodiscard]] std::variant<joined_job, int> learn_job(const char* role, const output_options& output,
-                                                      const liveness_options& liveness,
-                                                      const security_options& security, const model_options& model,
-                                                      const std::vector<std::string>& given,
-                                                      const averager_address_options& where, const sigset_t& signals);
+/// `give_up_after` and `limit_option` are ask_job_spec's.
+[[nodiscard]] std::variant<joined_job, int> learn_job(
+    const char* role, const output_options& output, const liveness_options& liveness, const security_options& security,
+    const model_options& model, const std::vector<std::string>& given, const averager_address_options& where,
+    const sigset_t& signals, std::chrono::milliseconds give_up_after = std::chrono::milliseconds{0},
+    const char* limit_option = "");
 
 }  // namespace prsgd::cli

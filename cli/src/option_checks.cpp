@@ -440,6 +440,7 @@ expected<void> validate(const worker_options& o) {
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
     return bad("a worker with CURVE keys needs --curve-server-key (the averager's public key file)");
   }
+  PRSGD_TRY(at_least(o.join_timeout_ms, 0, "--join-timeout-ms"));
   return at_least(o.slowdown_ms, 0, "--slowdown-ms");
 }
 

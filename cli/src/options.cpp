@@ -176,6 +176,12 @@ struct parser {
     worker_cmd->add_option("--slowdown-ms", worker.slowdown_ms, "Artificial delay per local step in ms")
         ->capture_default_str()
         ->group("Network");
+    worker_cmd
+        ->add_option("--join-timeout-ms", worker.join_timeout_ms,
+                     "Give up (status 1) when no averager welcomes this worker within this many ms of joining or "
+                     "of losing its averager; 0 = keep trying")
+        ->capture_default_str()
+        ->group("Network");
     add_output(*worker_cmd, worker.output, false);
     add_model(*worker_cmd, worker.model);
     add_liveness(*worker_cmd, worker.liveness);

@@ -159,6 +159,7 @@ expected<actors::worker_actor_config> worker_config_from(const worker_options& o
   cfg.core.averager_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
   cfg.core.slowest_link_bytes_per_s = o.liveness.slowest_link_mbit * 1e6 / 8;
   cfg.core.join_retry = std::max<std::chrono::nanoseconds>(std::chrono::milliseconds{o.liveness.heartbeat_ms}, 200ms);
+  cfg.core.join_timeout = std::chrono::milliseconds{o.join_timeout_ms};
   cfg.model_name = o.model.model;
   cfg.model = data.model;
   cfg.sgd.learning_rate = static_cast<float>(o.model.lr);

@@ -565,8 +565,9 @@ int run_averager(const averager_options& given) {
 
 int run_worker(const worker_options& given) {
   const sigset_t signals = block_stop_signals();
-  auto learned = learn_job("worker", given.output, given.liveness, given.security, given.model, given.given,
-                           given.averager_address, signals);
+  auto learned =
+      learn_job("worker", given.output, given.liveness, given.security, given.model, given.given,
+                given.averager_address, signals, std::chrono::milliseconds{given.join_timeout_ms}, "--join-timeout-ms");
   if (const int* status = std::get_if<int>(&learned)) {
     return *status;
   }
@@ -598,6 +599,8 @@ int run_worker(const worker_options& given) {
   std::atomic<bool> stopped_by_averager{false};
   std::string refusal;
   cfg.on_refused = [&](const std::string& reason) { refusal = reason; };
+  std::string gave_up;
+  cfg.on_gave_up = [&](const std::string& what) { gave_up = what; };
   cfg.on_finished = [&](bool by_averager) {
     stopped_by_averager = by_averager;
     finished.set();
@@ -657,6 +660,10 @@ int run_worker(const worker_options& given) {
   system.shutdown(5s);
   if (status == 0 && !refusal.empty()) {
     std::fprintf(stderr, "prsgd worker: the averager refused this worker: %s\n", refusal.c_str());
+    return exit_failure;
+  }
+  if (status == 0 && !gave_up.empty()) {
+    std::fprintf(stderr, "prsgd worker: %s at %s (--join-timeout-ms); giving up\n", gave_up.c_str(), averager.c_str());
     return exit_failure;
   }
   if (status == 0) {

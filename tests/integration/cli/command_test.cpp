@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -206,6 +208,36 @@ TEST_F(CommandTest, EndpointFileNamesTheBoundEndpoint) {
   EXPECT_NE(job.log("averager").find("listening on " + averager->endpoint), std::string::npos) << job.log("averager");
   EXPECT_FALSE(std::filesystem::exists(job.path("averager.endpoint.tmp")));
   EXPECT_FALSE(std::filesystem::exists(job.path("head.endpoint.tmp")));
+}
+
+// --join-timeout-ms: a worker that no averager answers, or whose averager is gone for good, ends with status 1 and
+// one line instead of asking for ever. Port 1 on loopback: nothing listens there.
+TEST_F(CommandTest, WorkerGivesUpWhenNoAveragerWelcomesItInTime) {
+  prsgd::test::prsgd_job job{PRSGD_BINARY, "prsgd-join-timeout"};
+  const auto nobody = job.run({"worker", "--averager", "tcp://127.0.0.1:1", "--join-timeout-ms", "1000", "--data-dir",
+                               prsgd::test::fmnist_dir(), "--progress", "off"},
+                              std::chrono::seconds{60});
+  EXPECT_EQ(nobody.status, 1) << nobody.err;
+  EXPECT_NE(nobody.err.find("prsgd worker: no averager answered at tcp://127.0.0.1:1 within 1 s (--join-timeout-ms); "
+                            "giving up\n"),
+            std::string::npos)
+      << nobody.err;
+
+  // A member whose averager dies rejoins, and gives up when nothing welcomes it within the limit.
+  const auto averager = job.start_averager({"--model", "fmnist-mlp", "--min-workers", "1", "--rounds", "100000",
+                                            "--interval", "4", "--heartbeat-ms", "100", "--progress", "off"});
+  ASSERT_TRUE(averager) << job.log("averager");
+  const pid_t worker =
+      job.start_worker(1, {"--heartbeat-ms", "100", "--heartbeat-timeout-ms", "1000", "--slowest-link-mbit", "10000",
+                           "--join-timeout-ms", "2000", "--data-dir", prsgd::test::fmnist_dir(), "--progress", "off"});
+  ASSERT_TRUE(job.wait_for_log("worker-1", "joined as member", std::chrono::seconds{120})) << job.log("worker-1");
+  ASSERT_EQ(::kill(averager->pid, SIGKILL), 0);
+  EXPECT_EQ(job.wait_exit(worker, std::chrono::seconds{120}), 1) << job.log("worker-1");
+  const std::string log = job.log("worker-1");
+  EXPECT_NE(log.find("prsgd worker: no averager welcomed this worker within 2 s at " + averager->endpoint +
+                     " (--join-timeout-ms); giving up"),
+            std::string::npos)
+      << log;
 }
 
 TEST_F(CommandTest, UnwritableEndpointFileIsAOneLineErrorAndExitOne) {

@@ -88,6 +88,77 @@ TEST_F(WorkerCoreTest, JoinIsRetriedUntilWelcomed) {
   EXPECT_TRUE(of<join_msg>(worker.tick()).empty());
 }
 
+// join_timeout: a worker no averager welcomes within it stops and says why, whether it never joined or lost its
+// averager and has been rejoining since; a WELCOME in time clears it. 0 (the default) keeps trying.
+TEST(WorkerCoreJoinTimeout, GivesUpWhenNoWelcomeComesInTime) {
+  fake_clock clk;
+  worker_config c;
+  c.incarnation = 7;
+  c.join_retry = 2s;
+  c.join_timeout = 9s;
+  worker_core worker(c, clk);
+  (void)worker.start();
+  for (int i = 0; i < 8; ++i) {
+    clk.advance(1s);
+    const auto a = worker.tick();
+    EXPECT_FALSE(a.stopped) << "after " << i + 1 << " s";
+    EXPECT_FALSE(a.gave_up.has_value());
+  }
+  ASSERT_TRUE(worker.next_wakeup().has_value());
+  EXPECT_LE(*worker.next_wakeup(), clk.now() + 1s) << "the core wakes for its deadline, not only for a retry";
+  clk.advance(1s);
+  const auto a = worker.tick();
+  EXPECT_TRUE(a.stopped);
+  ASSERT_TRUE(a.gave_up.has_value());
+  EXPECT_NE(a.gave_up->find("9 s"), std::string::npos) << *a.gave_up;
+  EXPECT_TRUE(a.sends.empty()) << "no JOIN after giving up";
+  EXPECT_EQ(worker.state(), worker_state::stopped);
+  EXPECT_FALSE(worker.next_wakeup().has_value());
+}
+
+TEST(WorkerCoreJoinTimeout, CountsFromTheLatestRejoinAndAWelcomeClearsIt) {
+  fake_clock clk;
+  worker_config c;
+  c.incarnation = 7;
+  c.join_retry = 1s;
+  c.averager_timeout = 5s;
+  c.join_timeout = 10s;
+  worker_core worker(c, clk);
+  (void)worker.start();
+  clk.advance(8s);
+  (void)worker.tick();
+  welcome_msg w{3, 7, 1, 0, 0, training_mode::restarted_sgd, 3, 1s};
+  (void)worker.on_message(w);
+  ASSERT_EQ(worker.state(), worker_state::welcomed);
+  clk.advance(20s);  // welcomed: no deadline, however long the wait; the silence makes it rejoin
+  auto a = worker.tick();
+  EXPECT_FALSE(a.stopped);
+  ASSERT_EQ(worker.state(), worker_state::joining) << "the averager went silent";
+  for (int i = 0; i < 9; ++i) {
+    clk.advance(1s);
+    EXPECT_FALSE(worker.tick().stopped) << "the deadline counts from the rejoin, " << i + 1 << " s ago";
+  }
+  clk.advance(1s);
+  a = worker.tick();
+  EXPECT_TRUE(a.stopped);
+  EXPECT_TRUE(a.gave_up.has_value());
+}
+
+TEST(WorkerCoreJoinTimeout, ZeroKeepsTrying) {
+  fake_clock clk;
+  worker_config c;
+  c.incarnation = 7;
+  c.join_retry = 1s;
+  worker_core worker(c, clk);
+  (void)worker.start();
+  for (int i = 0; i < 100; ++i) {
+    clk.advance(10s);
+    const auto a = worker.tick();
+    ASSERT_FALSE(a.stopped);
+    EXPECT_EQ(a.sends.size(), 1U) << "one JOIN retry";
+  }
+}
+
 TEST_F(WorkerCoreTest, RestartBecomesATaskAndTheResultBecomesModel) {
   (void)worker.start();
   (void)worker.on_message(welcome());

@@ -145,6 +145,9 @@ struct actions {
   /// 8b. (worker) Set with `stopped` when the averager refused the JOIN: the difference it named. The
   /// shell reports it as one line and the worker process exits with status 1.
   std::optional<std::string> refused;
+  /// 8c. (worker) Set with `stopped` when no averager welcomed the worker within worker_config::join_timeout:
+  /// what it waited for. The shell reports it as one line and the worker process exits with status 1.
+  std::optional<std::string> gave_up;
   /// 9. (averager) Set once, when the incarnation owes nothing more (every line out, the final
   /// evaluation in): write the done line if `job_over`, then `final_checkpoint` if set, then report the
   /// summary.

@@ -51,6 +51,9 @@ struct worker_actor_config {
   std::function<void(bool stopped_by_averager)> on_finished;
   /// Called on the actor's strand, before on_finished, when the averager refused the JOIN (the reason).
   std::function<void(const std::string& reason)> on_refused;
+  /// Called on the actor's strand, before on_finished, when no averager welcomed the worker within
+  /// core.join_timeout (what it waited for).
+  std::function<void(const std::string& what)> on_gave_up;
 };
 
 /// Runs a worker_core as an actor, the shell around the sans-IO core: decodes the averager's messages and

@@ -32,6 +32,10 @@ struct worker_config {
   std::chrono::nanoseconds join_retry{std::chrono::seconds(1)};
   /// Treat the averager as gone (and keep sending JOIN) after this much silence.
   std::chrono::nanoseconds averager_timeout{std::chrono::seconds(5)};
+  /// Give up when no WELCOME came within this time of starting to join (at start(), or at a rejoin after a
+  /// removal, a new averager incarnation or the averager's silence): the core stops and says so in
+  /// actions::gave_up. 0 = keep trying for ever.
+  std::chrono::nanoseconds join_timeout{0};
   /// The slowest rate a payload is expected to move at, in bytes per second: after a HEARTBEAT that
   /// announces a RESTART of B bytes, the averager is not taken for gone before averager_timeout + B / this
   /// (docs/decisions/0024). Each MODEL is announced to the averager the same way. 0 = no allowance.
@@ -73,6 +77,7 @@ enum class worker_state : std::uint8_t { joining, welcomed, training, submitted,
 ///             │                                 (4) on_trained(r): MODEL(r)
 ///             │ (3') RESTART from a new averager incarnation is accepted directly from any state
 ///   leave() (8) → left        STOP (9) → stopped      (6) submitted + RESTART(r+1) → training
+///   joining for longer than join_timeout (10) → stopped, actions::gave_up
 /// ```
 /// A RESTART is accepted when it names this member and incarnation, comes from the newest averager
 /// incarnation seen, and its round is newer than the last accepted one of that incarnation; anything
@@ -138,6 +143,8 @@ class worker_core {
   job_spec spec_;
   incarnation_t averager_incarnation_ = 0;
   bool have_restart_ = false;
+  /// When the worker last started joining (start() or rejoin()): join_timeout counts from here.
+  clock_source::time_point joining_since_{};
   round_t round_ = 0;
   std::uint64_t interval_ = 1;
   training_mode mode_ = training_mode::restarted_sgd;

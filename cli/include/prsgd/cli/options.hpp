@@ -302,6 +302,9 @@ struct worker_options {
   averager_address_options averager_address;
   /// Artificial delay per local step, in milliseconds (heterogeneity experiments).
   int slowdown_ms = 0;
+  /// Give up (status 1) when no averager welcomes this worker within this many milliseconds of starting to
+  /// join, or of rejoining after losing its averager; 0 = keep trying. @pre >= 0
+  int join_timeout_ms = 600000;
   /// The options of `model` given on the command line or in the --config file (long names with dashes,
   /// e.g. "--batch"); the worker takes the others from the averager's job spec, and these must agree with it.
   std::vector<std::string> given;
