@@ -128,6 +128,11 @@ constexpr float kept_unit = 0x1p-31F;
 // This kernel prefetches twice as far ahead as the others: at N = 8 and 2M floats that took about a quarter off
 // its time (2.9 → 2.2 ms, medians of four alternating runs, bench/algorithms/data/HISTORY.md).
 constexpr std::size_t quantized_prefetch_floats = 1024;
+// The equal-weight window kernels (the median) prefetch only 64 floats ahead. Their time goes to the comparators'
+// min/max (28 per vector at N = 8, one per cycle at sixteen lanes), and with far prefetches it did not overlap
+// the memory traffic: at N = 8 and 2M floats the median took 1.49 ms with 64, 1.76 ms with 512 and 1.57 ms with
+// none (medians of six alternating runs, bench/algorithms/data/HISTORY.md). Measured at N = 8 only.
+constexpr std::size_t window_prefetch_floats = 64;
 
 // The kernel templates and their helpers are in an unnamed namespace, so that each kernel file compiles its own
 // copy with internal linkage: with them in a named namespace (vague linkage) GCC 12 builds most kernels with other
@@ -350,7 +355,7 @@ template <std::size_t N, class V, std::size_t Ahead = prefetch_floats, class Lan
 
 // Runs a kernel: for a vector V of coordinates at a time (then one), loads the N updates u_i = x_i − ref and
 // writes ref + combine(u). out may alias ref: a coordinate's ref is read before its out is written.
-template <std::size_t N, class V, class Combine>
+template <std::size_t N, class V, std::size_t Ahead = prefetch_floats, class Combine>
 [[gnu::always_inline]] inline void run_kernel(const float* const* xs, const float* ref, float* out, std::size_t len,
                                               bool stream, const Combine& combine) {
   const float* x[N];
@@ -373,7 +378,7 @@ template <std::size_t N, class V, class Combine>
     }
     return ref[k] + combine(u);
   };
-  run_coordinates<N, V>(x, ref, out, len, stream, lanes, one);
+  run_coordinates<N, V, Ahead>(x, ref, out, len, stream, lanes, one);
 }
 
 // One coordinate of the equal-weight kernel (T = float) or a vector of them (T = float8, float16).
@@ -414,15 +419,16 @@ template <std::size_t N, std::size_t Lo, std::size_t Hi, class V>
   for (std::size_t i = 0; i < N; ++i) {
     c[i] = a.coef[i];
   }
-  run_kernel<N, V>(a.xs, a.ref, a.out, a.len, a.stream, [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
-    select_positions<N, Lo, Hi>(v);
-    auto acc = std::remove_reference_t<decltype(v[0])>{} + 0.0F;
-    PRSGD_UNROLL(16)
-    for (std::size_t j = Lo; j <= Hi; ++j) {
-      acc = acc + c[j] * v[j];
-    }
-    return acc;
-  });
+  run_kernel<N, V, window_prefetch_floats>(a.xs, a.ref, a.out, a.len, a.stream,
+                                           [&](auto(&v)[N]) PRSGD_AGGREGATION_INLINE {
+                                             select_positions<N, Lo, Hi>(v);
+                                             auto acc = std::remove_reference_t<decltype(v[0])>{} + 0.0F;
+                                             PRSGD_UNROLL(16)
+                                             for (std::size_t j = Lo; j <= Hi; ++j) {
+                                               acc = acc + c[j] * v[j];
+                                             }
+                                             return acc;
+                                           });
 }
 
 [[gnu::always_inline]] inline float to_float(std::int32_t v) { return static_cast<float>(v); }
