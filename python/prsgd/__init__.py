@@ -8,7 +8,7 @@ prsgd.fingerprints    the model and data fingerprints `prsgd worker` declares
 prsgd.fmnist          Fashion-MNIST from Debian's dataset-fashion-mnist, as prsgd reads it (needs torch)
 """
 from .evaluator import Evaluator
-from .worker import Refused, Round, Worker, read_key_file
+from .worker import JoinTimeout, Refused, Round, Worker, read_key_file
 
-__all__ = ["Worker", "Evaluator", "Round", "Refused", "read_key_file"]
+__all__ = ["Worker", "Evaluator", "Round", "Refused", "JoinTimeout", "read_key_file"]
 __version__ = "0.1.0"

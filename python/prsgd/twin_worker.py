@@ -4,6 +4,7 @@ averager, interchangeable with `prsgd worker --model NAME` in the same job.
 
 usage: python3 -m prsgd.twin_worker --averager ENDPOINT [--model fmnist-mlp] [--data-dir DIR] [--lr X]
        [--momentum M] [--momentum-on-restart keep|reset] [--heartbeat-ms MS] [--heartbeat-timeout-ms MS]
+       [--join-timeout-ms MS]
        [--curve-public-key F --curve-secret-key F --curve-server-key F] [--threads N] [--slowdown-ms MS]
 
 Exit status: 0 when the job ended (STOP) or the worker left (SIGTERM/SIGINT), 1 when the averager refused it
@@ -54,6 +55,8 @@ def main(argv=None):
     p.add_argument("--momentum-on-restart", choices=("keep", "reset"), default="keep")
     p.add_argument("--heartbeat-ms", type=int, default=500)
     p.add_argument("--heartbeat-timeout-ms", type=int, default=5000)
+    p.add_argument("--join-timeout-ms", type=int, default=600000,
+                   help="give up (status 1) when no averager welcomes this worker within this many ms; 0: never")
     p.add_argument("--curve-public-key")
     p.add_argument("--curve-secret-key")
     p.add_argument("--curve-server-key")
@@ -63,6 +66,8 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.heartbeat_ms <= 0 or a.heartbeat_timeout_ms <= a.heartbeat_ms:
         p.error("--heartbeat-timeout-ms must be > --heartbeat-ms > 0")
+    if a.join_timeout_ms < 0:
+        p.error("--join-timeout-ms must be >= 0")
     if not (a.lr > 0 and 0 <= a.momentum < 1 and a.threads >= 1 and a.slowdown_ms >= 0):
         p.error("--lr must be > 0, --momentum in [0, 1), --threads >= 1, --slowdown-ms >= 0")
     torch.set_num_threads(a.threads)
@@ -81,7 +86,8 @@ def main(argv=None):
             momentum_on_restart=a.momentum_on_restart, slowdown=a.slowdown_ms / 1000.0,
             model_fingerprint=fingerprints.model(a.model, fmnist.SHAPE, fmnist.CLASSES, flat_size(model)),
             data_fingerprint=fmnist.data_fingerprint(train), heartbeat_ms=a.heartbeat_ms,
-            heartbeat_timeout_ms=a.heartbeat_timeout_ms, curve_public_key=a.curve_public_key,
+            heartbeat_timeout_ms=a.heartbeat_timeout_ms, join_timeout_ms=a.join_timeout_ms,
+            curve_public_key=a.curve_public_key,
             curve_secret_key=a.curve_secret_key, curve_server_key=a.curve_server_key, name="torch-worker")
     except ValueError as e:
         print(f"{PROG}: {e}", file=sys.stderr)

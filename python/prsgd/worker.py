@@ -37,6 +37,11 @@ class Refused(Exception):
     """The averager refused this worker for good (its model or data differ from the job's); str() says how."""
 
 
+class JoinTimeout(Exception):
+    """No averager welcomed this worker within join_timeout_ms of starting to join (or of rejoining after it
+    lost its averager); str() says what it waited for."""
+
+
 class Round:
     """What the averager asked for in one RESTART, plus the member's assignment from its WELCOME.
 
@@ -105,15 +110,19 @@ class Worker:
     initial_model: a 1-d float32 array sent with every JOIN: a `--model external` averager without
     --init-model starts the job from the first one it receives (None: send none).
     heartbeat_ms, heartbeat_timeout_ms: as `prsgd worker --heartbeat-ms / --heartbeat-timeout-ms`.
+    join_timeout_ms: as `prsgd worker --join-timeout-ms`: run() raises JoinTimeout when no averager welcomed the
+    worker within this many milliseconds of starting to join or of rejoining; 0 keeps trying.
     curve_public_key, curve_secret_key, curve_server_key: `prsgd keygen` files; all three or none.
     """
 
     def __init__(self, averager, train=None, *, model_fingerprint="", data_fingerprint="", model_size=None,
                  speed_hint=0.0, initial_model=None, heartbeat_ms=500, heartbeat_timeout_ms=5000,
-                 curve_public_key=None, curve_secret_key=None, curve_server_key=None, name="python-worker",
-                 log=_log):
+                 join_timeout_ms=600000, curve_public_key=None, curve_secret_key=None, curve_server_key=None,
+                 name="python-worker", log=_log):
         if heartbeat_ms <= 0 or heartbeat_timeout_ms <= heartbeat_ms:
             raise ValueError("heartbeat_timeout_ms must be > heartbeat_ms > 0")
+        if join_timeout_ms < 0:
+            raise ValueError("join_timeout_ms must be >= 0")
         keys = (curve_public_key, curve_secret_key, curve_server_key)
         if any(keys) and not all(keys):
             raise ValueError("CURVE needs curve_public_key, curve_secret_key and curve_server_key together")
@@ -127,6 +136,7 @@ class Worker:
         self.heartbeat = heartbeat_ms / 1000.0
         self.timeout = heartbeat_timeout_ms / 1000.0
         self.join_retry = max(self.heartbeat, 0.2)
+        self.join_timeout = join_timeout_ms / 1000.0
         self._curve = tuple(read_key_file(k) for k in keys) if all(keys) else None
         self.name = name
         self.log = log
@@ -140,6 +150,8 @@ class Worker:
         self._latest = None  # the newest accepted Round (I/O thread, under _lock)
         self.models_sent = 0
         self.refusal = None
+        self.gave_up = None  # what the worker waited for when join_timeout passed
+        self._joining_since = None
         self._lock = threading.Lock()
         self._tasks = deque()  # (Round, params) for the training thread
         self._results = deque()  # MODEL frames for the I/O thread
@@ -162,6 +174,9 @@ class Worker:
             end = self.run()
         except Refused as e:
             print(f"{prog}: the averager refused this worker: {e}", file=sys.stderr)
+            return 1
+        except JoinTimeout as e:
+            print(f"{prog}: {e} (--join-timeout-ms); giving up", file=sys.stderr)
             return 1
         print(f"{prog}: {end} after {self.models_sent} models", file=sys.stderr)
         return 3 if end == LEFT else 0
@@ -210,6 +225,8 @@ class Worker:
             self._ctx.term()
         if self.refusal is not None:
             raise Refused(self.refusal)
+        if self.gave_up is not None:
+            raise JoinTimeout(self.gave_up)
         return self.state
 
     def leave(self):
@@ -283,6 +300,7 @@ class Worker:
         self._send(P.encode_join(self.nonce, 0, 0, self.speed, self.model_fingerprint, self.data_fingerprint,
                                  self.initial_model))
         self._next_join = now + self.join_retry
+        self._joining_since = now
         try:
             while True:
                 with self._lock:
@@ -322,11 +340,17 @@ class Worker:
     def _next_wakeup(self):
         t = min(self._next_heartbeat, self._next_transport_heartbeat)
         if self.state == JOINING:
-            return min(t, self._next_join)
+            t = min(t, self._next_join)
+            return min(t, self._joining_since + self.join_timeout) if self.join_timeout > 0 else t
         return min(t, self._last_heard + self.timeout + 0.001)
 
     def _tick(self):
         now = time.monotonic()
+        if self.state == JOINING and self.join_timeout > 0 and now - self._joining_since >= self.join_timeout:
+            self.gave_up = f"no averager welcomed this worker within {self.join_timeout:g} s at {self.averager}"
+            self.log("error", self.gave_up + "; giving up")
+            self.state = STOPPED
+            return
         if now >= self._next_transport_heartbeat:
             self._send([P.KIND_HEARTBEAT + self.name.encode()])
             self._next_transport_heartbeat = now + min(self.heartbeat, 0.25)
@@ -354,6 +378,7 @@ class Worker:
     def _rejoin(self):
         self._cancel_current()
         self.state = JOINING
+        self._joining_since = time.monotonic()
         self.member = self.token = 0
         self._send(P.encode_join(self.nonce, self.averager_incarnation, self.last_finished, self.speed,
                                  self.model_fingerprint, self.data_fingerprint, self.initial_model))

@@ -20,6 +20,8 @@ scripted averager. The same checks run against `prsgd worker` and the Python pac
   silent     an averager silent for the heartbeat timeout makes the worker JOIN again
   stop       STOP ends the worker with status 0, saying it was stopped
   sigterm    SIGTERM makes a member send LEAVE with its token, then end with status 3, saying it left
+  jointimeout  with --join-timeout-ms 2000 and its JOINs unanswered, the worker ends with status 1 and one line
+             (besides log lines) saying that no averager welcomed it and naming the option
 
 usage: conformance.py --worker cpp|python --prsgd PATH [--python PY] [--workdir DIR] [CHECK...]
 """
@@ -130,13 +132,14 @@ class Averager:
 
 
 class WorkerProcess:
-    def __init__(self, kind, args, endpoint, workdir, name, slowdown_ms=0):
+    def __init__(self, kind, args, endpoint, workdir, name, slowdown_ms=0, extra=()):
         log_path = os.path.join(workdir, f"{kind}-{name}.log")
         self.log_path = log_path
         common = ["--averager", endpoint, "--model", "fmnist-mlp", "--heartbeat-ms", str(HB_MS),
                   "--heartbeat-timeout-ms", str(TIMEOUT_MS)]
         if slowdown_ms:
             common += ["--slowdown-ms", str(slowdown_ms)]
+        common += list(extra)
         if kind == "cpp":
             argv = [args.prsgd, "worker", "--progress", "off"] + common
         else:
@@ -305,8 +308,20 @@ def c_sigterm(avg, w):
     expect("left" in w.output(), "the worker does not say that it left")
 
 
+def c_jointimeout(avg, w):
+    join_of(avg)  # never answered
+    status = w.wait(60)
+    expect(status == 1, f"exit status {status} with its JOINs unanswered, expected 1")
+    lines = [l for l in w.output().splitlines()
+             if l.strip() and not re.match(r"\d{4}-\d\d-\d\dT|prsgd worker \[", l)]
+    expect(len(lines) == 1 and "no averager welcomed this worker within 2 s" in lines[0]
+           and "(--join-timeout-ms); giving up" in lines[0],
+           "expected one line saying it gave up, got:\n" + "\n".join(lines))
+
+
 CHECKS = {"join": c_join, "refused": c_refused, "train": c_train, "supersede": c_supersede, "removed": c_removed,
-          "incarnation": c_incarnation, "silent": c_silent, "stop": c_stop, "sigterm": c_sigterm}
+          "incarnation": c_incarnation, "silent": c_silent, "stop": c_stop, "sigterm": c_sigterm,
+          "jointimeout": c_jointimeout}
 
 
 def main():
@@ -322,7 +337,8 @@ def main():
     for name in args.checks:
         avg = Averager()
         w = WorkerProcess(args.worker, args, avg.endpoint, args.workdir, name,
-                          slowdown_ms=1 if name == "supersede" else 0)
+                          slowdown_ms=1 if name == "supersede" else 0,
+                          extra=["--join-timeout-ms", "2000"] if name == "jointimeout" else [])
         try:
             CHECKS[name](avg, w)
             print(f"ok   {args.worker} {name}")
