@@ -90,13 +90,18 @@ TEST_F(WorkerCoreTest, JoinIsRetriedUntilWelcomed) {
 
 // join_timeout: a worker no averager welcomes within it stops and says why, whether it never joined or lost its
 // averager and has been rejoining since; a WELCOME in time clears it. 0 (the default) keeps trying.
-TEST(WorkerCoreJoinTimeout, GivesUpWhenNoWelcomeComesInTime) {
-  fake_clock clk;
+worker_config joining(std::chrono::nanoseconds retry, std::chrono::nanoseconds timeout) {
   worker_config c;
   c.incarnation = 7;
-  c.join_retry = 2s;
-  c.join_timeout = 9s;
-  worker_core worker(c, clk);
+  c.join_retry = retry;
+  c.averager_timeout = 5s;
+  c.join_timeout = timeout;
+  return c;
+}
+
+TEST(WorkerCoreJoinTimeout, GivesUpWhenNoWelcomeComesInTime) {
+  fake_clock clk;
+  worker_core worker(joining(2s, 9s), clk);
   (void)worker.start();
   for (int i = 0; i < 8; ++i) {
     clk.advance(1s);
@@ -118,12 +123,7 @@ TEST(WorkerCoreJoinTimeout, GivesUpWhenNoWelcomeComesInTime) {
 
 TEST(WorkerCoreJoinTimeout, CountsFromTheLatestRejoinAndAWelcomeClearsIt) {
   fake_clock clk;
-  worker_config c;
-  c.incarnation = 7;
-  c.join_retry = 1s;
-  c.averager_timeout = 5s;
-  c.join_timeout = 10s;
-  worker_core worker(c, clk);
+  worker_core worker(joining(1s, 10s), clk);
   (void)worker.start();
   clk.advance(8s);
   (void)worker.tick();
@@ -146,10 +146,7 @@ TEST(WorkerCoreJoinTimeout, CountsFromTheLatestRejoinAndAWelcomeClearsIt) {
 
 TEST(WorkerCoreJoinTimeout, ZeroKeepsTrying) {
   fake_clock clk;
-  worker_config c;
-  c.incarnation = 7;
-  c.join_retry = 1s;
-  worker_core worker(c, clk);
+  worker_core worker(joining(1s, 0s), clk);
   (void)worker.start();
   for (int i = 0; i < 100; ++i) {
     clk.advance(10s);
