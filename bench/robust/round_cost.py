@@ -20,8 +20,11 @@ TARGET = 1.5  # the robust rules' goal: at most this many times the mean's cost
 
 
 def run(bench, reps, min_time):
+    # Random interleaving runs the repetitions of all benchmarks in a shuffled order, so that a change in the
+    # machine's load during the run spreads over every cell instead of landing on the few measured then.
     cmd = [bench, f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
-           f"--benchmark_min_time={min_time}", "--benchmark_format=json"]
+           "--benchmark_enable_random_interleaving=true", f"--benchmark_min_time={min_time}",
+           "--benchmark_format=json"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"round_cost.py: {bench} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
