@@ -349,7 +349,7 @@ class Worker:
         if self.state == JOINING and self.join_timeout > 0 and now - self._joining_since >= self.join_timeout:
             self.gave_up = f"no averager welcomed this worker within {self.join_timeout:g} s at {self.averager}"
             self.log("error", self.gave_up + "; giving up")
-            self.state = STOPPED
+            self._stop()
             return
         if now >= self._next_transport_heartbeat:
             self._send([P.KIND_HEARTBEAT + self.name.encode()])
