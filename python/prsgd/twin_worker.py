@@ -8,7 +8,7 @@ usage: python3 -m prsgd.twin_worker --averager ENDPOINT [--model fmnist-mlp] [--
        [--curve-public-key F --curve-secret-key F --curve-server-key F] [--threads N] [--slowdown-ms MS]
 
 Exit status: 0 when the job ended (STOP) or the worker left (SIGTERM/SIGINT), 1 when the averager refused it
-(one line saying why) or it failed, 2 for bad usage.
+or no averager welcomed it within --join-timeout-ms (one line saying why) or it failed, 2 for bad usage.
 """
 import argparse
 import sys
