@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "child_process.hpp"
@@ -105,6 +106,34 @@ TEST_F(NetnsClusterTest, UpRefusesToOverwriteAndBadArgumentsFail) {
   EXPECT_NE(run({"exec", "9", "true"}).status, 0);
   EXPECT_NE(run({"link", "1", "sideways"}).status, 0);
   EXPECT_NE(run({"frobnicate"}).status, 0);
+}
+
+TEST_F(NetnsClusterTest, TheBucketGrowsWithTheRateAndBadRatesCreateNothing) {
+  // 0.32 ms of the rate: 40,000 bytes at 1gbit (a fixed 4 KB bucket let such a link carry about 380 Mbit/s),
+  // and the 4 KB bucket a 100mbit link always had.
+  auto up = run({"up", "2", "--rate", "1gbit"});
+  ASSERT_EQ(up.status, 0) << up.out;
+  auto fast = run({"exec", "1", "tc", "qdisc", "show", "dev", "eth0"});
+  std::smatch burst;
+  ASSERT_TRUE(std::regex_search(fast.out, burst, std::regex{"rate 1Gbit burst ([0-9]+)b"})) << fast.out;
+  EXPECT_GE(std::stoul(burst[1].str()), 39000u) << fast.out;  // tc shows the kernel's rounding of 40,000
+  ASSERT_EQ(run({"rate", "2", "100mbit"}).status, 0);
+  auto slow = run({"exec", "2", "tc", "qdisc", "show", "dev", "eth0"});
+  EXPECT_NE(slow.out.find("rate 100Mbit burst 4Kb"), std::string::npos) << slow.out;
+  auto status = run({"status"});
+  EXPECT_NE(status.out.find("tbf 100Mbit burst 4Kb"), std::string::npos) << status.out;
+
+  auto bad_rate = run({"rate", "1", "fast"});
+  EXPECT_EQ(bad_rate.status, 2) << bad_rate.out;
+  auto kept = run({"exec", "1", "tc", "qdisc", "show", "dev", "eth0"});
+  EXPECT_NE(kept.out.find("rate 1Gbit"), std::string::npos)
+      << "a refused rate must leave the link as it was: " << kept.out;
+  ASSERT_EQ(run({"down"}).status, 0);
+  auto bad_up = run({"up", "2", "--rate", "10furlongs"});
+  EXPECT_EQ(bad_up.status, 2) << bad_up.out;
+  EXPECT_NE(bad_up.out.find("rate must look like 100mbit or 1gbit (got '10furlongs')"), std::string::npos)
+      << bad_up.out;
+  EXPECT_EQ(leftovers(), "") << "a refused rate must create no host";
 }
 
 TEST_F(NetnsClusterTest, RunSubstitutesAddressesAndTearsDown) {
