@@ -2,19 +2,23 @@
 // Real ZeroMQ over tcp://127.0.0.1 (OS-chosen ports read back), ipc:// and inproc://.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "child_process.hpp"
+#include "files.hpp"
 #include "ports.hpp"
 #include "prsgd/transport/zmq_transport.hpp"
 #include "recorder.hpp"
@@ -105,6 +109,76 @@ TEST(ZmqTransportTest, SendsAndReceivesMultipartBothWays) {
   }
   EXPECT_EQ(server->stats().messages_sent, 100U);
   EXPECT_EQ(server->stats().messages_received, 1U);
+}
+
+// Splits a file into lines of whitespace-separated words.
+std::vector<std::vector<std::string>> words_by_line(const std::string& text) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    out.emplace_back(std::istream_iterator<std::string>{in}, std::istream_iterator<std::string>{});
+  }
+  return out;
+}
+
+TEST(ZmqTransportTest, WireTraceRecordsEverySentAndDeliveredMessage) {
+  test::scratch_dir dir{"prsgd-wire-trace"};
+  const auto trace = dir / "trace.txt";
+  ::setenv("PRSGD_WIRE_TRACE", trace.c_str(), 1);
+  recorder srec;
+  recorder crec;
+  auto server = make_or_die(fast_config("server"), srec);
+  auto client = make_or_die(fast_config("a client"), crec);
+  ::unsetenv("PRSGD_WIRE_TRACE");
+  recorder quiet_rec;
+  auto quiet = make_or_die(fast_config("quiet"), quiet_rec);  // started without the variable: no lines
+  ASSERT_TRUE(server && client && quiet);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  auto peer = client->connect(*ep, {});
+  ASSERT_TRUE(peer);
+  auto quiet_peer = quiet->connect(*ep, {});
+  ASSERT_TRUE(quiet_peer);
+
+  ASSERT_TRUE(client->send(*peer, text_message({"header", "", "payload"})));
+  ASSERT_TRUE(quiet->send(*quiet_peer, text_message({"unseen"})));
+  ASSERT_TRUE(srec.wait_messages(2));
+  const auto from_client = srec.messages().at(0).msg.at(0).view() == "header" ? 0 : 1;
+  ASSERT_TRUE(server->send(srec.messages().at(from_client).peer, text_message({"\x01\xff"})));
+  ASSERT_TRUE(crec.wait_messages(1));
+
+  // time pid node direction peer bytes frames head-of-frame-0-in-hex
+  const auto lines = words_by_line(test::read_file(trace));
+  ASSERT_EQ(lines.size(), 5U) << test::read_file(trace);
+  std::vector<std::string> seen;
+  for (const auto& w : lines) {
+    ASSERT_EQ(w.size(), 8U) << test::read_file(trace);
+    EXPECT_NE(w[0].find('.'), std::string::npos);
+    EXPECT_EQ(w[1], std::to_string(::getpid()));
+    seen.push_back(w[2] + " " + w[3] + " " + w[5] + " " + w[6] + " " + w[7]);
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"a_client rx 2 1 01ff", "a_client tx 13 3 686561646572",
+                                            "server rx 13 3 686561646572", "server rx 6 1 756e7365656e",
+                                            "server tx 2 1 01ff"}))
+      << test::read_file(trace);
+}
+
+TEST(ZmqTransportTest, AWireTraceThatCannotBeOpenedLeavesTheTransportWorking) {
+  ::setenv("PRSGD_WIRE_TRACE", "/nonexistent-prsgd-dir/trace.txt", 1);
+  recorder srec;
+  recorder crec;
+  auto server = make_or_die(fast_config("server"), srec);
+  auto client = make_or_die(fast_config("client"), crec);
+  ::unsetenv("PRSGD_WIRE_TRACE");
+  ASSERT_TRUE(server && client);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  auto peer = client->connect(*ep, {});
+  ASSERT_TRUE(peer);
+  ASSERT_TRUE(client->send(*peer, text_message({"still works"})));
+  ASSERT_TRUE(srec.wait_messages(1));
 }
 
 TEST(ZmqTransportTest, WorksOverIpcAndInproc) {

@@ -65,6 +65,9 @@ multipart zmq_transport::impl::to_frames(std::vector<zmq::message_t>& parts, std
 inline void zmq_transport::impl::deliver(peer_id peer, multipart msg) {
   messages_received_.fetch_add(1, std::memory_order_relaxed);
   bytes_received_.fetch_add(total_size(msg), std::memory_order_relaxed);
+  if (trace_) {
+    trace_->record("rx", peer, msg);
+  }
   if (handlers_.on_message) {
     handlers_.on_message(peer, std::move(msg));
   }

@@ -70,6 +70,7 @@ expected<void> zmq_transport::impl::start() {
       cfg_.node_name.find('\0') != std::string::npos) {
     return fail(errc::invalid_argument, "node_name must be 1..200 bytes without zero bytes");
   }
+  trace_ = transport_detail::wire_trace::from_environment(cfg_.node_name);
   if (cfg_.heartbeat_interval.count() <= 0 || cfg_.heartbeat_timeout <= cfg_.heartbeat_interval) {
     return fail(errc::invalid_argument, "need 0 < heartbeat_interval < heartbeat_timeout");
   }
@@ -271,6 +272,9 @@ expected<void> zmq_transport::impl::send(peer_id peer, multipart msg) {
     counters->queued_bytes.fetch_add(bytes, std::memory_order_relaxed);
     messages_sent_.fetch_add(1, std::memory_order_relaxed);
     bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+    if (trace_) {
+      trace_->record("tx", peer, msg);
+    }
     // A direct send must not overtake this thread's earlier, still queued messages: only with an
     // empty queue (a drained message has been sent or sits in the peer's pending list, which
     // enqueue_or_send respects; draining happens under io_mutex_, which we hold).

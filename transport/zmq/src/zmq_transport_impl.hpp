@@ -36,6 +36,7 @@
 #include "prsgd/common/expected.hpp"
 #include "prsgd/common/rate_limiter.hpp"
 #include "prsgd/transport/transport.hpp"
+#include "wire_trace.hpp"
 
 namespace prsgd {
 namespace transport_detail {
@@ -250,6 +251,8 @@ class zmq_transport::impl {
   bool zap_ready_ = true;
   clock_source::time_point next_tick_{};
 
+  // PRSGD_WIRE_TRACE (wire_trace.hpp): set in start(), before the I/O thread exists; null without it.
+  std::unique_ptr<transport_detail::wire_trace> trace_;
   std::atomic<std::uint64_t> messages_sent_{0};
   std::atomic<std::uint64_t> bytes_sent_{0};
   std::atomic<std::uint64_t> messages_received_{0};
