@@ -141,8 +141,9 @@ class scorer {
 
 int run_evaluator(const evaluator_options& given) {
   const sigset_t signals = block_stop_signals();
-  auto learned = learn_job("evaluator", given.output, given.liveness, given.security, given.model, given.given,
-                           given.averager_address, signals);
+  auto learned =
+      learn_job("evaluator", given.output, given.liveness, given.security, given.model, given.given,
+                given.averager_address, signals, std::chrono::milliseconds{given.join_timeout_ms}, "--join-timeout-ms");
   if (const int* status = std::get_if<int>(&learned)) {
     return *status;
   }

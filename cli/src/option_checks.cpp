@@ -453,7 +453,7 @@ expected<void> validate(const evaluator_options& o) {
   if (!o.security.curve_public_key.empty() && o.security.curve_server_key.empty()) {
     return bad("an evaluator with CURVE keys needs --curve-server-key (the averager's public key file)");
   }
-  return {};
+  return at_least(o.join_timeout_ms, 0, "--join-timeout-ms");
 }
 
 expected<void> validate(const local_options& o) {

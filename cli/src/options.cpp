@@ -193,6 +193,12 @@ struct parser {
     evaluator_cmd = app.add_subcommand(
         "evaluator", "Run an evaluator: scores x̄ on the job's test set for an averager (--evaluate-on evaluators)");
     add_averager_address(*evaluator_cmd, evaluator.averager_address);
+    evaluator_cmd
+        ->add_option("--join-timeout-ms", evaluator.join_timeout_ms,
+                     "Give up (status 1) when no averager answers this evaluator's request for the job within this "
+                     "many ms; 0 = keep asking")
+        ->capture_default_str()
+        ->group("Network");
     add_output(*evaluator_cmd, evaluator.output, false);
     add_model(*evaluator_cmd, evaluator.model);
     add_liveness(*evaluator_cmd, evaluator.liveness);

@@ -210,8 +210,8 @@ TEST_F(CommandTest, EndpointFileNamesTheBoundEndpoint) {
   EXPECT_FALSE(std::filesystem::exists(job.path("head.endpoint.tmp")));
 }
 
-// --join-timeout-ms: a worker that no averager answers, or whose averager is gone for good, ends with status 1 and
-// one line instead of asking for ever. Port 1 on loopback: nothing listens there.
+// --join-timeout-ms: a worker (or an evaluator) that no averager answers, or whose averager is gone for good, ends
+// with status 1 and one line instead of asking for ever. Port 1 on loopback: nothing listens there.
 TEST_F(CommandTest, WorkerGivesUpWhenNoAveragerWelcomesItInTime) {
   prsgd::test::prsgd_job job{PRSGD_BINARY, "prsgd-join-timeout"};
   const auto nobody = job.run({"worker", "--averager", "tcp://127.0.0.1:1", "--join-timeout-ms", "1000", "--data-dir",
@@ -222,6 +222,20 @@ TEST_F(CommandTest, WorkerGivesUpWhenNoAveragerWelcomesItInTime) {
                             "giving up\n"),
             std::string::npos)
       << nobody.err;
+
+  // An evaluator asks for the job's spec under the same limit.
+  const auto no_job = job.run({"evaluator", "--averager", "tcp://127.0.0.1:1", "--join-timeout-ms", "1000",
+                               "--data-dir", prsgd::test::fmnist_dir(), "--progress", "off"},
+                              std::chrono::seconds{60});
+  EXPECT_EQ(no_job.status, 1) << no_job.err;
+  EXPECT_NE(no_job.err.find("prsgd evaluator: no averager answered at tcp://127.0.0.1:1 within 1 s "
+                            "(--join-timeout-ms); giving up\n"),
+            std::string::npos)
+      << no_job.err;
+  EXPECT_EQ(
+      job.run({"evaluator", "--averager", "tcp://127.0.0.1:1", "--join-timeout-ms", "-1"}, std::chrono::seconds{60})
+          .status,
+      2);
 
   // A member whose averager dies rejoins, and gives up when nothing welcomes it within the limit.
   const auto averager = job.start_averager({"--model", "fmnist-mlp", "--min-workers", "1", "--rounds", "100000",

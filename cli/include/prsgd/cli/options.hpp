@@ -321,6 +321,9 @@ struct evaluator_options {
   model_options model;
   /// --averager, --head, --head-timeout-ms.
   averager_address_options averager_address;
+  /// Give up (status 1) when no averager answers the request for the job's spec within this many
+  /// milliseconds; 0 = keep asking. @pre >= 0
+  int join_timeout_ms = 600000;
   /// The options of `model` given on the command line or in the --config file (as worker_options::given).
   std::vector<std::string> given;
 };
