@@ -212,30 +212,24 @@ TEST_F(CommandTest, EndpointFileNamesTheBoundEndpoint) {
 
 // --join-timeout-ms: a worker (or an evaluator) that no averager answers, or whose averager is gone for good, ends
 // with status 1 and one line instead of asking for ever. Port 1 on loopback: nothing listens there.
-TEST_F(CommandTest, WorkerGivesUpWhenNoAveragerWelcomesItInTime) {
+TEST_F(CommandTest, WorkersAndEvaluatorsGiveUpWhenNoAveragerAnswersInTime) {
   prsgd::test::prsgd_job job{PRSGD_BINARY, "prsgd-join-timeout"};
-  const auto nobody = job.run({"worker", "--averager", "tcp://127.0.0.1:1", "--join-timeout-ms", "1000", "--data-dir",
-                               prsgd::test::fmnist_dir(), "--progress", "off"},
-                              std::chrono::seconds{60});
-  EXPECT_EQ(nobody.status, 1) << nobody.err;
-  EXPECT_NE(nobody.err.find("prsgd worker: no averager answered at tcp://127.0.0.1:1 within 1 s (--join-timeout-ms); "
-                            "giving up\n"),
-            std::string::npos)
-      << nobody.err;
-
-  // An evaluator asks for the job's spec under the same limit.
-  const auto no_job = job.run({"evaluator", "--averager", "tcp://127.0.0.1:1", "--join-timeout-ms", "1000",
-                               "--data-dir", prsgd::test::fmnist_dir(), "--progress", "off"},
-                              std::chrono::seconds{60});
-  EXPECT_EQ(no_job.status, 1) << no_job.err;
-  EXPECT_NE(no_job.err.find("prsgd evaluator: no averager answered at tcp://127.0.0.1:1 within 1 s "
-                            "(--join-timeout-ms); giving up\n"),
-            std::string::npos)
-      << no_job.err;
-  EXPECT_EQ(
-      job.run({"evaluator", "--averager", "tcp://127.0.0.1:1", "--join-timeout-ms", "-1"}, std::chrono::seconds{60})
-          .status,
-      2);
+  // A worker, and an evaluator asking for the job's spec, give up under the same limit.
+  for (const std::string role : {"worker", "evaluator"}) {
+    const auto nobody = job.run({role, "--averager", "tcp://127.0.0.1:1", "--join-timeout-ms", "1000", "--data-dir",
+                                 prsgd::test::fmnist_dir(), "--progress", "off"},
+                                std::chrono::seconds{60});
+    EXPECT_EQ(nobody.status, 1) << nobody.err;
+    EXPECT_NE(
+        nobody.err.find("prsgd " + role +
+                        ": no averager answered at tcp://127.0.0.1:1 within 1 s (--join-timeout-ms); giving up\n"),
+        std::string::npos)
+        << nobody.err;
+    EXPECT_EQ(
+        job.run({role, "--averager", "tcp://127.0.0.1:1", "--join-timeout-ms", "-1"}, std::chrono::seconds{60}).status,
+        2)
+        << role;
+  }
 
   // A member whose averager dies rejoins, and gives up when nothing welcomes it within the limit.
   const auto averager = job.start_averager({"--model", "fmnist-mlp", "--min-workers", "1", "--rounds", "100000",
