@@ -33,3 +33,12 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   set_tests_properties(ops_slow_link_heartbeat PROPERTIES LABELS integration TIMEOUT ${timeout} RUN_SERIAL TRUE
                        SKIP_RETURN_CODE 77)
 endif()
+
+# PRSGD_WIRE_TRACE end to end: a sharded `prsgd local` job of 6 rounds writes one trace from every process,
+# and bench/vs_gloo/timeline reads its rounds back in order (about 2 s).
+if(TARGET prsgd)
+  add_test(NAME ops_wire_trace_timeline
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/wire_trace_timeline_test.sh $<TARGET_FILE:prsgd> ${PROJECT_SOURCE_DIR})
+  prsgd_scaled_timeout(timeout 120)
+  set_tests_properties(ops_wire_trace_timeline PROPERTIES LABELS integration TIMEOUT ${timeout})
+endif()
