@@ -40,7 +40,7 @@ wire_trace::wire_trace(int fd, std::string node) : fd_(fd), node_(std::move(node
 
 wire_trace::~wire_trace() { ::close(fd_); }
 
-void wire_trace::record(std::string_view direction, std::uint64_t peer, const multipart& msg) const {
+std::string wire_trace::line(std::string_view direction, std::uint64_t peer, const multipart& msg) const {
   std::size_t bytes = 0;
   for (const auto& f : msg) {
     bytes += f.size();
@@ -56,14 +56,19 @@ void wire_trace::record(std::string_view direction, std::uint64_t peer, const mu
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
   // time pid node direction peer bytes frames head
-  char line[512];
-  const int len = std::snprintf(line, sizeof line, "%lld.%06lld %ld %s %.*s %llu %zu %zu %s\n",
+  char text[512];
+  const int len = std::snprintf(text, sizeof text, "%lld.%06lld %ld %s %.*s %llu %zu %zu %s\n",
                                 static_cast<long long>(now / 1000000), static_cast<long long>(now % 1000000), pid_,
                                 node_.c_str(), static_cast<int>(direction.size()), direction.data(),
                                 static_cast<unsigned long long>(peer), bytes, msg.size(), head);
-  if (len > 0) {
+  return len > 0 ? std::string(text, static_cast<std::size_t>(std::min(len, static_cast<int>(sizeof text) - 1)))
+                 : std::string{};
+}
+
+void wire_trace::write(const std::string& line) const {
+  if (!line.empty()) {
     // One write per line: with O_APPEND the lines of all threads and processes stay whole.
-    (void)!::write(fd_, line, static_cast<std::size_t>(std::min(len, static_cast<int>(sizeof line) - 1)));
+    (void)!::write(fd_, line.data(), line.size());
   }
 }
 

@@ -28,7 +28,13 @@ class wire_trace {
   wire_trace& operator=(const wire_trace&) = delete;
 
   /// Records a message accepted for sending to `peer` ("tx") or delivered from it ("rx").
-  void record(std::string_view direction, std::uint64_t peer, const multipart& msg) const;
+  void record(std::string_view direction, std::uint64_t peer, const multipart& msg) const {
+    write(line(direction, peer, msg));
+  }
+  /// Returns the line record() writes, stamped now; for a caller that writes it after releasing a lock.
+  [[nodiscard]] std::string line(std::string_view direction, std::uint64_t peer, const multipart& msg) const;
+  /// Appends one line made by line().
+  void write(const std::string& line) const;
 
   /// How many bytes of the first frame a line shows, in hex.
   static constexpr std::size_t head_bytes = 16;

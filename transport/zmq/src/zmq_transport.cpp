@@ -253,6 +253,7 @@ expected<void> zmq_transport::impl::send(peer_id peer, multipart msg) {
   bool direct = false;
   bool wake_needed = false;
   std::shared_ptr<peer_counters> inline_counters;  // for a send on the I/O thread or a direct send
+  std::string traced;                              // PRSGD_WIRE_TRACE's line for this message
   {
     // One lock for the lookup and the enqueue (the I/O thread takes it once per turn to swap the queue).
     std::lock_guard lock(mutex_);
@@ -273,7 +274,7 @@ expected<void> zmq_transport::impl::send(peer_id peer, multipart msg) {
     messages_sent_.fetch_add(1, std::memory_order_relaxed);
     bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
     if (trace_) {
-      trace_->record("tx", peer, msg);
+      traced = trace_->line("tx", peer, msg);  // written below, once the lock is released
     }
     // A direct send must not overtake this thread's earlier, still queued messages: only with an
     // empty queue (a drained message has been sent or sits in the peer's pending list, which
@@ -286,6 +287,9 @@ expected<void> zmq_transport::impl::send(peer_id peer, multipart msg) {
     } else {
       inline_counters = counters;
     }
+  }
+  if (!traced.empty()) {
+    trace_->write(traced);
   }
   if (on_io_thread || direct) {
     // On the I/O thread (a handler replying) or holding the sockets: no queue hop, per-thread order kept.
