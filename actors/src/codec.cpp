@@ -43,6 +43,7 @@ enum class wire_type : std::uint8_t {
   shard_report = 23,
   spec = 24,
   spec_reply = 25,
+  shard_relay = 26,
 };
 
 // A STATUS_REPLY's payload (the msgpack job_status) is at most this long.
@@ -220,7 +221,7 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
                   "protocol version " + std::to_string(v) + ", this build speaks " + std::to_string(protocol_version));
     }
     const auto t = r.get<std::uint8_t>("t");
-    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::spec_reply)) {
+    if (t < 1 || t > static_cast<std::uint8_t>(wire_type::shard_relay)) {
       return fail(errc::protocol_error, "unknown message type " + std::to_string(t));
     }
     out.type = static_cast<wire_type>(t);
@@ -577,7 +578,7 @@ multipart encode_one(const shard_hello_msg& m) {
 }
 
 multipart encode_one(const shard_setup_msg& m) {
-  header_writer w{wire_type::shard_setup, common_fields + 7};
+  header_writer w{wire_type::shard_setup, common_fields + 7 + (m.ring ? 2 : 0)};
   w.put("m", std::uint64_t{0});
   w.put("i", m.incarnation);
   w.put("a", m.averager_incarnation);
@@ -588,6 +589,10 @@ multipart encode_one(const shard_setup_msg& m) {
   w.put("ms", m.model_size);
   w.put("hb", static_cast<std::int64_t>(m.heartbeat_interval.count()));
   w.put("wd", dtype_name(m.wire));
+  if (m.ring) {
+    w.put("rg", m.ring);
+    w.put("rn", clipped(m.ring_next));
+  }
   w.put("n", floats_in(m.model));
   return {w.finish(), payload_of(m.model)};
 }
@@ -617,7 +622,7 @@ multipart encode_one(const shard_round_msg& m) {
 }
 
 multipart encode_one(const shard_slice_msg& m) {
-  header_writer w{wire_type::shard_slice, common_fields + 5};
+  header_writer w{wire_type::shard_slice, common_fields + 5 + (m.home ? 1 : 0)};
   w.put("m", m.member);
   w.put("i", std::uint64_t{0});
   w.put("a", std::uint64_t{0});
@@ -627,6 +632,9 @@ multipart encode_one(const shard_slice_msg& m) {
   w.put("n", floats_in(m.model));
   w.put("wd", dtype_name(m.dtype));
   w.put("dl", m.delta);
+  if (m.home) {
+    w.put("hm", *m.home);
+  }
   return {w.finish(), payload_of(m.model, m.dtype)};
 }
 
@@ -650,6 +658,21 @@ multipart encode_one(const shard_average_msg& m) {
   w.put("a", std::uint64_t{0});
   w.put("r", m.round);
   w.put("k", m.token);
+  w.put("sk", m.shard);
+  w.put("n", floats_in(m.model));
+  w.put("wd", dtype_name(m.dtype));
+  if (m.base) {
+    w.put("wb", *m.base);
+  }
+  return {w.finish(), payload_of(m.model, m.dtype)};
+}
+
+multipart encode_one(const shard_relay_msg& m) {
+  header_writer w{wire_type::shard_relay, common_fields + 3 + (m.base ? 1 : 0)};
+  w.put("m", std::uint64_t{0});
+  w.put("i", std::uint64_t{0});
+  w.put("a", m.averager_incarnation);
+  w.put("r", m.round);
   w.put("sk", m.shard);
   w.put("n", floats_in(m.model));
   w.put("wd", dtype_name(m.dtype));
@@ -1039,6 +1062,10 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         m.model_size = r.get<std::uint64_t>("ms");
         m.heartbeat_interval = std::chrono::nanoseconds{r.get<std::int64_t>("hb")};
         m.wire = get_dtype(r, "wd");
+        m.ring = r.get_or<bool>("rg", false);
+        if (m.ring) {
+          m.ring_next = r.get<std::string>("rn");
+        }
         if (m.shards == 0 || m.shard >= m.shards) {
           throw std::range_error("shard " + std::to_string(m.shard) + " of " + std::to_string(m.shards));
         }
@@ -1079,8 +1106,11 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
           return std::move(p).error();
         }
         if (type == wire_type::shard_slice) {
-          return shard_msg{
-              shard_slice_msg{member, token, round, shard, std::move(*p), dtype, r.get_or<bool>("dl", false)}};
+          shard_slice_msg m{member, token, round, shard, std::move(*p), dtype, r.get_or<bool>("dl", false)};
+          if (r.find("hm") != nullptr) {
+            m.home = r.get<std::uint64_t>("hm");
+          }
+          return shard_msg{std::move(m)};
         }
         shard_average_msg m{member, token, round, shard, std::move(*p), dtype};
         if (r.find("wb") != nullptr) {
@@ -1098,6 +1128,22 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         m.ok = r.get<bool>("ok");
         m.norm2 = r.get<double>("sq");
         return shard_msg{m};
+      }
+      case wire_type::shard_relay: {
+        shard_relay_msg m;
+        m.averager_incarnation = r.get<incarnation_t>("a");
+        m.round = r.get<round_t>("r");
+        m.shard = r.get<std::uint64_t>("sk");
+        m.dtype = get_dtype(r, "wd");
+        if (r.find("wb") != nullptr) {
+          m.base = r.get<round_t>("wb");
+        }
+        auto p = payload(r, m.dtype);
+        if (!p) {
+          return std::move(p).error();
+        }
+        m.model = std::move(*p);
+        return shard_msg{std::move(m)};
       }
       case wire_type::shard_report: {
         shard_report_msg m;

@@ -414,6 +414,11 @@ struct shard_setup_msg {
   flat_buffer model;
   /// The job's wire dtype (job_spec::wire): how the owner's slices of x̄ travel to the members.
   algorithms::wire_dtype wire = algorithms::wire_dtype::f32;
+  /// Ring gather: the owners pass every new slice of x̄ on around a ring (SHARD_RELAY to the owner at
+  /// `ring_next`, the endpoint of owner k + 1 mod K), and a member that names a home owner gets all of x̄
+  /// from that one owner. False: every owner sends its slice to every member itself.
+  bool ring = false;
+  std::string ring_next{};
 };
 
 /// Names one member's submission an owner combines: its id, token, samples and steps (for the weights).
@@ -461,6 +466,9 @@ struct shard_slice_msg {
   algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
   /// True when `model` is slice k of the change x_i − x̄_round, not of the model.
   bool delta = false;
+  /// Without `model`: the owner on the member's own host, which sends it every slice of x̄ when the job
+  /// gathers x̄ around a ring (none: every owner sends its own slice).
+  std::optional<std::uint64_t> home{};
 };
 
 /// Confirms a received slice (owner -> coordinator): whether it had the right size and finite values,
@@ -487,6 +495,19 @@ struct shard_average_msg {
   std::optional<round_t> base{};
 };
 
+/// Passes slice `shard` of x̄_round on to the next owner of the ring (owner -> owner, ring gather only):
+/// the whole slice, or (`base` set, a lossy wire dtype) its change x̄_round − x̄_base in `dtype`, which
+/// only the members that trained from x̄_base can use. Each owner forwards a slice until the owner
+/// before its origin holds it.
+struct shard_relay_msg {
+  incarnation_t averager_incarnation = 0;
+  round_t round = 0;
+  std::uint64_t shard = 0;
+  flat_buffer model;
+  algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
+  std::optional<round_t> base{};
+};
+
 /// Reports an owner's slice of x̄_round (owner -> coordinator): its FNV-1a checksum, whether it is
 /// finite, whether the combine found every input, and the slice itself when the order asked for it.
 struct shard_report_msg {
@@ -502,7 +523,7 @@ struct shard_report_msg {
 
 /// Holds any message between the shard owners and the coordinator or the workers (STOP ends an owner).
 using shard_msg = std::variant<shard_hello_msg, shard_setup_msg, shard_round_msg, shard_slice_msg, shard_ack_msg,
-                               shard_average_msg, shard_report_msg, stop_msg>;
+                               shard_average_msg, shard_report_msg, shard_relay_msg, stop_msg>;
 
 /// Holds any message the averager sends.
 using to_worker = std::variant<welcome_msg, restart_msg, heartbeat_msg, removed_msg, stop_msg, refused_msg>;
