@@ -668,12 +668,13 @@ multipart encode_one(const shard_average_msg& m) {
 }
 
 multipart encode_one(const shard_relay_msg& m) {
-  header_writer w{wire_type::shard_relay, common_fields + 3 + (m.base ? 1 : 0)};
+  header_writer w{wire_type::shard_relay, common_fields + 4 + (m.base ? 1 : 0)};
   w.put("m", std::uint64_t{0});
   w.put("i", std::uint64_t{0});
   w.put("a", m.averager_incarnation);
   w.put("r", m.round);
   w.put("sk", m.shard);
+  w.put("of", m.offset);
   w.put("n", floats_in(m.model));
   w.put("wd", dtype_name(m.dtype));
   if (m.base) {
@@ -1134,6 +1135,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         m.averager_incarnation = r.get<incarnation_t>("a");
         m.round = r.get<round_t>("r");
         m.shard = r.get<std::uint64_t>("sk");
+        m.offset = r.get<std::uint64_t>("of");
         m.dtype = get_dtype(r, "wd");
         if (r.find("wb") != nullptr) {
           m.base = r.get<round_t>("wb");

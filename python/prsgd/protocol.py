@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The training protocol's messages on the wire (actors/PROTOCOL.md, version 5), for the worker and evaluator side.
+"""The training protocol's messages on the wire (actors/PROTOCOL.md, version 6), for the worker and evaluator side.
 
 One protocol message is one ZeroMQ message of the prsgd transport: a kind frame (b"D" for data), a header
 frame (a msgpack map with short string keys) and, for RESTART and MODEL, a payload frame of raw little-endian
@@ -11,7 +11,7 @@ or raises `ProtocolError` with one line saying what is wrong.
 import msgpack
 import numpy as np
 
-VERSION = 5
+VERSION = 6
 
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 # 10..13 are the operator messages (STATUS, CONTROL and their replies), not spoken here.

@@ -42,7 +42,7 @@ import zmq
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from process_job import SCALE, ProcessJob, fail  # noqa: E402  (tests/integration/process_job.py)
 
-VERSION = 5
+VERSION = 6
 JOIN, WELCOME, LEAVE, HEARTBEAT, MODEL, RESTART, REMOVED, STOP, REFUSED = range(1, 10)
 ROUNDS = 12
 # Scaled like every other bound (PRSGD_TEST_TIME_SCALE), so slow builds do not time out honest members.

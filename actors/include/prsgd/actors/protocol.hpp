@@ -37,7 +37,7 @@ using flat_buffer = std::shared_ptr<const std::vector<float>>;
 using origin_t = std::uint64_t;
 
 /// Names the version of these protocol messages; bump on any field change.
-inline constexpr std::uint32_t protocol_version = 5;
+inline constexpr std::uint32_t protocol_version = 6;
 
 /// Lists the two training modes that share the barrier machinery.
 enum class training_mode : std::uint8_t {
@@ -497,8 +497,8 @@ struct shard_average_msg {
 
 /// Passes slice `shard` of x̄_round on to the next owner of the ring (owner -> owner, ring gather only):
 /// the whole slice, or (`base` set, a lossy wire dtype) its change x̄_round − x̄_base in `dtype`, which
-/// only the members that trained from x̄_base can use. Each owner forwards a slice until the owner
-/// before its origin holds it.
+/// only the members that trained from x̄_base can use, in chunks (`offset`). Each owner forwards a chunk
+/// until the owner before its origin holds it.
 struct shard_relay_msg {
   incarnation_t averager_incarnation = 0;
   round_t round = 0;
@@ -506,6 +506,9 @@ struct shard_relay_msg {
   flat_buffer model;
   algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
   std::optional<round_t> base{};
+  /// `model` is the part of the slice that starts at this value: a slice goes around in chunks, so an owner
+  /// passes the first chunk on while the rest still arrives.
+  std::uint64_t offset = 0;
 };
 
 /// Reports an owner's slice of x̄_round (owner -> coordinator): its FNV-1a checksum, whether it is
