@@ -219,31 +219,31 @@ void averager_actor::on_shard(peer_id peer, const shard_msg& msg) {
                  " restarted (now at " + hello->endpoint + "); its slice of x̄ and of the open round are gone");
         return;
       }
+      const bool known_before = all_owners_known();
+      const bool moved = slot.nonce != 0 && slot.endpoint != hello->endpoint;
       slot = owner_slot{peer, hello->incarnation, hello->endpoint, now(), false};
       PRSGD_LOG(info, "averager") << "shard owner " << hello->shard << "/" << owners_.size() << " at "
                                   << hello->endpoint << " registered";
+      if (ring_gather() && !orders_sent_) {
+        const std::size_t k = hello->shard;
+        if (!known_before && all_owners_known()) {
+          // The owners set up so far waited for this one: each needs the next one's endpoint.
+          for (std::size_t j = 0; j < owners_.size(); ++j) {
+            if (j != k) {
+              set_up_owner(j);
+            }
+          }
+        } else if (moved) {
+          set_up_owner((k + owners_.size() - 1) % owners_.size());  // the owner that passes slices on to it
+        }
+      }
     }
     slot.peer = peer;
     slot.last_seen = now();
     if (hello->ready && hello->averager_incarnation == core_->incarnation()) {
       slot.ready = true;
     } else if (!orders_sent_) {
-      // Its slice of x̄ as of the start (a fresh job's x̄_0, or the checkpoint's x̄).
-      const auto& x = *core_->model();
-      const std::uint64_t begin = slice_begin(x.size(), owners_.size(), hello->shard);
-      const std::uint64_t end = slice_begin(x.size(), owners_.size(), hello->shard + 1);
-      shard_setup_msg setup{hello->incarnation,
-                            core_->incarnation(),
-                            core_->round(),
-                            hello->shard,
-                            owners_.size(),
-                            begin,
-                            x.size(),
-                            config_.core.heartbeat_interval,
-                            std::make_shared<const std::vector<float>>(x.begin() + static_cast<std::ptrdiff_t>(begin),
-                                                                       x.begin() + static_cast<std::ptrdiff_t>(end))};
-      setup.wire = config_.core.spec.wire;
-      (void)link_->send(peer, encode(shard_msg{std::move(setup)}));
+      set_up_owner(hello->shard);
     } else {
       fail_job("shard owner " + std::to_string(hello->shard) + "/" + std::to_string(owners_.size()) +
                " lost its slice of x̄ after the job started");
@@ -320,6 +320,38 @@ void averager_actor::on_shard(peer_id peer, const shard_msg& msg) {
       }
     }
   }
+}
+
+bool averager_actor::ring_gather() const noexcept { return config_.core.ring_gather && owners_.size() > 1; }
+
+bool averager_actor::all_owners_known() const noexcept {
+  return std::all_of(owners_.begin(), owners_.end(), [](const owner_slot& o) { return o.nonce != 0; });
+}
+
+void averager_actor::set_up_owner(std::size_t k) {
+  if (ring_gather() && !all_owners_known()) {
+    return;  // set up once the ring is complete
+  }
+  // Its slice of x̄ as of the start (a fresh job's x̄_0, or the checkpoint's x̄).
+  const auto& x = *core_->model();
+  const std::uint64_t begin = slice_begin(x.size(), owners_.size(), k);
+  const std::uint64_t end = slice_begin(x.size(), owners_.size(), k + 1);
+  shard_setup_msg setup{owners_[k].nonce,
+                        core_->incarnation(),
+                        core_->round(),
+                        k,
+                        owners_.size(),
+                        begin,
+                        x.size(),
+                        config_.core.heartbeat_interval,
+                        std::make_shared<const std::vector<float>>(x.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                                   x.begin() + static_cast<std::ptrdiff_t>(end))};
+  setup.wire = config_.core.spec.wire;
+  if (ring_gather()) {
+    setup.ring = true;
+    setup.ring_next = owners_[(k + 1) % owners_.size()].endpoint;
+  }
+  (void)link_->send(owners_[k].peer, encode(shard_msg{std::move(setup)}));
 }
 
 void averager_actor::hold_model(const model_msg& m, peer_id from) {

@@ -38,13 +38,71 @@ void shard_owner_actor::on_wire(peer_id peer, multipart msg) {
     apply(core_->on_coordinator(*decoded));
   } else if (const auto* slice = std::get_if<shard_slice_msg>(&*decoded)) {
     apply(core_->on_slice(*slice, peer));
+  } else if (const auto* relay = std::get_if<shard_relay_msg>(&*decoded)) {
+    if (config_.relay_key.empty() || relay_peers_.contains(peer)) {
+      apply(core_->on_relay(*relay));
+    } else if (malformed_warnings_.allow(now())) {
+      PRSGD_LOG(warn, "shard-owner") << "dropped SHARD_RELAY from peer " << peer
+                                     << ", which did not prove the job's server key" << malformed_warnings_.suffix();
+    }
+  }
+}
+
+void shard_owner_actor::on_peer_event(const peer_event& e) {
+  if (e.outgoing) {
+    if (next_ && e.peer == *next_) {
+      next_up_ = e.up;
+    }
+    return;
+  }
+  if (config_.relay_key.empty()) {
+    return;
+  }
+  if (e.up && e.client_key == config_.relay_key) {
+    relay_peers_.insert(e.peer);
+  } else if (!e.up) {
+    relay_peers_.erase(e.peer);
   }
 }
 
 round_t shard_owner_actor::round() const { return core_ ? core_->round() : 0; }
 
 void shard_owner_actor::apply(owner_actions a) {
+  if (a.connect_next && *a.connect_next != next_endpoint_) {
+    if (next_) {
+      (void)link_->disconnect(*next_);
+      next_.reset();
+    }
+    next_endpoint_ = *a.connect_next;
+    if (auto peer = link_->connect(next_endpoint_, config_.next_connect)) {
+      next_ = *peer;
+      next_up_ = false;
+      rearm_once(next_timer_, now() + config_.next_timeout, [this] {
+        if (finished_ || next_up_) {
+          return;
+        }
+        owner_actions stop;
+        stop.stopped = true;
+        stop.failed = "the next owner of the ring at " + next_endpoint_ + " did not answer within " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.next_timeout).count()) +
+                      " ms (is it running there? with CURVE, does its allow list hold the server key?)";
+        apply(std::move(stop));
+      });
+    } else {
+      a.stopped = true;
+      a.failed = "cannot connect to the next owner of the ring at " + next_endpoint_ + ": " + peer.error().message();
+    }
+  }
   for (auto& s : a.sends) {
+    if (s.to_next) {
+      if (!next_) {
+        continue;
+      }
+      if (auto sent = link_->send(*next_, encode(s.msg)); !sent) {
+        PRSGD_LOG(debug, "shard-owner") << "send to the next owner failed: " << sent.error().message();
+      }
+      continue;
+    }
     const peer_id to = s.to_coordinator ? coordinator_ : s.peer;
     if (auto sent = link_->send(to, encode(s.msg)); !sent) {
       PRSGD_LOG(debug, "shard-owner") << "send to peer " << to << " failed: " << sent.error().message();
@@ -52,9 +110,11 @@ void shard_owner_actor::apply(owner_actions a) {
   }
   if (a.stopped && !finished_) {
     finished_ = true;
-    if (timer_) {
-      cancel_timer(*timer_);
-      timer_.reset();
+    for (auto* t : {&timer_, &next_timer_}) {
+      if (*t) {
+        cancel_timer(**t);
+        t->reset();
+      }
     }
     if (a.failed) {
       PRSGD_LOG(error, "shard-owner") << *a.failed;

@@ -65,7 +65,9 @@ owner_actions shard_owner_core::on_coordinator(const shard_msg& msg) {
     return finish(std::move(out));
   }
   if (const auto* setup = std::get_if<shard_setup_msg>(&msg)) {
-    if (ready_ && setup->averager_incarnation <= coordinator_) {
+    if (ready_ && (setup->averager_incarnation < coordinator_ ||
+                   (setup->averager_incarnation == coordinator_ && setup->ring == ring_ &&
+                    setup->ring_next == ring_next_))) {
       return finish(std::move(out));  // a repeated SETUP of the incarnation it follows
     }
     const std::uint64_t begin = slice_begin(setup->model_size, config_.shards, config_.shard);
@@ -97,9 +99,18 @@ owner_actions shard_owner_core::on_coordinator(const shard_msg& msg) {
     downlink_.reset();
     change_.reset();
     holders_.clear();
+    model_size_ = setup->model_size;
+    ring_ = setup->ring && config_.shards > 1;
+    ring_next_ = setup->ring_next;
+    parts_.assign(config_.shards, std::nullopt);
+    early_.clear();
     PRSGD_LOG(info, log_component) << "shard " << config_.shard << "/" << config_.shards << ": values [" << begin
                                    << ", " << end << ") of x̄ at round " << round_ << " from coordinator incarnation "
-                                   << coordinator_;
+                                   << coordinator_ << (ring_ ? ", ring gather to " + ring_next_ : std::string{});
+    relayed_own_ = false;  // x̄ as of the start goes from every owner to every member, as without the ring
+    if (ring_) {
+      out.connect_next = ring_next_;
+    }
     hello(out);  // tells the coordinator at once that this owner is ready
     return finish(std::move(out));
   }
@@ -120,6 +131,9 @@ owner_actions shard_owner_core::on_coordinator(const shard_msg& msg) {
       broken_ = "asked for round " + std::to_string(order->round) + " while holding round " + std::to_string(round_);
     } else {
       combine(*order);
+      if (ring_ && !broken_) {
+        relay_own(out);
+      }
     }
   } else if (order->round != round_) {
     if (order->round > round_) {
@@ -183,6 +197,11 @@ void shard_owner_core::combine(const shard_round_msg& order) {
   slices_.clear();
   recipients_.clear();
   served_.clear();
+  if (ring_) {
+    auto early = early_.find(round_);
+    parts_ = early != early_.end() ? std::move(early->second) : relayed_round(config_.shards);
+    early_.erase(early_.begin(), early_.upper_bound(round_));
+  }
 }
 
 // With a lossy wire dtype, encodes x̄_{r+1} − x̄_r of this slice with error feedback and defines the new slice
@@ -200,21 +219,117 @@ std::vector<float> shard_owner_core::settle_change(std::vector<float> next) {
 
 void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
   const std::pair<member_id, session_token> key{to.member, to.token};
-  if (broken_ || served_.contains(key) || !recipients_.contains(key)) {
+  if (broken_ || !recipients_.contains(key)) {
     return;
   }
-  auto route = routes_.find(to.member);
-  if (route == routes_.end() || route->second.first != to.token) {
+  auto found = routes_.find(to.member);
+  if (found == routes_.end() || found->second.token != to.token) {
     return;  // the member has not attached yet; its SHARD_SLICE without a model triggers the send
   }
-  served_.insert(key);
-  shard_average_msg m{to.member, to.token, round_, config_.shard, slice_};
-  if (change_ && round_ > 0 && holders_.contains(key)) {
-    m.model = change_;  // the member rebuilds this slice of x̄_r from the x̄_{r−1} it trained from
-    m.dtype = wire_;
-    m.base = round_ - 1;
+  const route& r = found->second;
+  const bool holder = holders_.contains(key);
+  const bool as_change = change_ && round_ > 0;
+  const bool has_home = ring_ && r.home && *r.home < config_.shards;
+  const bool home_here = has_home && *r.home == config_.shard;
+  // This owner's own slice: unless the member's home passes it on. A change relayed from here is of no use
+  // to a member that did not train from its base, so such a member gets the whole slice from here.
+  const bool via_home = has_home && !home_here && relayed_own_ && !(as_change && !holder);
+  if (!via_home && served_.emplace(to.member, to.token, config_.shard).second) {
+    shard_average_msg m{to.member, to.token, round_, config_.shard, slice_};
+    if (as_change && holder) {
+      m.model = change_;  // the member rebuilds this slice of x̄_r from the x̄_{r−1} it trained from
+      m.dtype = wire_;
+      m.base = round_ - 1;
+    }
+    out.sends.push_back({false, r.conn, std::move(m)});
   }
-  out.sends.push_back({false, route->second.second, std::move(m)});
+  if (!home_here) {
+    return;
+  }
+  for (std::uint64_t k = 0; k < parts_.size(); ++k) {
+    const auto& part = parts_[k];
+    if (k == config_.shard || !part || part->missing > 0 || (part->base && !holder) ||
+        served_.contains({to.member, to.token, k})) {
+      continue;
+    }
+    served_.emplace(to.member, to.token, k);
+    shard_average_msg m{to.member, to.token, round_, k, part->values, part->dtype, part->base};
+    out.sends.push_back({false, r.conn, std::move(m)});
+  }
+}
+
+void shard_owner_core::serve_all(owner_actions& out) {
+  for (const auto& [member, token] : recipients_) {
+    serve(out, {member, token});
+  }
+}
+
+void shard_owner_core::relay_own(owner_actions& out) {
+  relayed_own_ = true;
+  const bool as_change = change_ && round_ > 0;
+  const auto& whole = as_change ? *change_ : *slice_;
+  const std::uint64_t chunk = std::max<std::uint64_t>(config_.relay_chunk, 1);
+  for (std::uint64_t at = 0; at < whole.size(); at += chunk) {
+    const auto end = std::min<std::uint64_t>(whole.size(), at + chunk);
+    shard_relay_msg m{coordinator_, round_, config_.shard,
+                      std::make_shared<const std::vector<float>>(whole.begin() + static_cast<std::ptrdiff_t>(at),
+                                                                 whole.begin() + static_cast<std::ptrdiff_t>(end))};
+    m.offset = at;
+    if (as_change) {
+      m.dtype = wire_;
+      m.base = round_ - 1;
+    }
+    owner_send s{false, 0, std::move(m)};
+    s.to_next = true;
+    out.sends.push_back(std::move(s));
+  }
+}
+
+owner_actions shard_owner_core::on_relay(const shard_relay_msg& msg) {
+  owner_actions out;
+  const std::uint64_t k = msg.shard;
+  const std::uint64_t chunk = std::max<std::uint64_t>(config_.relay_chunk, 1);
+  const std::uint64_t length =
+      k < config_.shards ? slice_begin(model_size_, config_.shards, k + 1) - slice_begin(model_size_, config_.shards, k)
+                         : 0;
+  // Chunks come whole and at their place: offset a multiple of the chunk, size up to the slice's end.
+  if (stopped_ || !ready_ || !ring_ || msg.averager_incarnation != coordinator_ || k >= config_.shards ||
+      k == config_.shard || msg.round < round_ || msg.round > round_ + 2 || !msg.model || msg.offset % chunk != 0 ||
+      msg.offset >= length || msg.model->size() != std::min(chunk, length - msg.offset)) {
+    return finish(std::move(out));
+  }
+  auto& part = msg.round == round_ ? parts_[k] : [&]() -> std::optional<relayed>& {
+    auto& later = early_[msg.round];
+    later.resize(config_.shards);
+    return later[k];
+  }();
+  if (!part || part->dtype != msg.dtype || part->base != msg.base) {
+    const std::size_t chunks = static_cast<std::size_t>((length + chunk - 1) / chunk);
+    part = relayed{std::make_shared<std::vector<float>>(length), std::vector<bool>(chunks, false), chunks, msg.dtype,
+                   msg.base};
+  }
+  const auto index = static_cast<std::size_t>(msg.offset / chunk);
+  if (part->chunks[index]) {
+    return finish(std::move(out));  // a repeated chunk
+  }
+  part->chunks[index] = true;
+  --part->missing;
+  if ((config_.shard + 1) % config_.shards != k) {
+    // Passed on first: the next owner's link is the slow part, the members on this host are not.
+    owner_send s{false, 0, msg};
+    s.to_next = true;
+    out.sends.push_back(std::move(s));
+  }
+  std::copy(msg.model->begin(), msg.model->end(), part->values->begin() + static_cast<std::ptrdiff_t>(msg.offset));
+  if (part->missing == 0 && msg.round == round_) {
+    serve_all(out);
+  }
+  return finish(std::move(out));
+}
+
+std::size_t shard_owner_core::relayed_slices() const noexcept {
+  return static_cast<std::size_t>(
+      std::count_if(parts_.begin(), parts_.end(), [](const auto& p) { return p && p->missing == 0; }));
 }
 
 void shard_owner_core::report(owner_actions& out, bool fetch, bool ok, std::string why) {
@@ -242,7 +357,7 @@ owner_actions shard_owner_core::on_slice(const shard_slice_msg& msg, origin_t fr
     return finish(std::move(out));
   }
   if (!msg.model) {
-    routes_[msg.member] = {msg.token, from};
+    routes_[msg.member] = route{msg.token, from, msg.home};
     serve(out, {msg.member, msg.token});
     return finish(std::move(out));
   }
@@ -285,7 +400,12 @@ owner_actions shard_owner_core::on_slice(const shard_slice_msg& msg, origin_t fr
     // A repeated slice keeps the first copy: the coordinator counts a (member, round) once anyway.
     slices_.try_emplace(key, held_slice{model, from});
   }
-  routes_[msg.member] = {msg.token, from};
+  auto& r = routes_[msg.member];
+  if (r.token != msg.token) {
+    r.home.reset();  // a new membership names its home when it attaches
+  }
+  r.token = msg.token;
+  r.conn = from;
   out.sends.push_back({true, 0, ack});
   return finish(std::move(out));
 }

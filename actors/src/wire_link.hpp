@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Spawns an actor that only receives protocol messages (the worker, a shard owner) with its transport: every
-// message goes to the actor's on_wire, peer events are not used. Not installed.
+// message goes to the actor's on_wire, peer events to its on_peer_event if it has one. Not installed.
 #pragma once
 
 #include "prsgd/actors/averager_actor.hpp"
@@ -27,7 +27,11 @@ expected<wired_actor<Actor>> spawn_wired(actor_system& system, Config config, co
   auto handle = *ref;
   transport_handlers handlers;
   handlers.on_message = [handle](peer_id peer, multipart msg) { handle.tell(&Actor::on_wire, peer, std::move(msg)); };
-  handlers.on_peer = [](const peer_event&) {};
+  if constexpr (requires(Actor& a, const peer_event& e) { a.on_peer_event(e); }) {
+    handlers.on_peer = [handle](const peer_event& e) { handle.tell(&Actor::on_peer_event, e); };
+  } else {
+    handlers.on_peer = [](const peer_event&) {};
+  }
   auto link = make_link(std::move(handlers));
   if (!link) {
     return std::move(link).error();

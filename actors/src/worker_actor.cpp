@@ -12,6 +12,7 @@
 #include "prsgd/algorithms/model.hpp"
 #include "prsgd/algorithms/sample_pool.hpp"
 #include "prsgd/common/log.hpp"
+#include "prsgd/transport/endpoint.hpp"
 
 namespace prsgd::actors {
 
@@ -230,7 +231,14 @@ void worker_actor::attach_owners(const welcome_msg& w) {
       owners_.push_back(*peer);
     }
     owner_endpoints_ = w.owners;
-    PRSGD_LOG(info, "worker") << "sharded averaging over " << owners_.size() << " shard owners";
+    local_owners_.clear();
+    for (std::uint64_t k = 0; k < w.owners.size(); ++k) {
+      if (auto ep = endpoint::parse(w.owners[k]); ep && ep->on_this_host()) {
+        local_owners_.push_back(k);
+      }
+    }
+    PRSGD_LOG(info, "worker") << "sharded averaging over " << owners_.size() << " shard owners, "
+                              << local_owners_.size() << " on this host";
   }
   model_size_ = w.model_size;
   if (w.member != member_ || w.token != token_) {
@@ -242,16 +250,31 @@ void worker_actor::attach_owners(const welcome_msg& w) {
     slices_.clear();
     slice_bases_.clear();
   }
+  // The home owner: one on this host (spread over them by member id), which sends this member all of x̄ if
+  // the job gathers x̄ around a ring. Without one, every owner sends its own slice.
+  std::optional<std::uint64_t> home;
+  if (!local_owners_.empty()) {
+    home = local_owners_[member_ % local_owners_.size()];
+  }
   for (std::size_t k = 0; k < owners_.size(); ++k) {
     // Tells owner k the connection to send this member's slices of x̄ on.
-    (void)link_->send(owners_[k], encode(shard_msg{shard_slice_msg{member_, token_, 0, k, {}}}));
+    shard_slice_msg attach{member_, token_, 0, k, {}};
+    attach.home = home;
+    (void)link_->send(owners_[k], encode(shard_msg{attach}));
   }
 }
 
-void worker_actor::on_owner(std::size_t k, multipart msg) {
+void worker_actor::on_owner(std::size_t from, multipart msg) {
   auto decoded = decode_shard(msg, config_.limits);
   const auto* avg = decoded ? std::get_if<shard_average_msg>(&*decoded) : nullptr;
-  if (avg == nullptr || avg->member != member_ || avg->token != token_ || avg->shard != k || !avg->model) {
+  // An owner sends its own slice; the home owner of a ring gather sends any (all owners hold the job's
+  // server key, so the connection does not tell them apart beyond that).
+  if (avg == nullptr || avg->member != member_ || avg->token != token_ || avg->shard >= owners_.size() ||
+      !avg->model) {
+    return;
+  }
+  const std::size_t k = avg->shard;
+  if (k != from && std::find(local_owners_.begin(), local_owners_.end(), from) == local_owners_.end()) {
     return;
   }
   const std::uint64_t size =

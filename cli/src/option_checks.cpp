@@ -230,6 +230,10 @@ expected<void> validate(const schedule_options& o) {
   } else if (o.shards != 0) {
     return bad("--shards needs --topology sharded");
   }
+  PRSGD_TRY(one_of(o.gather, {"direct", "ring"}, "--gather"));
+  if (o.gather != "direct" && o.topology != "sharded") {
+    return bad("--gather ring needs --topology sharded");
+  }
   PRSGD_TRY(at_least(o.interval, 1, "--interval"));
   for (int i : o.intervals) {
     PRSGD_TRY(at_least(i, 1, "every --intervals value"));

@@ -189,6 +189,13 @@ int run_shard_owner(const averager_options& o, const sigset_t& signals) {
   cfg.core.shards = shard->second;
   cfg.core.incarnation = secure_random_u64();
   cfg.core.heartbeat_interval = std::chrono::milliseconds{o.liveness.heartbeat_ms};
+  // A ring gather's owners reach each other like the coordinator, with the job's key pair: a SHARD_RELAY
+  // is taken only from a connection that proved it.
+  cfg.next_connect = to_coordinator;
+  cfg.next_timeout = std::chrono::milliseconds{o.liveness.heartbeat_timeout_ms};
+  if (curve->own) {
+    cfg.relay_key = curve->own->public_key;
+  }
   done_flag finished;
   std::optional<std::string> failure;
   std::mutex failure_mu;

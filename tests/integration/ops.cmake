@@ -42,3 +42,13 @@ if(TARGET prsgd)
   prsgd_scaled_timeout(timeout 120)
   set_tests_properties(ops_wire_trace_timeline PROPERTIES LABELS integration TIMEOUT ${timeout})
 endif()
+
+# The ring gather end to end: sharded `prsgd local` jobs with --gather direct and ring train the same model
+# byte for byte (f32 and bf16), and the wire trace shows each worker fed by one owner; with CURVE and allow
+# lists the owners need the server key on theirs, or each ends with one line (about 20 s).
+if(TARGET prsgd)
+  add_test(NAME ops_ring_gather COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/ring_gather_test.sh $<TARGET_FILE:prsgd>
+                                        ${PRSGD_TEST_TIME_SCALE})
+  prsgd_scaled_timeout(timeout 240)
+  set_tests_properties(ops_ring_gather PROPERTIES LABELS integration TIMEOUT ${timeout})
+endif()

@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/transport/endpoint.hpp"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <charconv>
+#include <cstring>
 
 namespace prsgd {
 
@@ -41,6 +47,46 @@ expected<endpoint> endpoint::parse(std::string_view text) {
     }
   }
   return ep;
+}
+
+bool endpoint::on_this_host() const {
+  if (scheme != kind::tcp) {
+    return true;
+  }
+  std::string host = address;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost") {
+    return true;
+  }
+  in_addr v4{};
+  in6_addr v6{};
+  const bool is_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1;
+  const bool is_v6 = !is_v4 && inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+  if (!is_v4 && !is_v6) {
+    return false;
+  }
+  if ((is_v4 && (ntohl(v4.s_addr) >> 24) == 127) || (is_v6 && IN6_IS_ADDR_LOOPBACK(&v6))) {
+    return true;
+  }
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    return false;
+  }
+  bool found = false;
+  for (const ifaddrs* i = list; i != nullptr && !found; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) {
+      continue;
+    }
+    if (is_v4 && i->ifa_addr->sa_family == AF_INET) {
+      found = std::memcmp(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, &v4, sizeof v4) == 0;
+    } else if (is_v6 && i->ifa_addr->sa_family == AF_INET6) {
+      found = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, &v6, sizeof v6) == 0;
+    }
+  }
+  freeifaddrs(list);
+  return found;
 }
 
 std::string endpoint::str() const {

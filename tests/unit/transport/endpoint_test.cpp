@@ -29,6 +29,17 @@ TEST(EndpointTest, ParsesTcpIpcAndInproc) {
   EXPECT_EQ(inproc->str(), "inproc://averager");
 }
 
+TEST(EndpointTest, TellsEndpointsOnThisHostFromOthers) {
+  for (const char* here : {"tcp://127.0.0.1:7400", "tcp://127.8.9.1:1", "tcp://localhost:7400", "tcp://[::1]:7400",
+                           "ipc:///tmp/x.sock", "inproc://averager"}) {
+    EXPECT_TRUE(endpoint::parse(here)->on_this_host()) << here;
+  }
+  // 192.0.2.0/24 is reserved for documentation: no host has it. Names are not resolved.
+  for (const char* there : {"tcp://192.0.2.7:7400", "tcp://[2001:db8::1]:7400", "tcp://example.invalid:7400"}) {
+    EXPECT_FALSE(endpoint::parse(there)->on_this_host()) << there;
+  }
+}
+
 TEST(EndpointTest, RejectsMalformedEndpoints) {
   for (const char* bad : {"", "127.0.0.1:80", "udp://x:1", "tcp://host", "tcp://:80", "tcp://h:", "tcp://h:70000",
                           "tcp://h:8x", "ipc://", "inproc://"}) {

@@ -272,6 +272,10 @@ class averager_actor : public actor {
     bool ok = true;
     double norm2 = 0;
   };
+  [[nodiscard]] bool ring_gather() const noexcept;
+  [[nodiscard]] bool all_owners_known() const noexcept;
+  /// Sends owner k its SHARD_SETUP (with a ring gather only once every owner registered).
+  void set_up_owner(std::size_t k);
   std::vector<owner_slot> owners_;
   bool owners_ready_ = false;
   bool orders_sent_ = false;

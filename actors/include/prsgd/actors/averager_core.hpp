@@ -193,6 +193,11 @@ struct averager_config {
   /// order has `fetch` set). Needs restarted_sgd, no outer optimiser, and aggregate mean, trimmed mean
   /// or median.
   std::size_t shard_owners = 0;
+  /// Sharded averaging: the owners gather x̄ around a ring (each passes every new slice on to the next
+  /// owner) and a member gets all of x̄ from the owner on its own host, instead of every owner sending its
+  /// slice to every member (shard_setup_msg::ring). The coordinator sets the owners up once all K have
+  /// registered, since each needs the next one's endpoint.
+  bool ring_gather = false;
 };
 
 /// Says what happened to one received MODEL / gradient.

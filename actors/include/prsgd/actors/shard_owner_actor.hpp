@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "prsgd/actors/averager_actor.hpp"
@@ -25,6 +27,14 @@ struct shard_owner_actor_config {
   /// Called once on the actor's strand when the owner ends: empty after STOP from the coordinator,
   /// else the reason it cannot go on.
   std::function<void(const std::optional<std::string>& failure)> on_finished;
+  /// Ring gather: how to reach the next owner (with CURVE, the job's server key), and the client key a
+  /// SHARD_RELAY must come with (with CURVE, the job's server key, which only the owners and the
+  /// coordinator hold; empty: from any connection, as without CURVE).
+  connect_options next_connect;
+  std::string relay_key;
+  /// Ring gather: the owner ends (with a line saying why) when the connection to the next owner is not up
+  /// this long after it was made (a wrong address, or with CURVE an allow list without the server key).
+  std::chrono::nanoseconds next_timeout{std::chrono::seconds(10)};
 };
 
 /// Runs a shard_owner_core as an actor: decodes what the coordinator and the workers send, feeds the
@@ -38,8 +48,10 @@ class shard_owner_actor : public actor {
   /// Takes the transport, the coordinator's connection on it and the endpoint workers reach this owner
   /// at (called once, right after spawn); starts registering.
   void attach(std::shared_ptr<transport> link, peer_id coordinator, std::string endpoint);
-  /// Handles one message from the coordinator or a worker.
+  /// Handles one message from the coordinator, a worker or the previous owner of the ring.
   void on_wire(peer_id peer, multipart msg);
+  /// Notes which incoming connections proved `relay_key` (the only ones a SHARD_RELAY is taken from).
+  void on_peer_event(const peer_event& e);
   /// Returns the round of the slice of x̄ the owner holds (tests).
   [[nodiscard]] round_t round() const;
 
@@ -51,6 +63,13 @@ class shard_owner_actor : public actor {
   std::optional<shard_owner_core> core_;
   std::shared_ptr<transport> link_;
   peer_id coordinator_ = 0;
+  /// Ring gather: the connection to the next owner and its endpoint; the incoming connections with the
+  /// relay key.
+  std::optional<peer_id> next_;
+  std::string next_endpoint_;
+  bool next_up_ = false;
+  std::optional<timer_id> next_timer_;
+  std::set<peer_id> relay_peers_;
   std::optional<timer_id> timer_;
   bool finished_ = false;
   rate_limiter malformed_warnings_;

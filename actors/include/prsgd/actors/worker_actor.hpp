@@ -113,6 +113,8 @@ class worker_actor : public actor {
   void send_sliced(const model_msg& m);
   std::vector<std::string> owner_endpoints_;
   std::vector<peer_id> owners_;
+  /// The owners whose endpoints are on this host (for a ring gather's home owner).
+  std::vector<std::uint64_t> local_owners_;
   std::uint64_t model_size_ = 0;
   member_id member_ = 0;
   session_token token_ = 0;

@@ -166,6 +166,9 @@ struct schedule_options {
   std::string topology = "star";
   /// Shard owners of a sharded job: K (local: 0 = one per worker).
   int shards = 0;
+  /// How a sharded job's members get x̄: direct (every owner sends its slice to every member) | ring (the
+  /// owners pass the slices around a ring; a member gets all of x̄ from the owner on its host).
+  std::string gather = "direct";
   /// Remove a member that heartbeats but has not submitted for this many rounds (0 = never).
   int idle_rounds = 2;
   /// How MODEL and RESTART payloads travel: f32 | bf16 | f16 | int8 (the lossy ones send changes with

@@ -29,6 +29,10 @@ struct endpoint {
   [[nodiscard]] std::string str() const;
   /// Returns true when the port is chosen by the OS at bind time (tcp with port "*" or "0").
   [[nodiscard]] bool wildcard_port() const noexcept { return scheme == kind::tcp && (port == "*" || port == "0"); }
+  /// Returns true when a connection to this endpoint stays on this host (in this network namespace): ipc
+  /// and inproc, and tcp to `localhost`, a loopback address or an address of one of this host's
+  /// interfaces. Host names other than `localhost` are not resolved and count as another host.
+  [[nodiscard]] bool on_this_host() const;
 };
 
 }  // namespace prsgd

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The ring gather end to end, with real processes on loopback (CURVE on, as `prsgd local` always runs): a
+# sharded job of 3 owners and 3 workers with `--gather ring` trains exactly the model the same job trains
+# with `--gather direct` (byte for byte, f32 and bf16), every worker rebuilds the owners' x̄ of every
+# round, and the wire trace shows the ring: after x̄ as of the start, each worker gets x̄ from one owner
+# only, and each owner sends SHARD_RELAY on one connection only. A bad --gather is one line.
+# With its own keys per role and CURVE allow lists, the ring runs when the owners' lists hold the server
+# key, and each owner ends with one line when they do not.
+#   ring_gather_test.sh PRSGD_BINARY [TIME_SCALE]
+set -uo pipefail
+bin="${1:?prsgd binary}"
+scale="${2:-1}"
+py=python3
+[[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/prsgd-ring-gather.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+rounds=5
+for dtype in f32 bf16; do
+  for gather in direct ring; do
+    run="$tmp/$gather-$dtype"
+    PRSGD_WIRE_TRACE="$run.trace" "$bin" local --topology sharded --gather "$gather" --workers 3 --shards 3 \
+      --wire-dtype "$dtype" --model fmnist-mlp --epochs 0 --rounds "$rounds" --interval 4 --seed 7 \
+      --eval-every 0 --progress off --log-level debug --log-dir "$run" --save-model "$run.safetensors" \
+      >"$run.txt" 2>&1 || {
+      tail -n 20 "$run.txt" >&2
+      fail "the $gather $dtype job failed"
+    }
+  done
+  cmp -s "$tmp/direct-$dtype.safetensors" "$tmp/ring-$dtype.safetensors" ||
+    fail "$dtype: the ring gather trained another model than the direct gather"
+  grep -q "ring gather to" "$tmp/ring-$dtype/owner-0.log" || fail "$dtype: the owners were not set up for the ring"
+  ! grep -h "did not prove" "$tmp/ring-$dtype"/owner-*.log || fail "$dtype: an owner dropped a relay"
+
+  "$py" - "$tmp/ring-$dtype" "$tmp/ring-$dtype.trace" "$rounds" <<'PY' || fail "$dtype: the ring's messages"
+import collections, glob, os, re, sys
+logs, trace, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+K = 3
+
+# Every worker's x̄ of every round is the owners' (the debug checksum lines).
+line = re.compile(r"x̄ of round (\d+) slice (\d+) checksum (\d+)")
+def sums(path):
+    return {(m[1], m[2]): m[3] for m in line.finditer(open(path).read())}
+owners = sums(os.path.join(logs, "averager.log"))
+for w in sorted(glob.glob(os.path.join(logs, "worker-*.log"))):
+    got = sums(w)
+    assert len(got) >= K * (rounds - 1), f"{w}: x̄ of {len(got) // K} rounds"
+    for key, value in got.items():
+        assert owners.get(key) == value, f"{w}: round {key[0]} slice {key[1]} differs from its owner's"
+
+def msg_type(head):
+    # The header is a msgpack map: fixmap (8x) or map16 (de xxxx), then "v": <version>, then "t": <type>.
+    rest = head[6:] if head.startswith("de") else head[2:]
+    assert rest[:4] == "a176" and rest[6:10] == "a174", head
+    return int(rest[10:12], 16)
+SHARD_AVERAGE, SHARD_RELAY = 22, 26
+
+averages = collections.defaultdict(collections.Counter)  # worker pid -> owner connection -> messages
+relays = collections.defaultdict(set)                     # owner pid -> connections it relayed on
+for l in open(trace):
+    t, pid, node, way, peer, size, frames, head = l.split()
+    kind = msg_type(head)
+    if node.startswith("worker-") and way == "rx" and kind == SHARD_AVERAGE:
+        averages[pid][peer] += 1
+    if node.startswith("shard-") and way == "tx" and kind == SHARD_RELAY:
+        relays[pid].add(peer)
+assert len(relays) == K and all(len(p) == 1 for p in relays.values()), f"relays: {dict(relays)}"
+assert len(averages) == 3, f"{len(averages)} workers got x̄"
+for pid, by_owner in averages.items():
+    counts = sorted(by_owner.values())
+    # x̄ as of the start comes from every owner once; every later round's from the home owner alone.
+    assert len(counts) == K and counts[:-1] == [1] * (K - 1) and counts[-1] >= 1 + K * (rounds - 1), \
+        f"worker {pid}: SHARD_AVERAGEs per owner connection {dict(by_owner)}"
+print(f"{len(averages)} workers, each fed by its home owner; {K} owners, each relaying on one connection")
+PY
+done
+
+# Separate processes with their own keys: the owners reach each other with the job's server key pair, so
+# with an allow list that holds it the job runs; without it each owner ends with one line after the
+# heartbeat timeout, and the coordinator stops the job.
+"$bin" keygen --out-dir "$tmp/keys" --name server >/dev/null || fail "keygen"
+"$bin" keygen --out-dir "$tmp/keys" --name worker >/dev/null || fail "keygen"
+timeout_ms=$((3000 * scale))
+server_keys=(--curve-public-key "$tmp/keys/server.public" --curve-secret-key "$tmp/keys/server.secret")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+secure_job() {  # secure_job DIR OWNER_ALLOW...: a coordinator, two owners and two workers; the coordinator's status
+  local dir="$1"
+  shift
+  mkdir -p "$dir"
+  "$bin" averager --listen 'tcp://127.0.0.1:*' --endpoint-file "$dir/avg.ep" --topology sharded --shards 2 \
+    --gather ring --mode restarted --model fmnist-mlp --epochs 0 --rounds 3 --interval 4 --min-workers 2 \
+    --eval-every 0 --progress off --heartbeat-timeout-ms "$timeout_ms" --log-level debug "${server_keys[@]}" \
+    --curve-allow "$tmp/keys/server.public" --curve-allow "$tmp/keys/worker.public" >"$dir/avg.txt" 2>&1 &
+  local avg=$!
+  pids+=("$avg")
+  for ((i = 0; i < 600 * scale; i++)); do
+    [[ -s "$dir/avg.ep" ]] && break
+    kill -0 "$avg" 2>/dev/null || break
+    sleep 0.1
+  done
+  [[ -s "$dir/avg.ep" ]] || fail "the coordinator did not announce its endpoint"
+  local ep
+  ep="$(cat "$dir/avg.ep")"
+  for k in 0 1; do
+    "$bin" averager --shard "$k/2" --coordinator "$ep" --listen 'tcp://127.0.0.1:*' --progress off \
+      --heartbeat-timeout-ms "$timeout_ms" "${server_keys[@]}" "$@" >"$dir/owner-$k.txt" 2>&1 &
+    pids+=($!)
+  done
+  for i in 0 1; do
+    "$bin" worker --averager "$ep" --progress off --log-level debug --join-timeout-ms $((60000 * scale)) \
+      --curve-public-key "$tmp/keys/worker.public" --curve-secret-key "$tmp/keys/worker.secret" \
+      --curve-server-key "$tmp/keys/server.public" >"$dir/worker-$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  wait "$avg"
+}
+secure_job "$tmp/allowed" --curve-allow "$tmp/keys/worker.public" --curve-allow "$tmp/keys/server.public" ||
+  fail "the CURVE ring job failed: $(tail -n 1 "$tmp/allowed/avg.txt")"
+[[ "$(grep -c "x̄ of round" "$tmp/allowed/worker-0.txt")" -ge 4 ]] || fail "worker 0 did not restart from x̄"
+secure_job "$tmp/denied" --curve-allow "$tmp/keys/worker.public" && fail "a job whose owners cannot reach each other ran"
+grep -q "prsgd averager: shard owner 0/2: the next owner of the ring at tcp://127.0.0.1:[0-9]* did not answer within" \
+  "$tmp/denied/owner-0.txt" || fail "owner 0 did not say why it ended: $(tail -n 1 "$tmp/denied/owner-0.txt")"
+grep -q "^prsgd averager: shard owner [0-9]/2 at .*; the job stops" "$tmp/denied/avg.txt" ||
+  fail "the coordinator did not stop the job: $(tail -n 1 "$tmp/denied/avg.txt")"
+for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+pids=()
+
+out="$("$bin" local --topology sharded --gather tree --workers 2 2>&1)" && fail "--gather tree was accepted"
+[[ "$out" == *"--gather"* ]] || fail "unexpected message: $out"
+out="$("$bin" local --gather ring --workers 2 2>&1)" && fail "--gather ring without --topology sharded was accepted"
+[[ "$out" == *"--gather ring needs --topology sharded"* ]] || fail "unexpected message: $out"
+echo "PASS"
