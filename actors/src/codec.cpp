@@ -564,6 +564,17 @@ using shard_quads = std::vector<std::tuple<std::uint64_t, std::uint64_t, std::ui
 
 std::uint64_t floats_in(const flat_buffer& b) { return b ? b->size() : 0; }
 
+// Puts a slice payload's fields (`n`, `wd`, and `wb` for a change against x̄_base) and finishes the message.
+multipart finish_with_payload(header_writer& w, const flat_buffer& model, algorithms::wire_dtype dtype,
+                              const std::optional<round_t>& base) {
+  w.put("n", floats_in(model));
+  w.put("wd", dtype_name(dtype));
+  if (base) {
+    w.put("wb", *base);
+  }
+  return {w.finish(), payload_of(model, dtype)};
+}
+
 multipart encode_one(const shard_hello_msg& m) {
   header_writer w{wire_type::shard_hello, common_fields + 4};
   w.put("m", std::uint64_t{0});
@@ -659,12 +670,7 @@ multipart encode_one(const shard_average_msg& m) {
   w.put("r", m.round);
   w.put("k", m.token);
   w.put("sk", m.shard);
-  w.put("n", floats_in(m.model));
-  w.put("wd", dtype_name(m.dtype));
-  if (m.base) {
-    w.put("wb", *m.base);
-  }
-  return {w.finish(), payload_of(m.model, m.dtype)};
+  return finish_with_payload(w, m.model, m.dtype, m.base);
 }
 
 multipart encode_one(const shard_relay_msg& m) {
@@ -675,12 +681,7 @@ multipart encode_one(const shard_relay_msg& m) {
   w.put("r", m.round);
   w.put("sk", m.shard);
   w.put("of", m.offset);
-  w.put("n", floats_in(m.model));
-  w.put("wd", dtype_name(m.dtype));
-  if (m.base) {
-    w.put("wb", *m.base);
-  }
-  return {w.finish(), payload_of(m.model, m.dtype)};
+  return finish_with_payload(w, m.model, m.dtype, m.base);
 }
 
 multipart encode_one(const shard_report_msg& m) {
