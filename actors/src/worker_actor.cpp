@@ -267,8 +267,7 @@ void worker_actor::attach_owners(const welcome_msg& w) {
 void worker_actor::on_owner(std::size_t from, multipart msg) {
   auto decoded = decode_shard(msg, config_.limits);
   const auto* avg = decoded ? std::get_if<shard_average_msg>(&*decoded) : nullptr;
-  // An owner sends its own slice; the home owner of a ring gather sends any (all owners hold the job's
-  // server key, so the connection does not tell them apart beyond that).
+  // An owner sends its own slice; an owner on this host (the home of a ring gather) may send any slice.
   if (avg == nullptr || avg->member != member_ || avg->token != token_ || avg->shard >= owners_.size() ||
       !avg->model) {
     return;
