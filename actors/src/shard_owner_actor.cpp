@@ -83,9 +83,10 @@ void shard_owner_actor::apply(owner_actions a) {
         }
         owner_actions stop;
         stop.stopped = true;
-        stop.failed = "the next owner of the ring at " + next_endpoint_ + " did not answer within " +
-                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.next_timeout).count()) +
-                      " ms (is it running there? with CURVE, does its allow list hold the server key?)";
+        stop.failed =
+            "the next owner of the ring at " + next_endpoint_ + " did not answer within " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.next_timeout).count()) +
+            " ms (is it running there? with CURVE, does its allow list hold the server key?)";
         apply(std::move(stop));
       });
     } else {

@@ -65,9 +65,9 @@ owner_actions shard_owner_core::on_coordinator(const shard_msg& msg) {
     return finish(std::move(out));
   }
   if (const auto* setup = std::get_if<shard_setup_msg>(&msg)) {
-    if (ready_ && (setup->averager_incarnation < coordinator_ ||
-                   (setup->averager_incarnation == coordinator_ && setup->ring == ring_ &&
-                    setup->ring_next == ring_next_))) {
+    if (ready_ &&
+        (setup->averager_incarnation < coordinator_ ||
+         (setup->averager_incarnation == coordinator_ && setup->ring == ring_ && setup->ring_next == ring_next_))) {
       return finish(std::move(out));  // a repeated SETUP of the incarnation it follows
     }
     const std::uint64_t begin = slice_begin(setup->model_size, config_.shards, config_.shard);

@@ -27,7 +27,7 @@ expected<wired_actor<Actor>> spawn_wired(actor_system& system, Config config, co
   auto handle = *ref;
   transport_handlers handlers;
   handlers.on_message = [handle](peer_id peer, multipart msg) { handle.tell(&Actor::on_wire, peer, std::move(msg)); };
-  if constexpr (requires(Actor& a, const peer_event& e) { a.on_peer_event(e); }) {
+  if constexpr (requires(Actor & a, const peer_event& e) { a.on_peer_event(e); }) {
     handlers.on_peer = [handle](const peer_event& e) { handle.tell(&Actor::on_peer_event, e); };
   } else {
     handlers.on_peer = [](const peer_event&) {};

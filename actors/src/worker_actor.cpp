@@ -268,8 +268,7 @@ void worker_actor::on_owner(std::size_t from, multipart msg) {
   auto decoded = decode_shard(msg, config_.limits);
   const auto* avg = decoded ? std::get_if<shard_average_msg>(&*decoded) : nullptr;
   // An owner sends its own slice; an owner on this host (the home of a ring gather) may send any slice.
-  if (avg == nullptr || avg->member != member_ || avg->token != token_ || avg->shard >= owners_.size() ||
-      !avg->model) {
+  if (avg == nullptr || avg->member != member_ || avg->token != token_ || avg->shard >= owners_.size() || !avg->model) {
     return;
   }
   const std::size_t k = avg->shard;

@@ -121,8 +121,9 @@ std::vector<option_def> schedule_table(schedule_options& o) {
       {"--topology", "star (the averager averages whole models) | sharded (--shards owner processes average slices)",
        &o.topology},
       {"--shards", "Shard owner processes of a sharded job (local: 0 = one per worker)", &o.shards},
-      {"--gather", "How a sharded job's members get x̄: direct (from every owner) | ring (around the owners, "
-                   "then from the owner on their host)",
+      {"--gather",
+       "How a sharded job's members get x̄: direct (from every owner) | ring (around the owners, "
+       "then from the owner on their host)",
        &o.gather},
   };
 }
