@@ -30,7 +30,9 @@ std::uint64_t slice_checksum(const std::vector<float>& values) noexcept {
 }
 
 shard_owner_core::shard_owner_core(shard_owner_config config, const clock_source& clk)
-    : config_(std::move(config)), clock_(&clk), hello_every_(config_.heartbeat_interval) {}
+    : config_(std::move(config)), clock_(&clk), hello_every_(config_.heartbeat_interval) {
+  config_.relay_chunk = std::max<std::uint64_t>(config_.relay_chunk, 1);
+}
 
 owner_actions shard_owner_core::start() {
   owner_actions out;
@@ -228,7 +230,7 @@ void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
   }
   const route& r = found->second;
   const bool holder = holders_.contains(key);
-  const bool as_change = change_ && round_ > 0;
+  const bool as_change = sends_change();
   const bool has_home = ring_ && r.home && *r.home < config_.shards;
   const bool home_here = has_home && *r.home == config_.shard;
   // This owner's own slice: unless the member's home passes it on. A change relayed from here is of no use
@@ -266,9 +268,9 @@ void shard_owner_core::serve_all(owner_actions& out) {
 
 void shard_owner_core::relay_own(owner_actions& out) {
   relayed_own_ = true;
-  const bool as_change = change_ && round_ > 0;
+  const bool as_change = sends_change();
   const auto& whole = as_change ? *change_ : *slice_;
-  const std::uint64_t chunk = std::max<std::uint64_t>(config_.relay_chunk, 1);
+  const std::uint64_t chunk = config_.relay_chunk;
   for (std::uint64_t at = 0; at < whole.size(); at += chunk) {
     const auto end = std::min<std::uint64_t>(whole.size(), at + chunk);
     shard_relay_msg m{coordinator_, round_, config_.shard,
@@ -288,7 +290,7 @@ void shard_owner_core::relay_own(owner_actions& out) {
 owner_actions shard_owner_core::on_relay(const shard_relay_msg& msg) {
   owner_actions out;
   const std::uint64_t k = msg.shard;
-  const std::uint64_t chunk = std::max<std::uint64_t>(config_.relay_chunk, 1);
+  const std::uint64_t chunk = config_.relay_chunk;
   const std::uint64_t length =
       k < config_.shards ? slice_begin(model_size_, config_.shards, k + 1) - slice_begin(model_size_, config_.shards, k)
                          : 0;

@@ -48,7 +48,7 @@ endif()
 # lists the owners need the server key on theirs, or each ends with one line (about 20 s).
 if(TARGET prsgd)
   add_test(NAME ops_ring_gather COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/ring_gather_test.sh $<TARGET_FILE:prsgd>
-                                        ${PRSGD_TEST_TIME_SCALE})
+                                        ${PROJECT_SOURCE_DIR} ${PRSGD_TEST_TIME_SCALE})
   prsgd_scaled_timeout(timeout 240)
   set_tests_properties(ops_ring_gather PROPERTIES LABELS integration TIMEOUT ${timeout})
 endif()

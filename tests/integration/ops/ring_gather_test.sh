@@ -7,10 +7,11 @@
 # only, and each owner sends SHARD_RELAY on one connection only. A bad --gather is one line.
 # With its own keys per role and CURVE allow lists, the ring runs when the owners' lists hold the server
 # key, and each owner ends with one line when they do not.
-#   ring_gather_test.sh PRSGD_BINARY [TIME_SCALE]
+#   ring_gather_test.sh PRSGD_BINARY SOURCE_DIR [TIME_SCALE]
 set -uo pipefail
 bin="${1:?prsgd binary}"
-scale="${2:-1}"
+src="${2:?source dir}"
+scale="${3:-1}"
 py=python3
 [[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/prsgd-ring-gather.XXXXXX")"
@@ -37,9 +38,11 @@ for dtype in f32 bf16; do
   grep -q "ring gather to" "$tmp/ring-$dtype/owner-0.log" || fail "$dtype: the owners were not set up for the ring"
   ! grep -h "did not prove" "$tmp/ring-$dtype"/owner-*.log || fail "$dtype: an owner dropped a relay"
 
-  "$py" - "$tmp/ring-$dtype" "$tmp/ring-$dtype.trace" "$rounds" <<'PY' || fail "$dtype: the ring's messages"
-import collections, glob, os, re, sys
-logs, trace, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+  "$py" - "$tmp/ring-$dtype" "$tmp/ring-$dtype.trace" "$rounds" "$src" <<'PY' || fail "$dtype: the ring's messages"
+import collections, glob, importlib.machinery, os, re, sys
+logs, trace, rounds, src = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+# The trace reader of bench/vs_gloo/timeline (a script without .py).
+timeline = importlib.machinery.SourceFileLoader("timeline", os.path.join(src, "bench/vs_gloo/timeline")).load_module()
 K = 3
 
 # Every worker's x̄ of every round is the owners' (the debug checksum lines).
@@ -53,22 +56,15 @@ for w in sorted(glob.glob(os.path.join(logs, "worker-*.log"))):
     for key, value in got.items():
         assert owners.get(key) == value, f"{w}: round {key[0]} slice {key[1]} differs from its owner's"
 
-def msg_type(head):
-    # The header is a msgpack map: fixmap (8x) or map16 (de xxxx), then "v": <version>, then "t": <type>.
-    rest = head[6:] if head.startswith("de") else head[2:]
-    assert rest[:4] == "a176" and rest[6:10] == "a174", head
-    return int(rest[10:12], 16)
-SHARD_AVERAGE, SHARD_RELAY = 22, 26
+SHARD_AVERAGE, SHARD_RELAY = timeline.SHARD_AVERAGE, 26
 
 averages = collections.defaultdict(collections.Counter)  # worker pid -> owner connection -> messages
 relays = collections.defaultdict(set)                     # owner pid -> connections it relayed on
-for l in open(trace):
-    t, pid, node, way, peer, size, frames, head = l.split()
-    kind = msg_type(head)
-    if node.startswith("worker-") and way == "rx" and kind == SHARD_AVERAGE:
-        averages[pid][peer] += 1
-    if node.startswith("shard-") and way == "tx" and kind == SHARD_RELAY:
-        relays[pid].add(peer)
+for e in timeline.parse(trace):
+    if e["node"].startswith("worker-") and e["dir"] == "rx" and e["type"] == SHARD_AVERAGE:
+        averages[e["pid"]][e["peer"]] += 1
+    if e["node"].startswith("shard-") and e["dir"] == "tx" and e["type"] == SHARD_RELAY:
+        relays[e["pid"]].add(e["peer"])
 assert len(relays) == K and all(len(p) == 1 for p in relays.values()), f"relays: {dict(relays)}"
 assert len(averages) == 3, f"{len(averages)} workers got x̄"
 for pid, by_owner in averages.items():

@@ -135,6 +135,8 @@ class shard_owner_core {
   void combine(const shard_round_msg& order);
   [[nodiscard]] std::vector<float> settle_change(std::vector<float> next);
   void serve(owner_actions& out, const shard_recipient& to);
+  /// True when slice() goes as a change against x̄_{round()−1} (a lossy dtype, after a combine).
+  [[nodiscard]] bool sends_change() const noexcept { return change_ && round_ > 0; }
   void serve_all(owner_actions& out);
   void relay_own(owner_actions& out);
   void report(owner_actions& out, bool fetch, bool ok, std::string why);
