@@ -13,3 +13,10 @@ if(TARGET benchmark::benchmark)
     DEPS prsgd::algorithms benchmark::benchmark)
   prsgd_compute_options(prsgd_aggregation_bench)
 endif()
+# What a lossy wire dtype costs per round: encode, decode, quantize, error feedback, against memcpy.
+if(TARGET benchmark::benchmark)
+  prsgd_add_executable(prsgd_wire_dtype_bench
+    SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/data/wire_dtype_bench.cpp
+    DEPS prsgd::algorithms benchmark::benchmark)
+  prsgd_compute_options(prsgd_wire_dtype_bench)
+endif()

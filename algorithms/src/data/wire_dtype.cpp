@@ -18,19 +18,82 @@ static_assert(std::endian::native == std::endian::little, "the wire is little-en
 std::uint32_t bits_of(float x) noexcept { return std::bit_cast<std::uint32_t>(x); }
 float float_of(std::uint32_t b) noexcept { return std::bit_cast<float>(b); }
 
+inline std::uint16_t bf16_bits(float x) noexcept {
+  const std::uint32_t b = bits_of(x);
+  // NaN keeps its sign and top payload bits, with the quiet bit forced so it cannot round to Inf. Everything
+  // else rounds to nearest even on the 16 dropped bits; a carry into the exponent is the correct result
+  // (including overflow to Inf). Written as a select of two values, compared as signed (|x|'s bits fit), so
+  // the loops over it vectorise.
+  const bool nan = static_cast<std::int32_t>(b & 0x7fffffffU) > 0x7f800000;
+  const std::uint32_t rounded = (b + 0x7fffU + ((b >> 16U) & 1U)) >> 16U;
+  return static_cast<std::uint16_t>(nan ? (b >> 16U) | 0x0040U : rounded);
+}
+
+inline float bf16_value(std::uint16_t h) noexcept { return float_of(static_cast<std::uint32_t>(h) << 16U); }
+
+inline std::uint16_t f16_bits(float x) noexcept {
+  const std::uint32_t b = bits_of(x);
+  const auto sign = static_cast<std::uint16_t>((b >> 16U) & 0x8000U);
+  const std::uint32_t abs = b & 0x7fffffffU;
+  if (abs >= 0x7f800000U) {
+    // Inf -> Inf; NaN -> quiet NaN with the top payload bits.
+    return static_cast<std::uint16_t>(sign | 0x7c00U | (abs > 0x7f800000U ? 0x0200U | ((abs >> 13U) & 0x3ffU) : 0U));
+  }
+  if (abs >= 0x477ff000U) {
+    // |x| >= 65520 rounds past 65504 (the largest finite half): overflow to Inf.
+    return static_cast<std::uint16_t>(sign | 0x7c00U);
+  }
+  if (abs < 0x38800000U) {
+    // Below 2^-14: a half subnormal (or zero). Shift the full significand into place, rounding to even.
+    if (abs < 0x33000000U) {
+      return sign;  // below half of the smallest subnormal 2^-24 (exactly half rounds to even = 0)
+    }
+    const std::uint32_t exp = abs >> 23U;
+    const std::uint32_t mant = (abs & 0x7fffffU) | 0x800000U;
+    const std::uint32_t shift = 126U - exp;  // 14 + 23 - 10 - (exp - 127) - 1 ... in [14, 24]
+    const std::uint32_t half = 1U << (shift - 1U);
+    const std::uint32_t rest = mant & ((1U << shift) - 1U);
+    std::uint32_t out = mant >> shift;
+    if (rest > half || (rest == half && (out & 1U) != 0U)) {
+      ++out;  // may carry into the smallest normal, which is the right encoding
+    }
+    return static_cast<std::uint16_t>(sign | out);
+  }
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to even.
+  const std::uint32_t rebased = abs - 0x38000000U;  // subtract (127 - 15) << 23
+  const std::uint32_t rounding = 0xfffU + ((rebased >> 13U) & 1U);
+  return static_cast<std::uint16_t>(sign | ((rebased + rounding) >> 13U));
+}
+
+inline float f16_value(std::uint16_t h) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000U) << 16U;
+  const std::uint32_t exp = (h >> 10U) & 0x1fU;
+  const std::uint32_t mant = h & 0x3ffU;
+  if (exp == 0x1fU) {
+    return float_of(sign | 0x7f800000U | (mant << 13U));
+  }
+  if (exp == 0) {
+    // ±0 or subnormal: mant * 2^-24, exact in float.
+    const float v = static_cast<float>(mant) * 0x1.0p-24F;
+    return sign != 0 ? -v : v;
+  }
+  return float_of(sign | ((exp + 112U) << 23U) | (mant << 13U));
+}
+
 std::size_t int8_blocks(std::size_t count) noexcept { return (count + int8_block - 1) / int8_block; }
 
 // The int8 scale of a block: the smallest power of two s with max|x| <= 127·s (NaN for a non-finite block,
-// 0 for an all-zero one). Powers of two make x/s and q·s exact, which keeps encoding idempotent.
-float int8_scale(std::span<const float> block) noexcept {
-  float m = 0;
-  for (const float x : block) {
-    const float a = std::abs(x);
-    if (!(a <= std::numeric_limits<float>::max())) {
-      return std::numeric_limits<float>::quiet_NaN();  // NaN or Inf
-    }
-    m = std::max(m, a);
+// 0 for an all-zero one). Powers of two make x/s and q·s exact, which keeps encoding idempotent. The largest
+// |x| is found on the bits (for non-negative floats their order is the integers'), so the loop vectorises.
+inline float int8_scale(const float* block, std::size_t n) noexcept {
+  std::uint32_t top = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    top = std::max(top, bits_of(block[i]) & 0x7fffffffU);
   }
+  if (top >= 0x7f800000U) {
+    return std::numeric_limits<float>::quiet_NaN();  // NaN or Inf
+  }
+  const float m = float_of(top);
   if (m == 0) {
     return 0;
   }
@@ -42,11 +105,141 @@ float int8_scale(std::span<const float> block) noexcept {
   return std::ldexp(1.0F, std::max(e, std::numeric_limits<float>::min_exponent - std::numeric_limits<float>::digits));
 }
 
-std::int8_t int8_of(float x, float scale) noexcept {
-  if (scale == 0 || std::isnan(scale)) {
-    return 0;
+// q for x in a block of scale `scale`, which is neither 0 nor NaN.
+// Adding +0 turns a −0 (from a small negative x) into the +0 that the int8 0 decodes to.
+inline float int8_level(float x, float scale) noexcept {
+  return std::clamp(std::nearbyint(x / scale), -127.0F, 127.0F) + 0.0F;
+}
+
+// Whether a float is finite, on its bits (vectorises, unlike std::isfinite).
+inline bool finite_bits(float x) noexcept { return (bits_of(x) & 0x7f800000U) != 0x7f800000U; }
+
+// The loops over whole vectors. On x86-64 they also get an AVX2 clone picked at load time; both paths do the
+// same integer and float operations per element, so they give the same bits. Not under ThreadSanitizer: the
+// clones' resolvers are IFUNCs that run before the TSan runtime starts (as in aggregation/kernels.hpp).
+#if defined(__SANITIZE_THREAD__) || !defined(__x86_64__)
+#define PRSGD_WIRE_VECTORS
+#else
+#define PRSGD_WIRE_VECTORS __attribute__((target_clones("avx2", "default")))
+#endif
+
+// Two-byte elements pass through an aligned block of this many on their way to or from the wire's bytes,
+// which need not be aligned for std::uint16_t.
+constexpr std::size_t stage_elements = 512;
+
+PRSGD_WIRE_VECTORS void encode_halves(const float* in, std::byte* out, std::size_t n, bool bf16) noexcept {
+  alignas(64) std::uint16_t stage[stage_elements];
+  for (std::size_t b = 0; b < n; b += stage_elements) {
+    const std::size_t m = std::min(stage_elements, n - b);
+    if (bf16) {
+      for (std::size_t i = 0; i < m; ++i) {
+        stage[i] = bf16_bits(in[b + i]);
+      }
+    } else {
+      for (std::size_t i = 0; i < m; ++i) {
+        stage[i] = f16_bits(in[b + i]);
+      }
+    }
+    std::memcpy(out + 2 * b, stage, 2 * m);
   }
-  return static_cast<std::int8_t>(std::clamp(std::nearbyint(x / scale), -127.0F, 127.0F));
+}
+
+PRSGD_WIRE_VECTORS void decode_halves(const std::byte* in, float* out, std::size_t n, bool bf16) noexcept {
+  alignas(64) std::uint16_t stage[stage_elements];
+  for (std::size_t b = 0; b < n; b += stage_elements) {
+    const std::size_t m = std::min(stage_elements, n - b);
+    std::memcpy(stage, in + 2 * b, 2 * m);
+    if (bf16) {
+      for (std::size_t i = 0; i < m; ++i) {
+        out[b + i] = bf16_value(stage[i]);
+      }
+    } else {
+      for (std::size_t i = 0; i < m; ++i) {
+        out[b + i] = f16_value(stage[i]);
+      }
+    }
+  }
+}
+
+PRSGD_WIRE_VECTORS void encode_int8(const float* in, std::byte* out, std::size_t n) noexcept {
+  for (std::size_t b = 0; b < n; b += int8_block) {
+    const std::size_t m = std::min(int8_block, n - b);
+    const float scale = int8_scale(in + b, m);
+    std::memcpy(out, &scale, sizeof scale);
+    out += sizeof scale;
+    if (scale == 0 || std::isnan(scale)) {
+      std::memset(out, 0, m);
+    } else {
+      for (std::size_t i = 0; i < m; ++i) {
+        out[i] = static_cast<std::byte>(static_cast<std::int8_t>(int8_level(in[b + i], scale)));
+      }
+    }
+    out += m;
+  }
+}
+
+// x = what a receiver decodes when x is sent as `dtype` (lossy), in place. Returns false when a result is not
+// finite.
+PRSGD_WIRE_VECTORS bool round_trip(float* x, std::size_t n, wire_dtype dtype) noexcept {
+  std::uint32_t bad = 0;
+  switch (dtype) {
+    case wire_dtype::f32: break;
+    case wire_dtype::bf16:
+      for (std::size_t i = 0; i < n; ++i) {
+        x[i] = bf16_value(bf16_bits(x[i]));
+        bad |= static_cast<std::uint32_t>(!finite_bits(x[i]));
+      }
+      break;
+    case wire_dtype::f16:
+      for (std::size_t i = 0; i < n; ++i) {
+        x[i] = f16_value(f16_bits(x[i]));
+        bad |= static_cast<std::uint32_t>(!finite_bits(x[i]));
+      }
+      break;
+    case wire_dtype::int8:
+      for (std::size_t b = 0; b < n; b += int8_block) {
+        const std::size_t m = std::min(int8_block, n - b);
+        float* block = x + b;
+        const float scale = int8_scale(block, m);
+        if (scale == 0 || std::isnan(scale)) {
+          // All zero, or not finite: sent as a NaN scale, received as NaN (0·NaN included).
+          const float v = scale == 0 ? 0.0F : std::numeric_limits<float>::quiet_NaN();
+          std::fill(block, block + m, v);
+          bad |= static_cast<std::uint32_t>(scale != 0);
+        } else {
+          for (std::size_t i = 0; i < m; ++i) {
+            block[i] = int8_level(block[i], scale) * scale;
+          }
+        }
+      }
+      break;
+  }
+  return bad == 0;
+}
+
+// Error feedback for bf16 and f16, one pass: residual += v, sent = round_trip(residual), residual -= sent.
+// Returns false when something sent is not finite.
+PRSGD_WIRE_VECTORS bool feedback_halves(const float* v, float* residual, float* sent, std::size_t n,
+                                        bool bf16) noexcept {
+  std::uint32_t bad = 0;
+  if (bf16) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float want = residual[i] + v[i];
+      const float s = bf16_value(bf16_bits(want));
+      sent[i] = s;
+      residual[i] = want - s;
+      bad |= static_cast<std::uint32_t>(!finite_bits(s));
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float want = residual[i] + v[i];
+      const float s = f16_value(f16_bits(want));
+      sent[i] = s;
+      residual[i] = want - s;
+      bad |= static_cast<std::uint32_t>(!finite_bits(s));
+    }
+  }
+  return bad == 0;
 }
 
 }  // namespace
@@ -91,68 +284,13 @@ std::size_t encoded_size(wire_dtype dtype, std::size_t count) noexcept {
   return element_size(dtype) * count + (dtype == wire_dtype::int8 ? sizeof(float) * int8_blocks(count) : 0);
 }
 
-std::uint16_t float_to_bf16(float x) noexcept {
-  const std::uint32_t b = bits_of(x);
-  if ((b & 0x7fffffffU) > 0x7f800000U) {
-    // NaN: keep sign and the top payload bits, force the quiet bit so it cannot round to Inf.
-    return static_cast<std::uint16_t>((b >> 16U) | 0x0040U);
-  }
-  // Round to nearest even on the 16 dropped bits; a carry into the exponent is the correct result
-  // (including overflow to Inf).
-  const std::uint32_t rounding = 0x7fffU + ((b >> 16U) & 1U);
-  return static_cast<std::uint16_t>((b + rounding) >> 16U);
-}
+std::uint16_t float_to_bf16(float x) noexcept { return bf16_bits(x); }
 
-float bf16_to_float(std::uint16_t h) noexcept { return float_of(static_cast<std::uint32_t>(h) << 16U); }
+float bf16_to_float(std::uint16_t h) noexcept { return bf16_value(h); }
 
-std::uint16_t float_to_f16(float x) noexcept {
-  const std::uint32_t b = bits_of(x);
-  const auto sign = static_cast<std::uint16_t>((b >> 16U) & 0x8000U);
-  const std::uint32_t abs = b & 0x7fffffffU;
-  if (abs >= 0x7f800000U) {
-    // Inf -> Inf; NaN -> quiet NaN with the top payload bits.
-    return static_cast<std::uint16_t>(sign | 0x7c00U | (abs > 0x7f800000U ? 0x0200U | ((abs >> 13U) & 0x3ffU) : 0U));
-  }
-  if (abs >= 0x477ff000U) {
-    // |x| >= 65520 rounds past 65504 (the largest finite half): overflow to Inf.
-    return static_cast<std::uint16_t>(sign | 0x7c00U);
-  }
-  if (abs < 0x38800000U) {
-    // Below 2^-14: a half subnormal (or zero). Shift the full significand into place, rounding to even.
-    if (abs < 0x33000000U) {
-      return sign;  // below half of the smallest subnormal 2^-24 (exactly half rounds to even = 0)
-    }
-    const std::uint32_t exp = abs >> 23U;
-    const std::uint32_t mant = (abs & 0x7fffffU) | 0x800000U;
-    const std::uint32_t shift = 126U - exp;  // 14 + 23 - 10 - (exp - 127) - 1 ... in [14, 24]
-    const std::uint32_t half = 1U << (shift - 1U);
-    const std::uint32_t rest = mant & ((1U << shift) - 1U);
-    std::uint32_t out = mant >> shift;
-    if (rest > half || (rest == half && (out & 1U) != 0U)) {
-      ++out;  // may carry into the smallest normal, which is the right encoding
-    }
-    return static_cast<std::uint16_t>(sign | out);
-  }
-  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to even.
-  const std::uint32_t rebased = abs - 0x38000000U;  // subtract (127 - 15) << 23
-  const std::uint32_t rounding = 0xfffU + ((rebased >> 13U) & 1U);
-  return static_cast<std::uint16_t>(sign | ((rebased + rounding) >> 13U));
-}
+std::uint16_t float_to_f16(float x) noexcept { return f16_bits(x); }
 
-float f16_to_float(std::uint16_t h) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000U) << 16U;
-  const std::uint32_t exp = (h >> 10U) & 0x1fU;
-  const std::uint32_t mant = h & 0x3ffU;
-  if (exp == 0x1fU) {
-    return float_of(sign | 0x7f800000U | (mant << 13U));
-  }
-  if (exp == 0) {
-    // ±0 or subnormal: mant * 2^-24, exact in float.
-    const float v = static_cast<float>(mant) * 0x1.0p-24F;
-    return sign != 0 ? -v : v;
-  }
-  return float_of(sign | ((exp + 112U) << 23U) | (mant << 13U));
-}
+float f16_to_float(std::uint16_t h) noexcept { return f16_value(h); }
 
 expected<void> encode(std::span<const float> in, wire_dtype dtype, std::span<std::byte> out) {
   if (out.size() != encoded_size(dtype, in.size())) {
@@ -166,30 +304,8 @@ expected<void> encode(std::span<const float> in, wire_dtype dtype, std::span<std
       }
       break;
     case wire_dtype::f16:
-      for (std::size_t i = 0; i < in.size(); ++i) {
-        const std::uint16_t h = float_to_f16(in[i]);
-        std::memcpy(out.data() + 2 * i, &h, 2);
-      }
-      break;
-    case wire_dtype::bf16:
-      for (std::size_t i = 0; i < in.size(); ++i) {
-        const std::uint16_t h = float_to_bf16(in[i]);
-        std::memcpy(out.data() + 2 * i, &h, 2);
-      }
-      break;
-    case wire_dtype::int8: {
-      std::byte* o = out.data();
-      for (std::size_t b = 0; b < in.size(); b += int8_block) {
-        const auto block = in.subspan(b, std::min(int8_block, in.size() - b));
-        const float scale = int8_scale(block);
-        std::memcpy(o, &scale, sizeof scale);
-        o += sizeof scale;
-        for (const float x : block) {
-          *o++ = static_cast<std::byte>(int8_of(x, scale));
-        }
-      }
-      break;
-    }
+    case wire_dtype::bf16: encode_halves(in.data(), out.data(), in.size(), dtype == wire_dtype::bf16); break;
+    case wire_dtype::int8: encode_int8(in.data(), out.data(), in.size()); break;
   }
   return {};
 }
@@ -214,19 +330,7 @@ expected<void> decode(std::span<const std::byte> in, wire_dtype dtype, std::span
       }
       break;
     case wire_dtype::f16:
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        std::uint16_t h = 0;
-        std::memcpy(&h, in.data() + 2 * i, 2);
-        out[i] = f16_to_float(h);
-      }
-      break;
-    case wire_dtype::bf16:
-      for (std::size_t i = 0; i < out.size(); ++i) {
-        std::uint16_t h = 0;
-        std::memcpy(&h, in.data() + 2 * i, 2);
-        out[i] = bf16_to_float(h);
-      }
-      break;
+    case wire_dtype::bf16: decode_halves(in.data(), out.data(), out.size(), dtype == wire_dtype::bf16); break;
     case wire_dtype::int8: {
       const std::byte* p = in.data();
       for (std::size_t b = 0; b < out.size(); b += int8_block) {
@@ -246,28 +350,7 @@ expected<void> decode(std::span<const std::byte> in, wire_dtype dtype, std::span
 
 std::vector<float> quantize(std::span<const float> in, wire_dtype dtype) {
   std::vector<float> out(in.begin(), in.end());
-  switch (dtype) {
-    case wire_dtype::f32: break;
-    case wire_dtype::f16:
-      for (auto& x : out) {
-        x = f16_to_float(float_to_f16(x));
-      }
-      break;
-    case wire_dtype::bf16:
-      for (auto& x : out) {
-        x = bf16_to_float(float_to_bf16(x));
-      }
-      break;
-    case wire_dtype::int8:
-      for (std::size_t b = 0; b < out.size(); b += int8_block) {
-        const std::size_t end = std::min(out.size(), b + int8_block);
-        const float scale = int8_scale(in.subspan(b, end - b));
-        for (std::size_t i = b; i < end; ++i) {
-          out[i] = static_cast<float>(int8_of(in[i], scale)) * scale;
-        }
-      }
-      break;
-  }
+  (void)round_trip(out.data(), out.size(), dtype);
   return out;
 }
 
@@ -279,14 +362,20 @@ std::vector<float> error_feedback::compress(std::span<const float> v, wire_dtype
   if (residual_.size() != v.size()) {
     residual_.assign(v.size(), 0.0F);
   }
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    residual_[i] += v[i];  // the vector to send: v + what earlier rounds dropped
-  }
-  auto sent = quantize(residual_, dtype);
-  bool finite = true;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    residual_[i] -= sent[i];
-    finite = finite && std::isfinite(sent[i]);
+  std::vector<float> sent(v.size());
+  bool finite = false;
+  if (dtype == wire_dtype::int8) {
+    // A block's scale depends on the whole block of v + residual, so this takes three passes.
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      residual_[i] += v[i];  // the vector to send: v + what earlier rounds dropped
+    }
+    std::copy(residual_.begin(), residual_.end(), sent.begin());
+    finite = round_trip(sent.data(), sent.size(), dtype);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      residual_[i] -= sent[i];
+    }
+  } else {
+    finite = feedback_halves(v.data(), residual_.data(), sent.data(), v.size(), dtype == wire_dtype::bf16);
   }
   if (!finite) {
     residual_.clear();
@@ -301,7 +390,11 @@ std::optional<std::vector<float>> settle_change(std::span<const float> prev, std
     step[i] = next[i] - prev[i];
   }
   auto change = feedback.compress(step, dtype);
-  if (!std::all_of(change.begin(), change.end(), [](float v) { return std::isfinite(v); })) {
+  std::uint32_t bad = 0;
+  for (const float v : change) {
+    bad |= static_cast<std::uint32_t>(!finite_bits(v));
+  }
+  if (bad != 0) {
     feedback.reset();
     return std::nullopt;
   }

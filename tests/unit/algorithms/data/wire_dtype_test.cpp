@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace {
@@ -224,6 +225,70 @@ TEST(CodecTest, QuantizeIsWhatTheReceiverDecodesAndSendingItAgainIsLossless) {
   }
 }
 
+// The whole-vector loops (vectorised, with an AVX2 clone on x86-64) against the element converters: every
+// 16-bit pattern decoded, random 32-bit patterns (NaNs, infinities, subnormals, ties) encoded at lengths around
+// the loops' block sizes and into unaligned bytes, and quantize() against decode(encode()) bit for bit.
+TEST(CodecTest, WholeVectorsMatchTheElementConverters) {
+  std::vector<std::byte> halves(2 * 65536 + 1);
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const auto bits = static_cast<std::uint16_t>(h);
+    std::memcpy(halves.data() + 1 + 2 * h, &bits, 2);  // at an odd address
+  }
+  const std::span<const std::byte> all(halves.data() + 1, 2 * 65536);
+  std::vector<float> out(65536);
+  ASSERT_TRUE(decode(all, wire_dtype::bf16, out).has_value());
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(out[h]),
+              std::bit_cast<std::uint32_t>(bf16_to_float(static_cast<std::uint16_t>(h))))
+        << std::hex << h;
+  }
+  ASSERT_TRUE(decode(all, wire_dtype::f16, out).has_value());
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(out[h]),
+              std::bit_cast<std::uint32_t>(f16_to_float(static_cast<std::uint16_t>(h))))
+        << std::hex << h;
+  }
+
+  std::mt19937 gen(7);
+  for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{255}, std::size_t{256}, std::size_t{257},
+                              std::size_t{511}, std::size_t{512}, std::size_t{513}, std::size_t{5000}}) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      // Raw bit patterns, ties of both formats (low bits exactly half), and tiny negatives (int8's −0).
+      const std::uint32_t r = static_cast<std::uint32_t>(gen());
+      switch (i % 4) {
+        case 0: v[i] = std::bit_cast<float>(r); break;
+        case 1: v[i] = std::bit_cast<float>((r & 0xffff0000U) | 0x8000U); break;
+        case 2: v[i] = std::bit_cast<float>((r & 0xc7ffe000U) | 0x38001000U); break;
+        default: v[i] = -std::ldexp(static_cast<float>(r % 1000), -20); break;
+      }
+    }
+    std::vector<float> finite_v(v);
+    for (auto& x : finite_v) {
+      x = std::isfinite(x) ? x : 0.5F;
+    }
+    for (const auto dtype : {wire_dtype::bf16, wire_dtype::f16}) {
+      std::vector<std::byte> bytes(2 * n + 1);
+      ASSERT_TRUE(encode(v, dtype, std::span<std::byte>(bytes.data() + 1, 2 * n)).has_value());
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t h = 0;
+        std::memcpy(&h, bytes.data() + 1 + 2 * i, 2);
+        ASSERT_EQ(h, dtype == wire_dtype::bf16 ? float_to_bf16(v[i]) : float_to_f16(v[i]))
+            << to_string(dtype) << " n " << n << " i " << i << " bits " << std::hex
+            << std::bit_cast<std::uint32_t>(v[i]);
+      }
+    }
+    for (const auto dtype : {wire_dtype::bf16, wire_dtype::f16, wire_dtype::int8}) {
+      for (const auto* input : {&v, &finite_v}) {
+        const auto q = quantize(*input, dtype);
+        std::vector<float> back(n);
+        ASSERT_TRUE(decode(encode(*input, dtype), dtype, back).has_value());
+        ASSERT_EQ(std::memcmp(back.data(), q.data(), 4 * n), 0) << to_string(dtype) << " n " << n;
+      }
+    }
+  }
+}
+
 // Error feedback: after any number of rounds, everything sent adds up to everything fed in, up to the
 // residual, and the residual is at most one rounding step of the last vector sent.
 TEST(ErrorFeedbackTest, AccumulatedSentDeltasTrackTheTrueSumWithinOneQuantum) {
@@ -266,6 +331,28 @@ TEST(ErrorFeedbackTest, AccumulatedSentDeltasTrackTheTrueSumWithinOneQuantum) {
       feedback_drift = std::max(feedback_drift, std::abs(fed[i] - sent[i]));
     }
     EXPECT_GT(plain_drift, 2 * feedback_drift) << to_string(dtype) << ": without feedback the rounding adds up";
+  }
+}
+
+// compress() is the documented recurrence, bit for bit: sent = quantize(v + residual), residual = v + residual − sent.
+TEST(ErrorFeedbackTest, CompressIsTheRecurrenceBitForBit) {
+  for (const auto dtype : {wire_dtype::bf16, wire_dtype::f16, wire_dtype::int8}) {
+    error_feedback ef;
+    std::vector<float> residual(1031, 0.0F);
+    for (std::uint32_t round = 0; round < 5; ++round) {
+      const auto v = normal_values(residual.size(), 1e-2F, 50 + round);
+      std::vector<float> want(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        want[i] = residual[i] + v[i];
+      }
+      const auto expected = quantize(want, dtype);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        residual[i] = want[i] - expected[i];
+      }
+      const auto sent = ef.compress(v, dtype);
+      ASSERT_EQ(std::memcmp(sent.data(), expected.data(), 4 * v.size()), 0) << to_string(dtype) << " round " << round;
+      ASSERT_EQ(std::memcmp(ef.residual().data(), residual.data(), 4 * v.size()), 0) << to_string(dtype);
+    }
   }
 }
 
