@@ -53,6 +53,38 @@ TEST_F(ShardOwnerCoreTest, SlicesAreContiguousAndCoverTheModel) {
   EXPECT_EQ(owner_.round(), 5U);
 }
 
+// The ack's distance to x̄ on a slice long enough for the owner's vector loop (and a tail after it): the sum of
+// squares within double rounding of a long double reference, and a NaN or Inf anywhere refused.
+TEST(ShardOwnerCoreLongSliceTest, AcksTheDistanceToTheSliceOfALongModel) {
+  fake_clock clk;
+  shard_owner_core owner(shard_owner_config{0, 1, "tcp://owner", 42, 100ms, 4}, clk);
+  (void)owner.start();
+  constexpr std::size_t n = 1003;
+  std::vector<float> base(n);
+  std::vector<float> mine(n);
+  long double want = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    base[i] = 0.001F * static_cast<float>(i % 97) - 0.05F;
+    mine[i] = base[i] + 0.0003F * static_cast<float>((i * 7) % 13) - 0.002F;
+    const long double d = static_cast<long double>(mine[i]) - static_cast<long double>(base[i]);
+    want += d * d;
+  }
+  (void)owner.on_coordinator(shard_setup_msg{42, 9, 5, 0, 1, 0, n, 100ms, values(base)});
+  auto acks = sent<shard_ack_msg>(owner.on_slice({1, 11, 5, 0, values(mine)}, 100));
+  ASSERT_EQ(acks.size(), 1U);
+  EXPECT_TRUE(acks[0].ok);
+  EXPECT_NEAR(acks[0].norm2, static_cast<double>(want), 1e-12 * static_cast<double>(want));
+  for (const std::size_t at : {std::size_t{5}, std::size_t{n - 1}}) {
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      auto broken = mine;
+      broken[at] = bad;
+      acks = sent<shard_ack_msg>(owner.on_slice({2 + at, 22, 5, 0, values(broken)}, 200));
+      ASSERT_EQ(acks.size(), 1U);
+      EXPECT_FALSE(acks[0].ok) << "a non-finite value at " << at;
+    }
+  }
+}
+
 TEST_F(ShardOwnerCoreTest, AcksSlicesAndCombinesOnlyTheNamedMembers) {
   auto a = owner_.on_slice({1, 11, 5, 1, values({3.0F, 2.0F})}, 100);
   auto acks = sent<shard_ack_msg>(a);
