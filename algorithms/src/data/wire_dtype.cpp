@@ -32,52 +32,36 @@ inline std::uint16_t bf16_bits(float x) noexcept {
 inline float bf16_value(std::uint16_t h) noexcept { return float_of(static_cast<std::uint32_t>(h) << 16U); }
 
 inline std::uint16_t f16_bits(float x) noexcept {
+  // Every case is computed and one is selected, so the loops over it vectorise.
   const std::uint32_t b = bits_of(x);
-  const auto sign = static_cast<std::uint16_t>((b >> 16U) & 0x8000U);
+  const std::uint32_t sign = (b >> 16U) & 0x8000U;
   const std::uint32_t abs = b & 0x7fffffffU;
-  if (abs >= 0x7f800000U) {
-    // Inf -> Inf; NaN -> quiet NaN with the top payload bits.
-    return static_cast<std::uint16_t>(sign | 0x7c00U | (abs > 0x7f800000U ? 0x0200U | ((abs >> 13U) & 0x3ffU) : 0U));
-  }
-  if (abs >= 0x477ff000U) {
-    // |x| >= 65520 rounds past 65504 (the largest finite half): overflow to Inf.
-    return static_cast<std::uint16_t>(sign | 0x7c00U);
-  }
-  if (abs < 0x38800000U) {
-    // Below 2^-14: a half subnormal (or zero). Shift the full significand into place, rounding to even.
-    if (abs < 0x33000000U) {
-      return sign;  // below half of the smallest subnormal 2^-24 (exactly half rounds to even = 0)
-    }
-    const std::uint32_t exp = abs >> 23U;
-    const std::uint32_t mant = (abs & 0x7fffffU) | 0x800000U;
-    const std::uint32_t shift = 126U - exp;  // 14 + 23 - 10 - (exp - 127) - 1 ... in [14, 24]
-    const std::uint32_t half = 1U << (shift - 1U);
-    const std::uint32_t rest = mant & ((1U << shift) - 1U);
-    std::uint32_t out = mant >> shift;
-    if (rest > half || (rest == half && (out & 1U) != 0U)) {
-      ++out;  // may carry into the smallest normal, which is the right encoding
-    }
-    return static_cast<std::uint16_t>(sign | out);
-  }
-  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to even.
+  // Inf -> Inf; NaN -> quiet NaN with the top payload bits; |x| >= 65520 rounds past 65504 (the largest
+  // finite half): overflow to Inf.
+  const std::uint32_t nan = 0x7e00U | ((abs >> 13U) & 0x3ffU);
+  // Below 2^-14, a half subnormal (or zero): adding 0.5 puts |x|'s bits at 2^-24 steps in the low mantissa
+  // bits, and the float addition rounds to nearest even (below 2^-25 to zero, exactly 2^-25 to even = 0).
+  const std::uint32_t subnormal = bits_of(float_of(abs) + 0.5F) - 0x3f000000U;
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to even; a carry into the
+  // exponent is the right encoding.
   const std::uint32_t rebased = abs - 0x38000000U;  // subtract (127 - 15) << 23
-  const std::uint32_t rounding = 0xfffU + ((rebased >> 13U) & 1U);
-  return static_cast<std::uint16_t>(sign | ((rebased + rounding) >> 13U));
+  const std::uint32_t normal = (rebased + 0xfffU + ((rebased >> 13U) & 1U)) >> 13U;
+  const auto big = static_cast<std::int32_t>(abs) >= 0x477ff000;
+  const auto not_a_number = static_cast<std::int32_t>(abs) > 0x7f800000;
+  const auto tiny = static_cast<std::int32_t>(abs) < 0x38800000;
+  const std::uint32_t magnitude = not_a_number ? nan : big ? 0x7c00U : tiny ? subnormal : normal;
+  return static_cast<std::uint16_t>(sign | magnitude);
 }
 
 inline float f16_value(std::uint16_t h) noexcept {
+  // As in f16_bits, every case is computed and one selected.
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000U) << 16U;
   const std::uint32_t exp = (h >> 10U) & 0x1fU;
   const std::uint32_t mant = h & 0x3ffU;
-  if (exp == 0x1fU) {
-    return float_of(sign | 0x7f800000U | (mant << 13U));
-  }
-  if (exp == 0) {
-    // ±0 or subnormal: mant * 2^-24, exact in float.
-    const float v = static_cast<float>(mant) * 0x1.0p-24F;
-    return sign != 0 ? -v : v;
-  }
-  return float_of(sign | ((exp + 112U) << 23U) | (mant << 13U));
+  const std::uint32_t special = sign | 0x7f800000U | (mant << 13U);                       // Inf or NaN
+  const std::uint32_t subnormal = sign | bits_of(static_cast<float>(mant) * 0x1.0p-24F);  // ±0 or mant·2^-24, exact
+  const std::uint32_t normal = sign | ((exp + 112U) << 23U) | (mant << 13U);
+  return float_of(exp == 0x1fU ? special : exp == 0 ? subnormal : normal);
 }
 
 std::size_t int8_blocks(std::size_t count) noexcept { return (count + int8_block - 1) / int8_block; }

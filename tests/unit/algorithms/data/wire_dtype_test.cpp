@@ -225,6 +225,80 @@ TEST(CodecTest, QuantizeIsWhatTheReceiverDecodesAndSendingItAgainIsLossless) {
   }
 }
 
+// A plain, branchy binary16 conversion to check the library's select-based one against.
+std::uint16_t f16_reference(float x) {
+  const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
+  const auto sign = static_cast<std::uint16_t>((b >> 16U) & 0x8000U);
+  const std::uint32_t abs = b & 0x7fffffffU;
+  if (abs >= 0x7f800000U) {
+    return static_cast<std::uint16_t>(sign | 0x7c00U | (abs > 0x7f800000U ? 0x0200U | ((abs >> 13U) & 0x3ffU) : 0U));
+  }
+  if (abs >= 0x477ff000U) {
+    return static_cast<std::uint16_t>(sign | 0x7c00U);
+  }
+  if (abs < 0x38800000U) {
+    if (abs < 0x33000000U) {
+      return sign;
+    }
+    const std::uint32_t exp = abs >> 23U;
+    const std::uint32_t mant = (abs & 0x7fffffU) | 0x800000U;
+    const std::uint32_t shift = 126U - exp;
+    const std::uint32_t half = 1U << (shift - 1U);
+    const std::uint32_t rest = mant & ((1U << shift) - 1U);
+    std::uint32_t out = mant >> shift;
+    if (rest > half || (rest == half && (out & 1U) != 0U)) {
+      ++out;
+    }
+    return static_cast<std::uint16_t>(sign | out);
+  }
+  const std::uint32_t rebased = abs - 0x38000000U;
+  const std::uint32_t rounding = 0xfffU + ((rebased >> 13U) & 1U);
+  return static_cast<std::uint16_t>(sign | ((rebased + rounding) >> 13U));
+}
+
+float f16_value_reference(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000U) << 16U;
+  const std::uint32_t exp = (h >> 10U) & 0x1fU;
+  const std::uint32_t mant = h & 0x3ffU;
+  if (exp == 0x1fU) {
+    return std::bit_cast<float>(sign | 0x7f800000U | (mant << 13U));
+  }
+  if (exp == 0) {
+    return (sign != 0 ? -1.0F : 1.0F) * static_cast<float>(mant) * 0x1.0p-24F;
+  }
+  return std::bit_cast<float>(sign | ((exp + 112U) << 23U) | (mant << 13U));
+}
+
+TEST(CodecTest, F16ConversionsMatchAPlainReference) {
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const auto bits = static_cast<std::uint16_t>(h);
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(f16_to_float(bits)), std::bit_cast<std::uint32_t>(f16_value_reference(bits)))
+        << std::hex << h;
+  }
+  std::mt19937 gen(11);
+  std::vector<std::uint32_t> mantissas{0, 1, 0xfff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000, 0x7fffff, 0x400000};
+  for (int i = 0; i < 40; ++i) {
+    mantissas.push_back(static_cast<std::uint32_t>(gen()) & 0x7fffffU);
+  }
+  for (std::uint32_t e = 0; e < 256; ++e) {
+    for (const std::uint32_t m : mantissas) {
+      for (const std::uint32_t s : {0U, 0x80000000U}) {
+        const float x = std::bit_cast<float>(s | (e << 23U) | m);
+        ASSERT_EQ(float_to_f16(x), f16_reference(x)) << std::hex << std::bit_cast<std::uint32_t>(x);
+      }
+    }
+  }
+  // Every float from 2^-26 to 2^-13 (the subnormal halves and the first normal binade) in steps of 7 ulps.
+  for (std::uint32_t b = 0x32800000U; b < 0x39000000U; b += 7) {
+    const float x = std::bit_cast<float>(b);
+    ASSERT_EQ(float_to_f16(x), f16_reference(x)) << std::hex << b;
+  }
+  for (int i = 0; i < 1000000; ++i) {
+    const float x = std::bit_cast<float>(static_cast<std::uint32_t>(gen()));
+    ASSERT_EQ(float_to_f16(x), f16_reference(x)) << std::hex << std::bit_cast<std::uint32_t>(x);
+  }
+}
+
 // The whole-vector loops (vectorised, with an AVX2 clone on x86-64) against the element converters: every
 // 16-bit pattern decoded, random 32-bit patterns (NaNs, infinities, subnormals, ties) encoded at lengths around
 // the loops' block sizes and into unaligned bytes, and quantize() against decode(encode()) bit for bit.
