@@ -368,6 +368,7 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
     e.client_key = k->second;
   }
   e.shard = *shard;
+  e.own_model = m.holds;
   pending_[id] = e;
   file_silence_due(id, e);
   joins_[{from, m.incarnation}] = id;

@@ -3,6 +3,7 @@
 
 #include "averager_core_detail.hpp"
 
+#include "prsgd/actors/shard_owner_core.hpp"
 #include "prsgd/common/log.hpp"
 
 #include <algorithm>
@@ -219,6 +220,14 @@ welcome_msg averager_core::make_welcome(member_id id, const member_entry& e, rou
   return w;
 }
 
+std::uint64_t averager_core::model_checksum() const {
+  if (checksummed_ != model_) {
+    checksummed_ = model_;
+    checksum_ = model_ ? slice_checksum(*model_) : 0;
+  }
+  return checksum_;
+}
+
 restart_msg averager_core::make_restart(member_id id) const {
   const auto& e = members_.at(id);
   // Sharded: the header only; the member assembles x̄_r from the owners' slices.
@@ -228,6 +237,9 @@ restart_msg averager_core::make_restart(member_id id) const {
     m.model = restart_change_;  // the member rebuilds x̄_r from the x̄_{r−1} it trained from
     m.dtype = config_.spec.wire;
     m.base = round_ - 1;
+  } else if (!sharded() && e.own_model && model_ && *e.own_model == model_checksum()) {
+    m.model.reset();  // the member built x̄_r itself (a fresh job's x̄_0, from the same seed): it keeps its copy
+    m.held = e.own_model;
   }
   if (auto g = grants_.find(id); g != grants_.end()) {
     m.ranges.reserve(g->second.size());
@@ -329,6 +341,7 @@ void averager_core::send_restart(actions& out, member_id id) {
   e.restarted = round_;
   e.resend_at.reset();
   auto m = make_restart(id);
+  e.own_model.reset();  // only a member's first RESTART can confirm the model it built
   const auto bytes = wire_bytes(m.model, m.dtype);
   if (bytes > 0) {
     // Announce the payload on the same connection, ahead of it: the worker does not take us for gone

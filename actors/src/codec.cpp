@@ -350,7 +350,7 @@ multipart encode_one(const refused_msg& m) {
 }
 
 multipart encode_one(const restart_msg& m) {
-  header_writer w{wire_type::restart, common_fields + 6 + (m.base ? 1 : 0)};
+  header_writer w{wire_type::restart, common_fields + 6 + (m.base ? 1 : 0) + (m.held ? 1 : 0)};
   put_common(w, m);
   w.put("iv", m.interval);
   w.put("ranges", m.ranges);
@@ -360,6 +360,9 @@ multipart encode_one(const restart_msg& m) {
   w.put("wd", dtype_name(m.dtype));
   if (m.base) {
     w.put("wb", *m.base);
+  }
+  if (m.held) {
+    w.put("hc", *m.held);
   }
   return {w.finish(), payload_of(m.model, m.dtype)};
 }
@@ -386,9 +389,12 @@ multipart encode_one(const stop_msg& m) {
 }
 
 multipart encode_one(const join_msg& m) {
-  header_writer w{wire_type::join, common_fields + 5 + (m.initial_model ? 1 : 0)};
+  header_writer w{wire_type::join, common_fields + 5 + (m.initial_model ? 1 : 0) + (m.holds ? 1 : 0)};
   put_common(w, m);
   w.put("sc", m.sharding);
+  if (m.holds) {
+    w.put("hc", *m.holds);
+  }
   w.put("s", m.speed_hint);
   w.put("mf", clipped(m.model_fingerprint));
   w.put("df", clipped(m.data_fingerprint));
@@ -633,7 +639,7 @@ multipart encode_one(const shard_round_msg& m) {
 }
 
 multipart encode_one(const shard_slice_msg& m) {
-  header_writer w{wire_type::shard_slice, common_fields + 5 + (m.home ? 1 : 0)};
+  header_writer w{wire_type::shard_slice, common_fields + 5 + (m.home ? 1 : 0) + (m.holds ? 1 : 0)};
   w.put("m", m.member);
   w.put("i", std::uint64_t{0});
   w.put("a", std::uint64_t{0});
@@ -645,6 +651,9 @@ multipart encode_one(const shard_slice_msg& m) {
   w.put("dl", m.delta);
   if (m.home) {
     w.put("hm", *m.home);
+  }
+  if (m.holds) {
+    w.put("hc", *m.holds);
   }
   return {w.finish(), payload_of(m.model, m.dtype)};
 }
@@ -663,13 +672,16 @@ multipart encode_one(const shard_ack_msg& m) {
 }
 
 multipart encode_one(const shard_average_msg& m) {
-  header_writer w{wire_type::shard_average, common_fields + 4 + (m.base ? 1 : 0)};
+  header_writer w{wire_type::shard_average, common_fields + 4 + (m.base ? 1 : 0) + (m.held ? 1 : 0)};
   w.put("m", m.member);
   w.put("i", std::uint64_t{0});
   w.put("a", std::uint64_t{0});
   w.put("r", m.round);
   w.put("k", m.token);
   w.put("sk", m.shard);
+  if (m.held) {
+    w.put("hc", *m.held);
+  }
   return finish_with_payload(w, m.model, m.dtype, m.base);
 }
 
@@ -823,6 +835,12 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
           return std::move(model).error();
         }
         m.model = std::move(*model);
+        if (r.find("hc") != nullptr) {
+          m.held = r.get<std::uint64_t>("hc");
+          if (m.model && m.model->empty()) {
+            m.model.reset();
+          }
+        }
         return to_worker{std::move(m)};
       }
       case wire_type::heartbeat: return as_sent_to<to_worker>(read_heartbeat(msg, r));
@@ -850,6 +868,9 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
           }
         }
         m.sharding = r.get_or<bool>("sc", false);
+        if (r.find("hc") != nullptr) {
+          m.holds = r.get<std::uint64_t>("hc");
+        }
         if (r.find("n") == nullptr) {
           PRSGD_TRY(expect_no_payload(msg));
           return to_averager{m};
@@ -1112,11 +1133,17 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
           if (r.find("hm") != nullptr) {
             m.home = r.get<std::uint64_t>("hm");
           }
+          if (r.find("hc") != nullptr) {
+            m.holds = r.get<std::uint64_t>("hc");
+          }
           return shard_msg{std::move(m)};
         }
         shard_average_msg m{member, token, round, shard, std::move(*p), dtype};
         if (r.find("wb") != nullptr) {
           m.base = r.get<round_t>("wb");
+        }
+        if (r.find("hc") != nullptr) {
+          m.held = r.get<std::uint64_t>("hc");
         }
         return shard_msg{std::move(m)};
       }

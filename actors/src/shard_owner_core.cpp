@@ -257,7 +257,7 @@ void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
   if (found == routes_.end() || found->second.token != to.token) {
     return;  // the member has not attached yet; its SHARD_SLICE without a model triggers the send
   }
-  const route& r = found->second;
+  route& r = found->second;
   const bool holder = holders_.contains(key);
   const bool as_change = sends_change();
   const bool has_home = ring_ && r.home && *r.home < config_.shards;
@@ -271,9 +271,13 @@ void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
       m.model = change_;  // the member rebuilds this slice of x̄_r from the x̄_{r−1} it trained from
       m.dtype = wire_;
       m.base = round_ - 1;
+    } else if (r.holds && *r.holds == own_checksum()) {
+      m.model.reset();  // the member built this slice itself (a fresh job's x̄_0): it keeps its copy
+      m.held = *r.holds;
     }
     out.sends.push_back({false, r.conn, std::move(m)});
   }
+  r.holds.reset();  // only the first slice of x̄ a member gets can be one it built itself
   if (!home_here) {
     return;
   }
@@ -287,6 +291,14 @@ void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
     shard_average_msg m{to.member, to.token, round_, k, part->values, part->dtype, part->base};
     out.sends.push_back({false, r.conn, std::move(m)});
   }
+}
+
+std::uint64_t shard_owner_core::own_checksum() {
+  if (checksummed_ != slice_) {
+    checksummed_ = slice_;
+    checksum_ = slice_ ? slice_checksum(*slice_) : 0;
+  }
+  return checksum_;
 }
 
 void shard_owner_core::serve_all(owner_actions& out) {
@@ -369,7 +381,7 @@ void shard_owner_core::report(owner_actions& out, bool fetch, bool ok, std::stri
   m.averager_incarnation = coordinator_;
   m.round = round_;
   m.shard = config_.shard;
-  m.checksum = slice_checksum(*slice_);
+  m.checksum = own_checksum();
   bool finite = true;
   for (float v : *slice_) {
     finite = finite && std::isfinite(v);
@@ -388,7 +400,7 @@ owner_actions shard_owner_core::on_slice(const shard_slice_msg& msg, origin_t fr
     return finish(std::move(out));
   }
   if (!msg.model) {
-    routes_[msg.member] = route{msg.token, from, msg.home};
+    routes_[msg.member] = route{msg.token, from, msg.home, msg.holds};
     serve(out, {msg.member, msg.token});
     return finish(std::move(out));
   }

@@ -157,6 +157,12 @@ void worker_actor::on_start() {
     return;
   }
   t->model = std::move(*m);
+  {
+    // The checksum of the model this worker built: its JOIN names it, so that an averager whose x̄ is the
+    // same (a fresh job's x̄_0, built from the same seed) need not send it.
+    const auto params = t->model->params();
+    own_checksum_ = slice_checksum(std::vector<float>(params.begin(), params.end()));
+  }
   auto opt = algorithms::sgd::make(config_.sgd);
   if (!opt) {
     quit(opt.error());
@@ -198,8 +204,13 @@ void worker_actor::on_wire(peer_id peer, multipart msg) {
   if (const auto* w = std::get_if<welcome_msg>(&*decoded); w != nullptr && !w->owners.empty()) {
     attach_owners(*w);
   }
-  if (const auto* r = std::get_if<restart_msg>(&*decoded)) {
+  if (auto* r = std::get_if<restart_msg>(&*decoded)) {
     PRSGD_LOG(debug, "worker") << "RESTART round " << r->round << " I=" << r->interval;
+    if (r->held && !r->model && owners_.empty() && !trained_ && trainer_ && own_checksum_ == *r->held) {
+      // x̄ is the model this worker built, which the trainer still holds (no task has run yet).
+      const auto params = trainer_->model->params();
+      r->model = std::make_shared<const std::vector<float>>(params.begin(), params.end());
+    }
     if ((!r->model || r->model->empty()) && !owners_.empty()) {
       // Sharded: x̄ comes from the owners, slice by slice.
       if (!held_restart_ || held_restart_->round <= r->round) {
@@ -256,10 +267,27 @@ void worker_actor::attach_owners(const welcome_msg& w) {
   if (!local_owners_.empty()) {
     home = local_owners_[member_ % local_owners_.size()];
   }
+  // Before its first RESTART the worker still holds the model it built: tell each owner the checksum of its
+  // slice of it, so an owner whose slice of x̄ is the same need not send it.
+  own_checksums_.clear();
+  own_model_.reset();
+  if (!trained_ && trainer_ && trainer_->model && trainer_->model->params().size() == model_size_) {
+    // No task has run yet, so the trainer's model is still the one the worker built (and nothing else reads it).
+    const auto params = trainer_->model->params();
+    own_model_ = std::make_shared<const std::vector<float>>(params.begin(), params.end());
+    for (std::size_t k = 0; k < owners_.size(); ++k) {
+      const auto b = static_cast<std::ptrdiff_t>(slice_begin(model_size_, owners_.size(), k));
+      const auto e = static_cast<std::ptrdiff_t>(slice_begin(model_size_, owners_.size(), k + 1));
+      own_checksums_.push_back(slice_checksum(std::vector<float>(own_model_->begin() + b, own_model_->begin() + e)));
+    }
+  }
   for (std::size_t k = 0; k < owners_.size(); ++k) {
     // Tells owner k the connection to send this member's slices of x̄ on.
     shard_slice_msg attach{member_, token_, 0, k, {}};
     attach.home = home;
+    if (k < own_checksums_.size()) {
+      attach.holds = own_checksums_[k];
+    }
     (void)link_->send(owners_[k], encode(shard_msg{attach}));
   }
 }
@@ -268,16 +296,34 @@ void worker_actor::on_owner(std::size_t from, multipart msg) {
   auto decoded = decode_shard(msg, config_.limits);
   const auto* avg = decoded ? std::get_if<shard_average_msg>(&*decoded) : nullptr;
   // An owner sends its own slice; an owner on this host (the home of a ring gather) may send any slice.
-  if (avg == nullptr || avg->member != member_ || avg->token != token_ || avg->shard >= owners_.size() || !avg->model) {
+  if (avg == nullptr || avg->member != member_ || avg->token != token_ || avg->shard >= owners_.size()) {
     return;
   }
   const std::size_t k = avg->shard;
   if (k != from && std::find(local_owners_.begin(), local_owners_.end(), from) == local_owners_.end()) {
     return;
   }
-  const std::uint64_t size =
-      slice_begin(model_size_, owners_.size(), k + 1) - slice_begin(model_size_, owners_.size(), k);
-  if (avg->model->size() != size || avg->round < slices_round_) {
+  const std::uint64_t begin = slice_begin(model_size_, owners_.size(), k);
+  const std::uint64_t size = slice_begin(model_size_, owners_.size(), k + 1) - begin;
+  flat_buffer model = avg->model;
+  if (!model && avg->held && k == from && k < own_checksums_.size() && *avg->held == own_checksums_[k] && own_model_) {
+    // The owner's slice of x̄ is the one this worker built (and told it the checksum of).
+    const auto b = own_model_->begin() + static_cast<std::ptrdiff_t>(begin);
+    model = std::make_shared<const std::vector<float>>(b, b + static_cast<std::ptrdiff_t>(size));
+  }
+  if (!model && avg->held) {
+    // A confirmation for a slice this worker no longer holds: nobody would send it, so start over as a new
+    // member, which claims to hold nothing and is sent x̄ whole.
+    PRSGD_LOG(warn, "worker") << "shard owner " << from << " confirmed slice " << k << " of round " << avg->round
+                              << " as one this worker holds, but it does not; rejoining for the whole model";
+    trained_ = true;
+    own_model_.reset();
+    own_checksums_.clear();
+    apply(core_->on_message(
+        to_worker{removed_msg{member_, config_.core.incarnation, core_->averager_incarnation(), avg->round}}));
+    return;
+  }
+  if (!model || model->size() != size || avg->round < slices_round_) {
     return;
   }
   if (avg->round > slices_round_ || slices_.size() != owners_.size()) {
@@ -285,7 +331,7 @@ void worker_actor::on_owner(std::size_t from, multipart msg) {
     slices_.assign(owners_.size(), flat_buffer{});
     slice_bases_.assign(owners_.size(), std::nullopt);
   }
-  slices_[k] = avg->model;
+  slices_[k] = std::move(model);
   slice_bases_[k] = avg->base;
   try_restart();
 }
@@ -302,6 +348,8 @@ void worker_actor::try_restart() {
   }
   restart_msg r = std::move(*held_restart_);
   held_restart_.reset();
+  own_model_.reset();  // from here on the worker's model is x̄ and what it trains from it
+  own_checksums_.clear();
   // Slices that are changes (a lossy wire dtype) are added, in float32, to the slices of the x̄ this worker
   // trained from, as their owners did. Without that x̄ the core gets a change it cannot use and rejoins.
   const auto& ref = core_->restart_model();
@@ -368,6 +416,9 @@ void worker_actor::apply(actions a) {
     for (auto& o : a.sends) {
       if (auto* join = std::get_if<join_msg>(&o.msg)) {
         join->sharding = true;  // this worker can send slices to shard owners
+        if (!trained_) {
+          join->holds = own_checksum_;
+        }
       }
       if (const auto* m = std::get_if<model_msg>(&o.msg); m != nullptr && !owners_.empty() && m->params) {
         send_sliced(*m);
@@ -423,6 +474,7 @@ void worker_actor::start_task(train_task task) {
     return;
   }
   busy_ = true;
+  trained_ = true;  // from here on the trainer's model is no longer the one this worker built
   cancel_ = std::make_shared<std::atomic<bool>>(false);
   auto t = trainer_;
   auto data = config_.train_set;

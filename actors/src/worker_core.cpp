@@ -126,6 +126,13 @@ void worker_core::accept_restart(const restart_msg& m, actions& out) {
   } else if (have_restart_ && m.round <= round_) {
     return;  // duplicate or reordered older RESTART
   }
+  if (!m.model && m.held) {
+    // The averager confirmed a model this worker built, but the shell no longer has it to fill in.
+    PRSGD_LOG(warn, log_component) << "RESTART(" << m.round
+                                   << ") names a model this worker no longer holds; rejoining for the whole model";
+    rejoin(out);
+    return;
+  }
   if (!m.model) {
     PRSGD_LOG(warn, log_component) << "ignoring RESTART(" << m.round << ") without a model";
     return;
@@ -293,6 +300,11 @@ actions worker_core::on_trained(const train_result& r) {
     heartbeat_msg hb{member_, config_.incarnation, averager_incarnation_, round_, false, token_};
     hb.transfer_bytes = algorithms::encoded_size(m.dtype, m.params->size());
     send(out, hb);
+    // While the payload fills the link, the averager's messages can stall too: on a saturated uplink the
+    // acknowledgements they need wait behind it. So do not take the averager for gone before the transfer
+    // had its time either.
+    quiet_until_ = std::max(quiet_until_, clock_->now() + config_.averager_timeout +
+                                              transfer_allowance(hb.transfer_bytes, config_.slowest_link_bytes_per_s));
   }
   send(out, std::move(m));
   ++models_sent_;

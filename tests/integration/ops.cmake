@@ -52,3 +52,12 @@ if(TARGET prsgd)
   prsgd_scaled_timeout(timeout 240)
   set_tests_properties(ops_ring_gather PROPERTIES LABELS integration TIMEOUT ${timeout})
 endif()
+
+# A fresh job's first model: in a star `prsgd local` job every worker's first RESTART only confirms the x̄_0
+# the worker built itself, and the later ones carry x̄ (about 3 s).
+if(TARGET prsgd)
+  add_test(NAME ops_first_model
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/first_model_test.sh $<TARGET_FILE:prsgd> ${PROJECT_SOURCE_DIR})
+  prsgd_scaled_timeout(timeout 120)
+  set_tests_properties(ops_first_model PROPERTIES LABELS integration TIMEOUT ${timeout})
+endif()

@@ -4,7 +4,8 @@
 # sharded job of 3 owners and 3 workers with `--gather ring` trains exactly the model the same job trains
 # with `--gather direct` (byte for byte, f32 and bf16), every worker rebuilds the owners' x̄ of every
 # round, and the wire trace shows the ring: after x̄ as of the start, each worker gets x̄ from one owner
-# only, and each owner sends SHARD_RELAY on one connection only. A bad --gather is one line.
+# only, and each owner sends SHARD_RELAY on one connection only; x̄ as of the start is only confirmed, as
+# every worker built it itself. A bad --gather is one line.
 # With its own keys per role and CURVE allow lists, the ring runs when the owners' lists hold the server
 # key, and each owner ends with one line when they do not.
 #   ring_gather_test.sh PRSGD_BINARY SOURCE_DIR [TIME_SCALE]
@@ -60,9 +61,11 @@ SHARD_AVERAGE, SHARD_RELAY = timeline.SHARD_AVERAGE, 26
 
 averages = collections.defaultdict(collections.Counter)  # worker pid -> owner connection -> messages
 relays = collections.defaultdict(set)                     # owner pid -> connections it relayed on
+first = {}                                                # (worker pid, owner connection) -> bytes of the first
 for e in timeline.parse(trace):
     if e["node"].startswith("worker-") and e["dir"] == "rx" and e["type"] == SHARD_AVERAGE:
         averages[e["pid"]][e["peer"]] += 1
+        first.setdefault((e["pid"], e["peer"]), e["bytes"])
     if e["node"].startswith("shard-") and e["dir"] == "tx" and e["type"] == SHARD_RELAY:
         relays[e["pid"]].add(e["peer"])
 assert len(relays) == K and all(len(p) == 1 for p in relays.values()), f"relays: {dict(relays)}"
@@ -72,6 +75,8 @@ for pid, by_owner in averages.items():
     # x̄ as of the start comes from every owner once; every later round's from the home owner alone.
     assert len(counts) == K and counts[:-1] == [1] * (K - 1) and counts[-1] >= 1 + K * (rounds - 1), \
         f"worker {pid}: SHARD_AVERAGEs per owner connection {dict(by_owner)}"
+# The workers built x̄_0 themselves (the job's seed): every owner confirmed its slice instead of sending it.
+assert len(first) == 3 * K and all(b < 512 for b in first.values()), f"first SHARD_AVERAGE bytes: {first}"
 print(f"{len(averages)} workers, each fed by its home owner; {K} owners, each relaying on one connection")
 PY
 done

@@ -6,8 +6,9 @@
 #   1. With the default --slowest-link-mbit 1 the job finishes both rounds with the worker in each and the
 #      averager never times it out.
 #   2. Control: with --slowest-link-mbit 100000 (no allowance to speak of) a side times the other out while a
-#      model is in flight (the worker takes the averager for gone during the first RESTART, or the averager
-#      removes the worker during its MODEL), so the setup really is one where heartbeats wait behind models.
+#      model is in flight (the averager removes the worker during its MODEL, or the worker, whose first RESTART
+#      only confirms the model it built, takes the averager for gone while its MODEL fills the uplink), so the
+#      setup really is one where heartbeats wait behind models.
 # Root only (exit 77, skipped, otherwise). ops/netns-cluster tears its hosts down on exit, failure or signal;
 # the trap below removes them too if this script is killed in between.
 #   slow_link_heartbeat_test.sh PRSGD_BINARY SOURCE_DIR [TIME_SCALE]
@@ -62,7 +63,7 @@ rounds="$(grep -c '^{"round":' "$tmp/kept.jsonl")"
 grep '^{"round":' "$tmp/kept.jsonl" | grep -qv '"submissions":1[,}]' && fail "a round closed without the worker"
 
 # The control: the same job without the allowance. It need not finish (it stalls as peers rejoin), so it gets
-# 45 s: the first RESTART alone takes about 9 s on this link.
+# 45 s: one model takes about 9 s on this link.
 st=0
 run control 100000 45 || st=$?
 grep -q 'heartbeat timeout' "$tmp/logs-control/h1.log" || grep -q 'averager silent' "$tmp/logs-control/h2.log" ||

@@ -2,6 +2,7 @@
 #include "prsgd/actors/averager_core.hpp"
 
 #include "memory_checkpoint_store.hpp"
+#include "prsgd/actors/shard_owner_core.hpp"
 
 #include <gtest/gtest.h>
 
@@ -275,6 +276,45 @@ TEST_F(AveragerCoreTest, FirstJoinerGetsWelcomeThenStartsRoundAtOnce) {
   EXPECT_EQ(*r.model, filled(1.5F));
   EXPECT_EQ(core->state(), averager_state::collecting);
   EXPECT_EQ(members(), std::vector<member_id>{7});
+}
+
+// A worker that built x̄_0 itself (the job's seed) names its checksum in JOIN; its first RESTART confirms
+// the model instead of carrying it. Another checksum, no checksum, or any later RESTART carries x̄.
+TEST_F(AveragerCoreTest, AMemberThatBuiltTheFirstModelGetsItConfirmedNotSent) {
+  cfg.min_workers = 3;
+  make(filled(1.5F));
+  const std::uint64_t mine = slice_checksum(filled(1.5F));
+  join_msg holds{1, 1, 0, 0, 0, {}, {}};
+  holds.holds = mine;
+  (void)on_join(holds);
+  join_msg other{2, 1, 0, 0, 0, {}, {}};
+  other.holds = mine ^ 1U;
+  (void)on_join(other);
+  auto out = join(3);
+  auto r = restart_for(out, 1);
+  EXPECT_FALSE(r.model);
+  EXPECT_EQ(r.held, mine);
+  for (const member_id id : {member_id{2}, member_id{3}}) {
+    r = restart_for(out, id);
+    ASSERT_TRUE(r.model) << id;
+    EXPECT_EQ(*r.model, filled(1.5F));
+    EXPECT_FALSE(r.held);
+  }
+  // Only member 2's and 3's RESTARTs were announced as payloads.
+  std::size_t announced = 0;
+  for (const auto& hb : of<heartbeat_msg>(out)) {
+    announced += hb.transfer_bytes > 0 ? 1 : 0;
+  }
+  EXPECT_EQ(announced, 2U);
+
+  // Round 1's x̄ is x̄_0 again (every member sent it back), but member 1 has trained since.
+  (void)submit(1, 0, 1.5F);
+  (void)submit(2, 0, 1.5F);
+  out = submit(3, 0, 1.5F);
+  r = restart_for(out, 1);
+  ASSERT_TRUE(r.model);
+  EXPECT_EQ(*r.model, filled(1.5F));
+  EXPECT_FALSE(r.held);
 }
 
 TEST_F(AveragerCoreTest, FirstRoundWaitsForMinWorkersThenStartsWithAllOfThem) {

@@ -154,6 +154,53 @@ TEST_F(ShardOwnerCoreTest, ASliceUnderAnotherTokenDoesNotReplaceTheMembers) {
   EXPECT_EQ(*owner_.slice(), (std::vector<float>{3.0F, 2.0F}));
 }
 
+// A member that built the owner's slice of x̄ itself (a fresh job's x̄_0, made from the same seed) says so with
+// its checksum when it attaches; the owner confirms it instead of sending it. Only the first slice a member
+// gets can be one it holds, and a wrong checksum gets the slice.
+TEST_F(ShardOwnerCoreTest, AMemberThatHoldsTheSliceGetsItConfirmedNotSent) {
+  const std::uint64_t mine = slice_checksum(std::vector<float>{1.0F, 2.0F});
+  shard_round_msg start;
+  start.averager_incarnation = 9;
+  start.round = 5;
+  start.recipients = {{7, 77}, {8, 88}, {9, 99}};
+  (void)owner_.on_coordinator(start);
+  shard_slice_msg holds{7, 77, 0, 1, {}};
+  holds.holds = mine;
+  auto a = owner_.on_slice(holds, 700);
+  auto averages = sent<shard_average_msg>(a);
+  ASSERT_EQ(averages.size(), 1U);
+  EXPECT_FALSE(averages[0].model) << "no values for a member that holds them";
+  ASSERT_TRUE(averages[0].held);
+  EXPECT_EQ(*averages[0].held, mine);
+  EXPECT_EQ(averages[0].round, 5U);
+
+  shard_slice_msg other{8, 88, 0, 1, {}};
+  other.holds = mine ^ 1U;  // another model (another seed)
+  averages = sent<shard_average_msg>(owner_.on_slice(other, 800));
+  ASSERT_EQ(averages.size(), 1U);
+  ASSERT_TRUE(averages[0].model);
+  EXPECT_EQ(*averages[0].model, (std::vector<float>{1.0F, 2.0F}));
+  EXPECT_FALSE(averages[0].held);
+  averages = sent<shard_average_msg>(owner_.on_slice({9, 99, 0, 1, {}}, 900));
+  ASSERT_EQ(averages.size(), 1U);
+  EXPECT_TRUE(averages[0].model) << "a member that names nothing gets the slice";
+
+  // The next round: member 7 trained, so whatever it said it held no longer counts.
+  (void)owner_.on_slice({7, 77, 5, 1, values({1.0F, 2.0F})}, 700);
+  shard_round_msg order;
+  order.averager_incarnation = 9;
+  order.round = 6;
+  order.combine = true;
+  order.inputs = {{7, 77, 32, 4}};
+  order.recipients = {{7, 77}};
+  a = owner_.on_coordinator(order);
+  ASSERT_EQ(*owner_.slice(), (std::vector<float>{1.0F, 2.0F})) << "x̄_6 happens to equal x̄_5";
+  averages = sent<shard_average_msg>(a);
+  ASSERT_EQ(averages.size(), 1U);
+  EXPECT_TRUE(averages[0].model);
+  EXPECT_FALSE(averages[0].held);
+}
+
 TEST(ShardCodecTest, ShardMessagesRoundTrip) {
   shard_round_msg order;
   order.averager_incarnation = 3;
@@ -179,6 +226,18 @@ TEST(ShardCodecTest, ShardMessagesRoundTrip) {
   auto attach = decode_shard(encode(shard_msg{shard_slice_msg{4, 5, 0, 1, {}}}));
   ASSERT_TRUE(attach);
   EXPECT_FALSE(std::get<shard_slice_msg>(*attach).model);
+  EXPECT_FALSE(std::get<shard_slice_msg>(*attach).holds);
+  shard_slice_msg holds{4, 5, 0, 1, {}};
+  holds.holds = 0xfedcba9876543210ULL;
+  attach = decode_shard(encode(shard_msg{holds}));
+  ASSERT_TRUE(attach);
+  EXPECT_EQ(std::get<shard_slice_msg>(*attach).holds, holds.holds);
+  shard_average_msg held{4, 5, 0, 1, {}};
+  held.held = 0x0123456789abcdefULL;
+  auto confirmed = decode_shard(encode(shard_msg{held}));
+  ASSERT_TRUE(confirmed);
+  EXPECT_FALSE(std::get<shard_average_msg>(*confirmed).model);
+  EXPECT_EQ(std::get<shard_average_msg>(*confirmed).held, held.held);
 
   // A sliced MODEL is a header; with a payload it is malformed.
   model_msg m;

@@ -232,6 +232,19 @@ TEST_F(WorkerCoreTest, LossyModelCarriesTheChangeWithErrorFeedbackPerSlice) {
   }
 }
 
+// A RESTART that confirms a model the shell could not fill in (it no longer holds the model it built) is not
+// trained from: the worker rejoins, and its new membership gets x̄ whole.
+TEST_F(WorkerCoreTest, AConfirmedModelTheShellDidNotFillInMakesTheWorkerRejoin) {
+  (void)worker.start();
+  (void)worker.on_message(welcome());
+  auto confirmed = restart(0);
+  confirmed.model.reset();
+  confirmed.held = 0x1234U;
+  const auto a = worker.on_message(confirmed);
+  EXPECT_FALSE(a.task.has_value());
+  EXPECT_EQ(of<join_msg>(a).size(), 1U);
+}
+
 TEST_F(WorkerCoreTest, DuplicateAndOlderRestartsAreIgnored) {
   (void)worker.start();
   (void)worker.on_message(welcome());
@@ -370,6 +383,24 @@ TEST_F(WorkerCoreTest, AnAnnouncedRestartKeepsTheAveragerAliveForItsTransferTime
   hb.transfer_bytes = 20'000'000;  // 20 s at 1 MB/s
   (void)w.on_message(hb);
   EXPECT_EQ(w.next_wakeup(), clk.now() + 1s) << "heartbeats still follow their interval";
+  clk.advance(24s);
+  EXPECT_TRUE(of<join_msg>(w.tick()).empty()) << "5 s timeout + 20 s transfer not over yet";
+  clk.advance(1s + 1ms);
+  EXPECT_EQ(of<join_msg>(w.tick()).size(), 1U) << "silent past the allowance: rejoin";
+}
+
+// While its own MODEL is in flight the worker allows the averager the same time: on a saturated uplink the
+// averager's messages stall behind the acknowledgements they need.
+TEST_F(WorkerCoreTest, ItsOwnModelInFlightKeepsTheAveragerAliveForItsTransferTime) {
+  worker_config c = config();
+  c.slowest_link_bytes_per_s = 1e6;
+  worker_core w{c, clk};
+  (void)w.start();
+  (void)w.on_message(welcome());
+  (void)w.on_message(restart(0));
+  train_result r = result(0);
+  r.params = std::make_shared<const std::vector<float>>(5'000'000, 1.0F);  // 20 MB: 20 s at 1 MB/s
+  (void)w.on_trained(r);
   clk.advance(24s);
   EXPECT_TRUE(of<join_msg>(w.tick()).empty()) << "5 s timeout + 20 s transfer not over yet";
   clk.advance(1s + 1ms);

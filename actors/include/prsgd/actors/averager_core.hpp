@@ -443,6 +443,8 @@ class averager_core {
     /// The round of the member's last accepted MODEL: the worker holds that round's x̄, so the next
     /// RESTART may carry the change since (lossy wire dtypes).
     std::optional<round_t> holds;
+    /// The checksum of the model the worker built itself (its JOIN's `holds`), until its first RESTART.
+    std::optional<std::uint64_t> own_model;
     /// RESTARTs of the open round the transport refused (on_send_failed), and when to send it again.
     std::uint32_t send_failures = 0;
     std::optional<clock_source::time_point> resend_at;
@@ -558,6 +560,8 @@ class averager_core {
   void prune_accounting();
   [[nodiscard]] welcome_msg make_welcome(member_id id, const member_entry& e, round_t admitted) const;
   [[nodiscard]] restart_msg make_restart(member_id id) const;
+  /// Returns slice_checksum(*model_), computed once per x̄.
+  [[nodiscard]] std::uint64_t model_checksum() const;
 
   void request_evaluation(actions& out, round_t rounds, bool final);
   void pump_evaluations(actions& out);
@@ -594,6 +598,9 @@ class averager_core {
   // and what the encoding dropped from earlier changes (carried into the next; not checkpointed).
   flat_buffer restart_change_;
   algorithms::error_feedback downlink_;
+  // The x̄ model_checksum() last hashed (kept, so its address is not reused) and its checksum.
+  mutable flat_buffer checksummed_;
+  mutable std::uint64_t checksum_ = 0;
   std::vector<float> minibatch_momentum_;  // b, over the trainable prefix (minibatch_sgd mode)
 
   std::map<member_id, member_entry> members_;  // M_r

@@ -120,6 +120,10 @@ struct join_msg {
   /// The payload dtypes the worker can read and write (empty: f32 only). A job whose job_spec::wire is
   /// not among them refuses the JOIN.
   std::vector<algorithms::wire_dtype> wire_dtypes{};
+  /// The checksum (slice_checksum) of the model the worker built itself and has not trained yet: an averager
+  /// whose x̄ of the member's first RESTART has that checksum sends RESTART `held` instead of x̄ (none: the
+  /// worker holds nothing it can use).
+  std::optional<std::uint64_t> holds{};
 };
 
 /// Refuses a JOIN for good (averager -> worker): the worker does not fit the job (another model or data
@@ -255,6 +259,9 @@ struct restart_msg {
   /// Set when `model` is a change against x̄_base, the model of the RESTART the member last trained from;
   /// the worker adds it to that model in float32, so every member and the averager get the same x̄.
   std::optional<round_t> base{};
+  /// Set, and no `model`, when x̄_round is the model the member said it holds (JOIN `holds`): the worker
+  /// starts from its own copy, whose checksum this is.
+  std::optional<std::uint64_t> held{};
 };
 
 /// Tells a worker the averager no longer counts it (averager -> worker), e.g. after a heartbeat timeout
@@ -469,6 +476,10 @@ struct shard_slice_msg {
   /// Without `model`: the owner on the member's own host, which sends it every slice of x̄ when the job
   /// gathers x̄ around a ring (none: every owner sends its own slice).
   std::optional<std::uint64_t> home{};
+  /// Without `model`: the slice_checksum() of slice `shard` of the model the member already holds (the one
+  /// it built itself, before its first RESTART). An owner whose slice of x̄ has that checksum answers with
+  /// SHARD_AVERAGE `held` instead of sending the slice (none: the member holds nothing it can use).
+  std::optional<std::uint64_t> holds{};
 };
 
 /// Confirms a received slice (owner -> coordinator): whether it had the right size and finite values,
@@ -493,6 +504,9 @@ struct shard_average_msg {
   algorithms::wire_dtype dtype = algorithms::wire_dtype::f32;
   /// Set when `model` is slice k of the change x̄_round − x̄_base, for a member that trained from x̄_base.
   std::optional<round_t> base{};
+  /// Set, and no `model`, when slice k of x̄_round is the one the member said it holds (SHARD_SLICE
+  /// `holds`): the member uses its own copy, whose checksum this is.
+  std::optional<std::uint64_t> held{};
 };
 
 /// Passes slice `shard` of x̄_round on to the next owner of the ring (owner -> owner, ring gather only):

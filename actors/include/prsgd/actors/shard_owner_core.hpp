@@ -116,11 +116,13 @@ class shard_owner_core {
     flat_buffer model;
     origin_t from = 0;
   };
-  /// Where a member listens: the token it named, its connection, and the owner it named its home.
+  /// Where a member listens: the token it named, its connection, the owner it named its home, and the
+  /// checksum of the slice it holds until its first slice of x̄ is served.
   struct route {
     session_token token = 0;
     origin_t conn = 0;
     std::optional<std::uint64_t> home;
+    std::optional<std::uint64_t> holds;
   };
   /// A slice of x̄ coming around the ring, chunk by chunk: whole, or a change based on x̄_base in `dtype`.
   struct relayed {
@@ -141,6 +143,8 @@ class shard_owner_core {
   void relay_own(owner_actions& out);
   void report(owner_actions& out, bool fetch, bool ok, std::string why);
   [[nodiscard]] owner_actions finish(owner_actions out);
+  /// Returns slice_checksum(*slice_), computed once per slice.
+  [[nodiscard]] std::uint64_t own_checksum();
 
   shard_owner_config config_;
   const clock_source* clock_;
@@ -151,6 +155,9 @@ class shard_owner_core {
   std::uint64_t offset_ = 0;
   std::uint64_t length_ = 0;
   flat_buffer slice_;
+  /// The slice own_checksum() last hashed (kept, so its address is not reused), and its checksum.
+  flat_buffer checksummed_;
+  std::uint64_t checksum_ = 0;
   std::chrono::nanoseconds hello_every_;
   clock_source::time_point next_hello_{};
   /// Slices of the open round, by (member, token).

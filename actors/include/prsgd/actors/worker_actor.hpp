@@ -123,6 +123,14 @@ class worker_actor : public actor {
   std::vector<flat_buffer> slices_;
   /// Per slice: the round its change is against (a lossy wire dtype), or none for a whole slice.
   std::vector<std::optional<round_t>> slice_bases_;
+  /// The model this worker built itself, until its first RESTART: an owner whose slice of x̄ is the same
+  /// (a fresh job's x̄_0) confirms it instead of sending it. With the checksum of each of its slices.
+  flat_buffer own_model_;
+  std::vector<std::uint64_t> own_checksums_;
+  /// The checksum of the whole model this worker built (JOIN's `holds` until a task has run), and whether
+  /// a task has run (then the trainer's model is no longer that one) or the worker gave its own model up.
+  std::optional<std::uint64_t> own_checksum_;
+  bool trained_ = false;
   rate_limiter malformed_warnings_;  // malformed input from the averager's connection: a few lines per 10 s
 };
 

@@ -151,7 +151,7 @@ class worker_core {
   round_t last_finished_ = 0;
   std::uint64_t models_sent_ = 0;
   clock_source::time_point last_heard_{};
-  clock_source::time_point quiet_until_{};  // an announced RESTART may still be on its way until then
+  clock_source::time_point quiet_until_{};  // an announced RESTART, or our MODEL, may be in flight until then
   clock_source::time_point next_heartbeat_{};
   clock_source::time_point next_join_{};
   // The model of the last accepted RESTART (round ref_round_), the base of RESTART changes and of MODEL
