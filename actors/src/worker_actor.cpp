@@ -311,7 +311,7 @@ void worker_actor::on_owner(std::size_t from, multipart msg) {
     const auto b = own_model_->begin() + static_cast<std::ptrdiff_t>(begin);
     model = std::make_shared<const std::vector<float>>(b, b + static_cast<std::ptrdiff_t>(size));
   }
-  if (!model && avg->held) {
+  if (!model && avg->held && avg->round >= slices_round_) {
     // A confirmation for a slice this worker no longer holds: nobody would send it, so start over as a new
     // member, which claims to hold nothing and is sent x̄ whole.
     PRSGD_LOG(warn, "worker") << "shard owner " << from << " confirmed slice " << k << " of round " << avg->round
