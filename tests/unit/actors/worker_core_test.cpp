@@ -390,7 +390,7 @@ TEST_F(WorkerCoreTest, AnAnnouncedRestartKeepsTheAveragerAliveForItsTransferTime
 }
 
 // While its own MODEL is in flight the worker allows the averager the same time: on a saturated uplink the
-// averager's messages stall behind the acknowledgements they need.
+// averager's messages can stop arriving too (decision 0024).
 TEST_F(WorkerCoreTest, ItsOwnModelInFlightKeepsTheAveragerAliveForItsTransferTime) {
   worker_config c = config();
   c.slowest_link_bytes_per_s = 1e6;
