@@ -3,7 +3,6 @@
 
 #include "averager_core_detail.hpp"
 
-#include "prsgd/actors/shard_owner_core.hpp"
 #include "prsgd/common/log.hpp"
 
 #include <algorithm>
@@ -220,14 +219,6 @@ welcome_msg averager_core::make_welcome(member_id id, const member_entry& e, rou
   return w;
 }
 
-std::uint64_t averager_core::model_checksum() const {
-  if (checksummed_ != model_) {
-    checksummed_ = model_;
-    checksum_ = model_ ? slice_checksum(*model_) : 0;
-  }
-  return checksum_;
-}
-
 restart_msg averager_core::make_restart(member_id id) const {
   const auto& e = members_.at(id);
   // Sharded: the header only; the member assembles x̄_r from the owners' slices.
@@ -237,7 +228,7 @@ restart_msg averager_core::make_restart(member_id id) const {
     m.model = restart_change_;  // the member rebuilds x̄_r from the x̄_{r−1} it trained from
     m.dtype = config_.spec.wire;
     m.base = round_ - 1;
-  } else if (!sharded() && e.own_model && model_ && *e.own_model == model_checksum()) {
+  } else if (!sharded() && e.own_model && model_ && *e.own_model == checksums_.of(model_)) {
     m.model.reset();  // the member built x̄_r itself (a fresh job's x̄_0, from the same seed): it keeps its copy
     m.held = e.own_model;
   }

@@ -49,7 +49,7 @@ std::pair<double, bool> distance2(const std::vector<float>& x, const std::vector
 
 }  // namespace
 
-std::uint64_t slice_checksum(const std::vector<float>& values) noexcept {
+std::uint64_t slice_checksum(std::span<const float> values) noexcept {
   std::uint64_t h = 14695981039346656037ULL;
   const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
   for (std::size_t i = 0; i < values.size() * sizeof(float); ++i) {
@@ -271,7 +271,7 @@ void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
       m.model = change_;  // the member rebuilds this slice of x̄_r from the x̄_{r−1} it trained from
       m.dtype = wire_;
       m.base = round_ - 1;
-    } else if (r.holds && *r.holds == own_checksum()) {
+    } else if (r.holds && *r.holds == checksums_.of(slice_)) {
       m.model.reset();  // the member built this slice itself (a fresh job's x̄_0): it keeps its copy
       m.held = *r.holds;
     }
@@ -291,14 +291,6 @@ void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
     shard_average_msg m{to.member, to.token, round_, k, part->values, part->dtype, part->base};
     out.sends.push_back({false, r.conn, std::move(m)});
   }
-}
-
-std::uint64_t shard_owner_core::own_checksum() {
-  if (checksummed_ != slice_) {
-    checksummed_ = slice_;
-    checksum_ = slice_ ? slice_checksum(*slice_) : 0;
-  }
-  return checksum_;
 }
 
 void shard_owner_core::serve_all(owner_actions& out) {
@@ -381,7 +373,7 @@ void shard_owner_core::report(owner_actions& out, bool fetch, bool ok, std::stri
   m.averager_incarnation = coordinator_;
   m.round = round_;
   m.shard = config_.shard;
-  m.checksum = own_checksum();
+  m.checksum = checksums_.of(slice_);
   bool finite = true;
   for (float v : *slice_) {
     finite = finite && std::isfinite(v);

@@ -157,12 +157,9 @@ void worker_actor::on_start() {
     return;
   }
   t->model = std::move(*m);
-  {
-    // The checksum of the model this worker built: its JOIN names it, so that an averager whose x̄ is the
-    // same (a fresh job's x̄_0, built from the same seed) need not send it.
-    const auto params = t->model->params();
-    own_checksum_ = slice_checksum(std::vector<float>(params.begin(), params.end()));
-  }
+  // The checksum of the model this worker built: its JOIN names it, so that an averager whose x̄ is the same
+  // (a fresh job's x̄_0, built from the same seed) need not send it.
+  own_checksum_ = slice_checksum(t->model->params());
   auto opt = algorithms::sgd::make(config_.sgd);
   if (!opt) {
     quit(opt.error());
@@ -206,10 +203,10 @@ void worker_actor::on_wire(peer_id peer, multipart msg) {
   }
   if (auto* r = std::get_if<restart_msg>(&*decoded)) {
     PRSGD_LOG(debug, "worker") << "RESTART round " << r->round << " I=" << r->interval;
-    if (r->held && !r->model && owners_.empty() && !trained_ && trainer_ && own_checksum_ == *r->held) {
-      // x̄ is the model this worker built, which the trainer still holds (no task has run yet).
-      const auto params = trainer_->model->params();
-      r->model = std::make_shared<const std::vector<float>>(params.begin(), params.end());
+    if (const auto own = own_params();
+        r->held && !r->model && owners_.empty() && !own.empty() && own_checksum_ == *r->held) {
+      // x̄ is the model this worker built.
+      r->model = std::make_shared<const std::vector<float>>(own.begin(), own.end());
     }
     if ((!r->model || r->model->empty()) && !owners_.empty()) {
       // Sharded: x̄ comes from the owners, slice by slice.
@@ -270,15 +267,10 @@ void worker_actor::attach_owners(const welcome_msg& w) {
   // Before its first RESTART the worker still holds the model it built: tell each owner the checksum of its
   // slice of it, so an owner whose slice of x̄ is the same need not send it.
   own_checksums_.clear();
-  own_model_.reset();
-  if (!trained_ && trainer_ && trainer_->model && trainer_->model->params().size() == model_size_) {
-    // No task has run yet, so the trainer's model is still the one the worker built (and nothing else reads it).
-    const auto params = trainer_->model->params();
-    own_model_ = std::make_shared<const std::vector<float>>(params.begin(), params.end());
+  if (const auto own = own_params(); own.size() == model_size_) {
     for (std::size_t k = 0; k < owners_.size(); ++k) {
-      const auto b = static_cast<std::ptrdiff_t>(slice_begin(model_size_, owners_.size(), k));
-      const auto e = static_cast<std::ptrdiff_t>(slice_begin(model_size_, owners_.size(), k + 1));
-      own_checksums_.push_back(slice_checksum(std::vector<float>(own_model_->begin() + b, own_model_->begin() + e)));
+      const auto b = slice_begin(model_size_, owners_.size(), k);
+      own_checksums_.push_back(slice_checksum(own.subspan(b, slice_begin(model_size_, owners_.size(), k + 1) - b)));
     }
   }
   for (std::size_t k = 0; k < owners_.size(); ++k) {
@@ -306,10 +298,11 @@ void worker_actor::on_owner(std::size_t from, multipart msg) {
   const std::uint64_t begin = slice_begin(model_size_, owners_.size(), k);
   const std::uint64_t size = slice_begin(model_size_, owners_.size(), k + 1) - begin;
   flat_buffer model = avg->model;
-  if (!model && avg->held && k == from && k < own_checksums_.size() && *avg->held == own_checksums_[k] && own_model_) {
+  if (const auto own = own_params(); !model && avg->held && k == from && k < own_checksums_.size() &&
+                                     *avg->held == own_checksums_[k] && own.size() == model_size_) {
     // The owner's slice of x̄ is the one this worker built (and told it the checksum of).
-    const auto b = own_model_->begin() + static_cast<std::ptrdiff_t>(begin);
-    model = std::make_shared<const std::vector<float>>(b, b + static_cast<std::ptrdiff_t>(size));
+    const auto part = own.subspan(begin, size);
+    model = std::make_shared<const std::vector<float>>(part.begin(), part.end());
   }
   if (!model && avg->held && avg->round >= slices_round_) {
     // A confirmation for a slice this worker no longer holds: nobody would send it, so start over as a new
@@ -317,7 +310,6 @@ void worker_actor::on_owner(std::size_t from, multipart msg) {
     PRSGD_LOG(warn, "worker") << "shard owner " << from << " confirmed slice " << k << " of round " << avg->round
                               << " as one this worker holds, but it does not; rejoining for the whole model";
     trained_ = true;
-    own_model_.reset();
     own_checksums_.clear();
     apply(core_->on_message(
         to_worker{removed_msg{member_, config_.core.incarnation, core_->averager_incarnation(), avg->round}}));
@@ -336,6 +328,14 @@ void worker_actor::on_owner(std::size_t from, multipart msg) {
   try_restart();
 }
 
+std::span<const float> worker_actor::own_params() const {
+  // Until a task has run the trainer's model is the one the worker built, and only this actor touches it.
+  if (trained_ || !trainer_ || !trainer_->model) {
+    return {};
+  }
+  return trainer_->model->params();
+}
+
 void worker_actor::try_restart() {
   if (!held_restart_ || held_restart_->round != slices_round_ || slices_.size() != owners_.size() ||
       std::any_of(slices_.begin(), slices_.end(), [](const flat_buffer& b) { return !b; })) {
@@ -348,8 +348,7 @@ void worker_actor::try_restart() {
   }
   restart_msg r = std::move(*held_restart_);
   held_restart_.reset();
-  own_model_.reset();  // from here on the worker's model is x̄ and what it trains from it
-  own_checksums_.clear();
+  own_checksums_.clear();  // from here on the worker's model is x̄ and what it trains from it
   // Slices that are changes (a lossy wire dtype) are added, in float32, to the slices of the x̄ this worker
   // trained from, as their owners did. Without that x̄ the core gets a change it cannot use and rejoins.
   const auto& ref = core_->restart_model();
@@ -370,10 +369,10 @@ void worker_actor::try_restart() {
   }
   if (!r.base) {
     for (std::size_t k = 0; k < slices_.size(); ++k) {
-      const auto b = static_cast<std::ptrdiff_t>(slice_begin(x->size(), slices_.size(), k));
-      const auto e = static_cast<std::ptrdiff_t>(slice_begin(x->size(), slices_.size(), k + 1));
+      const auto b = slice_begin(x->size(), slices_.size(), k);
+      const auto e = slice_begin(x->size(), slices_.size(), k + 1);
       PRSGD_LOG(debug, "worker") << "x̄ of round " << r.round << " slice " << k << " checksum "
-                                 << slice_checksum(std::vector<float>(x->begin() + b, x->begin() + e));
+                                 << slice_checksum(std::span<const float>(*x).subspan(b, e - b));
     }
   }
   r.model = std::move(x);

@@ -560,8 +560,6 @@ class averager_core {
   void prune_accounting();
   [[nodiscard]] welcome_msg make_welcome(member_id id, const member_entry& e, round_t admitted) const;
   [[nodiscard]] restart_msg make_restart(member_id id) const;
-  /// Returns slice_checksum(*model_), computed once per x̄.
-  [[nodiscard]] std::uint64_t model_checksum() const;
 
   void request_evaluation(actions& out, round_t rounds, bool final);
   void pump_evaluations(actions& out);
@@ -598,9 +596,8 @@ class averager_core {
   // and what the encoding dropped from earlier changes (carried into the next; not checkpointed).
   flat_buffer restart_change_;
   algorithms::error_feedback downlink_;
-  // The x̄ model_checksum() last hashed (kept, so its address is not reused) and its checksum.
-  mutable flat_buffer checksummed_;
-  mutable std::uint64_t checksum_ = 0;
+  // slice_checksum() of x̄, once per x̄ (a member's first RESTART may confirm it instead of sending it).
+  mutable checksum_cache checksums_;
   std::vector<float> minibatch_momentum_;  // b, over the trainable prefix (minibatch_sgd mode)
 
   std::map<member_id, member_entry> members_;  // M_r

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -187,6 +188,27 @@ struct heartbeat_msg {
   /// MODEL or RESTART, so that the receiver does not take the sender for gone while the payload is in
   /// flight behind this heartbeat (docs/decisions/0024).
   std::uint64_t transfer_bytes = 0;
+};
+
+/// Returns the 64-bit FNV-1a hash of the bytes of `values`: SHARD_REPORT's checksum, and the `hc` of JOIN,
+/// RESTART, SHARD_SLICE and SHARD_AVERAGE.
+[[nodiscard]] std::uint64_t slice_checksum(std::span<const float> values) noexcept;
+
+/// Remembers slice_checksum() of the last model it was asked about, and keeps that model (so its address is
+/// not reused): a model that does not change is hashed once.
+class checksum_cache {
+ public:
+  [[nodiscard]] std::uint64_t of(const flat_buffer& values) {
+    if (values != hashed_) {
+      hashed_ = values;
+      value_ = values ? slice_checksum(*values) : 0;
+    }
+    return value_;
+  }
+
+ private:
+  flat_buffer hashed_;
+  std::uint64_t value_ = 0;
 };
 
 /// Returns how long a transfer of `bytes` may take at `bytes_per_s` (0 for no bytes or no rate).

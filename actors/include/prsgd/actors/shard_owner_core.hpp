@@ -143,8 +143,6 @@ class shard_owner_core {
   void relay_own(owner_actions& out);
   void report(owner_actions& out, bool fetch, bool ok, std::string why);
   [[nodiscard]] owner_actions finish(owner_actions out);
-  /// Returns slice_checksum(*slice_), computed once per slice.
-  [[nodiscard]] std::uint64_t own_checksum();
 
   shard_owner_config config_;
   const clock_source* clock_;
@@ -155,9 +153,8 @@ class shard_owner_core {
   std::uint64_t offset_ = 0;
   std::uint64_t length_ = 0;
   flat_buffer slice_;
-  /// The slice own_checksum() last hashed (kept, so its address is not reused), and its checksum.
-  flat_buffer checksummed_;
-  std::uint64_t checksum_ = 0;
+  /// slice_checksum() of slice_, once per slice (for SHARD_REPORT and the confirmations of SHARD_AVERAGE).
+  checksum_cache checksums_;
   std::chrono::nanoseconds hello_every_;
   clock_source::time_point next_hello_{};
   /// Slices of the open round, by (member, token).
@@ -187,8 +184,5 @@ class shard_owner_core {
   flat_buffer change_;
   std::set<std::pair<member_id, session_token>> holders_;
 };
-
-/// Returns the 64-bit FNV-1a hash of the bytes of `values` (SHARD_REPORT's checksum).
-[[nodiscard]] std::uint64_t slice_checksum(const std::vector<float>& values) noexcept;
 
 }  // namespace prsgd::actors

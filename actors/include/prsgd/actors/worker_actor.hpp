@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,8 @@ class worker_actor : public actor {
   void try_restart();
   /// Sends `m`'s slices to the owners and its header to the averager.
   void send_sliced(const model_msg& m);
+  /// Returns the model this worker built while the trainer still holds it (no task has run), else nothing.
+  [[nodiscard]] std::span<const float> own_params() const;
   std::vector<std::string> owner_endpoints_;
   std::vector<peer_id> owners_;
   /// The owners whose endpoints are on this host (for a ring gather's home owner).
@@ -123,9 +126,8 @@ class worker_actor : public actor {
   std::vector<flat_buffer> slices_;
   /// Per slice: the round its change is against (a lossy wire dtype), or none for a whole slice.
   std::vector<std::optional<round_t>> slice_bases_;
-  /// The model this worker built itself, until its first RESTART: an owner whose slice of x̄ is the same
-  /// (a fresh job's x̄_0) confirms it instead of sending it. With the checksum of each of its slices.
-  flat_buffer own_model_;
+  /// The checksum of each slice of the model this worker built, sent to the owners until its first RESTART:
+  /// an owner whose slice of x̄ is the same (a fresh job's x̄_0) confirms it instead of sending it.
   std::vector<std::uint64_t> own_checksums_;
   /// The checksum of the whole model this worker built (JOIN's `holds` until a task has run), and whether
   /// a task has run (then the trainer's model is no longer that one) or the worker gave its own model up.
