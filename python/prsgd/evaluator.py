@@ -10,8 +10,10 @@
 The evaluator says hello (EVALUATOR_HELLO) every heartbeat interval; the averager answers with EVALUATE and x̄
 every `--eval-every` rounds and at the end, and records the accuracy and loss the evaluator sends back
 (EVALUATION) in that round's metrics line (test_acc, test_loss). It ends on STOP (the job is over: run()
-returns "stopped") or SIGTERM/SIGINT ("left"), and raises Refused when the averager refuses its model. An
-averager that restarts finds it again by its hellos. prsgd.torch.Evaluator scores a torch.nn.Module on a DataLoader.
+returns "stopped") or SIGTERM/SIGINT ("left"), raises Refused when the averager refuses its model, and
+JoinTimeout when nothing at all comes back from the averager's endpoint within join_timeout_ms of starting
+(as `prsgd evaluator --join-timeout-ms`). Once an averager has answered, one that restarts finds the
+evaluator again by its hellos, however long that takes. prsgd.torch.Evaluator scores a torch.nn.Module on a DataLoader.
 
 Threads: run() owns the socket on the calling thread; scoring runs on a thread of its own, so hellos go on
 while a long evaluation runs.
@@ -27,7 +29,7 @@ import numpy as np
 import zmq
 
 from . import protocol as P
-from .worker import Refused, connect, read_key_file
+from .worker import JoinTimeout, Refused, connect, read_key_file
 
 STOPPED, LEFT = "stopped", "left"
 
@@ -40,19 +42,24 @@ class Evaluator:
     """An evaluator process's side of the protocol. Subclass and override `score`, or pass `score=`.
 
     averager: the averager's endpoint. model_fingerprint: what the hello declares (the averager refuses
-    another model's evaluator). heartbeat_ms: how often to say hello. curve_*: `prsgd keygen` files, as for
-    prsgd.Worker."""
+    another model's evaluator). heartbeat_ms: how often to say hello. join_timeout_ms: run() raises
+    JoinTimeout when the averager's endpoint sends nothing back within this many ms of starting; 0 = keep
+    asking. curve_*: `prsgd keygen` files, as for prsgd.Worker."""
 
-    def __init__(self, averager, score=None, *, model_fingerprint="", heartbeat_ms=500, curve_public_key=None,
-                 curve_secret_key=None, curve_server_key=None, name="python-evaluator", log=_log):
+    def __init__(self, averager, score=None, *, model_fingerprint="", heartbeat_ms=500, join_timeout_ms=600000,
+                 curve_public_key=None, curve_secret_key=None, curve_server_key=None, name="python-evaluator",
+                 log=_log):
         if heartbeat_ms <= 0:
             raise ValueError("heartbeat_ms must be > 0")
+        if join_timeout_ms < 0:
+            raise ValueError("join_timeout_ms must be >= 0")
         keys = (curve_public_key, curve_secret_key, curve_server_key)
         if any(keys) and not all(keys):
             raise ValueError("CURVE needs curve_public_key, curve_secret_key and curve_server_key together")
         self.averager, self._score_fn = averager, score
         self.model_fingerprint = model_fingerprint
         self.heartbeat = heartbeat_ms / 1000.0
+        self.join_timeout = join_timeout_ms / 1000.0
         self._curve = tuple(read_key_file(k) for k in keys) if all(keys) else None
         self.name, self.log = name, log
         self.nonce = secrets.randbits(64) or 1
@@ -74,11 +81,14 @@ class Evaluator:
 
     def run_to_exit_status(self, prog):
         """For an evaluator program's main(): run(), then one line on stderr; returns 0 when the job ended, 3
-        when stopped before (SIGTERM/SIGINT), 1 when the averager refused it."""
+        when stopped before (SIGTERM/SIGINT), 1 when the averager refused it or never answered."""
         try:
             end = self.run()
         except Refused as e:
             print(f"{prog}: the averager refused this evaluator: {e}", flush=True)
+            return 1
+        except JoinTimeout as e:
+            print(f"{prog}: {e} (--join-timeout-ms); giving up", flush=True)
             return 1
         print(f"{prog}: {end} after {self.evaluated} evaluations", flush=True)
         return 3 if end == LEFT else 0
@@ -93,11 +103,15 @@ class Evaluator:
         scorer = threading.Thread(target=self._score_loop, args=(jobs, results), name="prsgd-score", daemon=True)
         scorer.start()
         sock = connect(ctx, self.averager, self.name, self._curve)
-        end = LEFT
+        end, gave_up = LEFT, None
+        started, answered = time.monotonic(), False
         try:
             next_hello = 0.0
             while not self._stop.is_set():
                 now = time.monotonic()
+                if not answered and self.join_timeout > 0 and now - started >= self.join_timeout:
+                    gave_up = f"no averager answered at {self.averager} within {self.join_timeout:g} s"
+                    break
                 if now >= next_hello:
                     self._send(sock, [P.KIND_HEARTBEAT + self.name.encode()])
                     self._send(sock, P.encode_evaluator_hello(self.nonce, self.averager_incarnation,
@@ -105,6 +119,7 @@ class Evaluator:
                     next_hello = now + self.heartbeat
                 if sock.poll(50):
                     while sock.poll(0):
+                        answered = True  # anything from the endpoint: its transport's heartbeat comes first
                         end = self._on_frames(sock.recv_multipart(), jobs) or end
                         if self._stop.is_set():
                             break
@@ -123,6 +138,8 @@ class Evaluator:
                 signal.signal(sig, handler)
         if self.refusal is not None:
             raise Refused(self.refusal)
+        if gave_up is not None:
+            raise JoinTimeout(gave_up)
         return end
 
     @staticmethod
@@ -178,4 +195,4 @@ class Evaluator:
             results.put((a, rnd, request, acc, loss))
 
 
-__all__ = ["Evaluator", "Refused"]
+__all__ = ["Evaluator", "JoinTimeout", "Refused"]

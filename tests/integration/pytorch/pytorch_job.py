@@ -445,8 +445,38 @@ def scenario_external_refused(args):
         job.stop_all()
         fail(f"the evaluator with 11 parameters ended with status {status}, expected 1 and one line:\n" +
              "\n".join(eval_out))
+    # An evaluator that nothing answers gives up after its join timeout, in one line; one that the averager
+    # answered keeps going past it and ends with the job.
+    evaluator = ("import sys, prsgd\n"
+                 "e = prsgd.Evaluator(sys.argv[1], lambda p: 0.5, model_fingerprint=sys.argv[2], join_timeout_ms=%d)\n"
+                 "sys.exit(e.run_to_exit_status(sys.argv[3]))")
+    nobody = "tcp://127.0.0.1:1"
+    job.start("lost-evaluator", [args.python, "-c", evaluator % 500, nobody, "", "lost-evaluator"])
+    status = job.wait("lost-evaluator", 120)
+    lost_out = job.log("lost-evaluator").strip().splitlines()
+    if status != 1 or lost_out != [f"lost-evaluator: no averager answered at {nobody} within 0.5 s "
+                                   "(--join-timeout-ms); giving up"]:
+        job.stop_all()
+        fail(f"the evaluator nobody answered ended with status {status}, expected 1 and one line:\n" +
+             "\n".join(lost_out))
+    patient_timeout = 1.0
+    started = time.monotonic()
+    patient = job.start("patient-evaluator", [args.python, "-c", evaluator % (patient_timeout * 1000),
+                                              job.endpoint, f"external params={job.model_size}",
+                                              "patient-evaluator"])
+    job.wait_for_log("averager", "connected (1 now)", 120)
+    while time.monotonic() - started < 2 * patient_timeout and patient.poll() is None:
+        time.sleep(0.05)
+    if patient.poll() is not None:
+        job.stop_all()
+        fail(f"the evaluator the averager answered ended (status {patient.returncode}) before the job did:\n" +
+             job.log("patient-evaluator")[-2000:])
     job.start_worker("worker-0")
     lines, done = job.finish(["worker-0"], with_accuracy=False)
+    status = job.wait("patient-evaluator", 60)
+    if status != 0 or "stopped after" not in job.log("patient-evaluator"):
+        fail(f"the evaluator the averager answered ended with status {status}, expected 0 on STOP:\n" +
+             job.log("patient-evaluator")[-2000:])
     print(f"external_refused: {out[0]}")
 
 
