@@ -11,14 +11,15 @@ need_fmnist() {
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/prsgd-deploy-test.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 
-# build_test_image BUILD_DIR SOURCE_DIR: sets IMAGE to an image made around BUILD_DIR's install tree
-# (ops/container/build --prebuilt), removed again when the test exits.
-build_test_image() {
-  IMAGE="localhost/prsgd-test:$(basename "$0" .sh)-$$"
-  trap 'podman rmi -f "$IMAGE" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
+# test_image_tag BUILD_DIR: the tag of the image that test_image.sh makes around BUILD_DIR's install tree.
+test_image_tag() { echo "localhost/prsgd-test:$(printf '%s' "$1" | sha1sum | cut -c1-12)"; }
+
+# use_test_image BUILD_DIR SOURCE_DIR: sets IMAGE to the image the deploy_test_image fixture made for
+# BUILD_DIR (ctest runs that fixture first, also for a test run alone) and points podman at the project's
+# configuration.
+use_test_image() {
+  IMAGE=$(test_image_tag "$1")
   source "$2/ops/container/env.sh"
-  cmake --install "$1" --prefix "$scratch/install" >/dev/null
-  "$2/ops/container/build" --prebuilt "$scratch/install" --tag "$IMAGE" >"$scratch/build.log" 2>&1 ||
-    { tail -n 30 "$scratch/build.log"; echo "FAILED: ops/container/build"; exit 1; }
-  tail -n 1 "$scratch/build.log"
+  podman image exists "$IMAGE" ||
+    { echo "FAILED: no image $IMAGE (the deploy_test_image test makes it; run this test through ctest)"; exit 1; }
 }

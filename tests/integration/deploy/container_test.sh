@@ -10,5 +10,5 @@ need_root "podman's storage and debootstrap"
 need_tool podman
 need_tool debootstrap
 need_fmnist
-build_test_image "$build" "$src"
+use_test_image "$build" "$src"
 "$src/ops/container/smoke" --image "$IMAGE" --rounds 4

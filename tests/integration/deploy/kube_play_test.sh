@@ -13,7 +13,7 @@ need_tool podman
 need_tool debootstrap
 need_tool kubectl
 need_fmnist
-build_test_image "$build" "$src"
+use_test_image "$build" "$src"
 mkdir "$scratch/keys"
 chown 10001:10001 "$scratch/keys"  # the image's user writes them
 for name in averager worker; do
