@@ -4,9 +4,10 @@
 # while, starting from its committed seed corpus. Prints the executions each target reached; exits 1 when a
 # target crashes, leaks or breaks a property, naming the reproducer file (replay it: build/fuzz/tests/fuzz/
 # fuzz_<target> <file>).
-#   ops/fuzz.sh [--seconds N] [--runs N] [--report FILE] [target...]
+#   ops/fuzz.sh [--seconds N] [--runs N] [--parallel N] [--report FILE] [target...]
 #                                            fuzz each target N seconds (default 600), or until it has run
 #                                            --runs inputs when that comes first; default: every target.
+#                                            --parallel N: fuzz up to N targets at once (default 1).
 #                                            --report FILE: also write each target's result as a row of the
 #                                            table in FILE (docs/fuzzing.md)
 #   ops/fuzz.sh --make-seeds [target...]     regenerate the committed seed corpora (tests/fuzz/corpus/)
@@ -20,11 +21,12 @@ targets_all=(codec envelope checkpoint safetensors npy csv)
 jobs="${PRSGD_JOBS:-$(nproc)}"
 seconds=600
 max_runs=-1
+parallel=1
 make_seeds=0
 build_only=0
 report=""
 targets=()
-usage() { sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --seconds)
@@ -33,6 +35,9 @@ while (($#)); do
     --runs)
       [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "ops/fuzz.sh: --runs needs a whole number >= 1" >&2; exit 2; }
       max_runs="$2"; shift 2 ;;
+    --parallel)
+      [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { echo "ops/fuzz.sh: --parallel needs a whole number >= 1" >&2; exit 2; }
+      parallel="$2"; shift 2 ;;
     --report)
       [[ $# -ge 2 && -f "$2" ]] || { echo "ops/fuzz.sh: --report needs an existing file (docs/fuzzing.md)" >&2; exit 2; }
       report="$2"; shift 2 ;;
@@ -99,17 +104,35 @@ write_report_row() {
   ' "$report" >"$report.tmp" && mv "$report.tmp" "$report"
 }
 
-failed=()
-for t in "${targets[@]}"; do
-  corpus="$build/corpus/$t" artifacts="$build/artifacts/$t" log="$build/logs/$t.log"
+# Runs one target; its exit status goes to its log directory's <target>.status, its time to <target>.took.
+fuzz_one() {
+  local t="$1" corpus="$build/corpus/$1" artifacts="$build/artifacts/$1" log="$build/logs/$1.log"
+  local status=0 started=$SECONDS
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
   # New inputs go to the first directory (the build's corpus); the committed seeds are only read.
   # -timeout: one input taking this long is reported as a hang.
-  status=0
-  started=$SECONDS
   "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -runs="$max_runs" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || status=$?
-  took=$((SECONDS - started))
+  echo "$status" >"$build/logs/$t.status"
+  echo $((SECONDS - started)) >"$build/logs/$t.took"
+}
+
+# Up to --parallel targets at once; the results are read in the order the targets were named.
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= parallel)); then
+    wait -n
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+
+failed=()
+for t in "${targets[@]}"; do
+  corpus="$build/corpus/$t" log="$build/logs/$t.log"
+  status=$(cat "$build/logs/$t.status") took=$(cat "$build/logs/$t.took")
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   size=$(find "$corpus" -type f | wc -l)
