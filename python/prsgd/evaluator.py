@@ -80,7 +80,7 @@ class Evaluator:
         self._stop.set()
 
     def run_to_exit_status(self, prog):
-        """For an evaluator program's main(): run(), then one line on stderr; returns 0 when the job ended, 3
+        """For an evaluator program's main(): run(), then one line on standard output; returns 0 when the job ended, 3
         when stopped before (SIGTERM/SIGINT), 1 when the averager refused it or never answered."""
         try:
             end = self.run()

@@ -23,7 +23,8 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
   # joining and leaving mid-job.
   add_test(NAME deploy_k8s_kube_play
            COMMAND ${deploy_dir}/kube_play_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-  # The .deb made by CPack (deploy_release's): Depends cover every library its binaries load; unpacked, it runs a job.
+  # The .deb made by CPack (deploy_release's): Depends cover every library its binaries load; unpacked, it
+  # runs a job.
   add_test(NAME deploy_deb_package
            COMMAND ${deploy_dir}/deb_test.sh ${PROJECT_BINARY_DIR})
   # ops/slurm/prsgd.sbatch on a one-node Slurm cluster that the test starts and stops.
