@@ -20,7 +20,7 @@ namespace prsgd::actors {
 
 namespace {
 
-constexpr std::string_view log_component = "checkpoint";
+constexpr std::string_view checkpoint_log = "checkpoint";
 
 // Parses "ckpt-<digits>.bin"; returns false for anything else.
 bool parse_name(const std::string& name, std::uint64_t& round) {
@@ -81,7 +81,8 @@ expected<file_checkpoint_store> file_checkpoint_store::make(std::filesystem::pat
   // Record the holder for the message a second averager prints; the lock itself is the flock.
   const auto pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    PRSGD_LOG(warn, log_component) << "cannot record the pid in " << lock_path.string() << ": " << std::strerror(errno);
+    PRSGD_LOG(warn, checkpoint_log) << "cannot record the pid in " << lock_path.string() << ": "
+                                    << std::strerror(errno);
   }
   return file_checkpoint_store{std::move(dir), fd};
 }
@@ -115,7 +116,8 @@ expected<std::filesystem::path> file_checkpoint_store::set_aside() {
       return fail(errc::io_error, "cannot move " + f.string() + " to " + target.string() + ": " + ec.message());
     }
   }
-  PRSGD_LOG(info, log_component) << "moved " << all.size() << " checkpoints of the previous job to " << target.string();
+  PRSGD_LOG(info, checkpoint_log) << "moved " << all.size() << " checkpoints of the previous job to "
+                                  << target.string();
   return target;
 }
 
@@ -160,7 +162,7 @@ std::vector<round_t> file_checkpoint_store::list() const {
 
 expected<void> file_checkpoint_store::write(const checkpoint_state& s) {
   PRSGD_TRY(write_file_atomically(path_of(s.round), encode_checkpoint(s), 0600));
-  PRSGD_LOG(info, log_component) << "saved round " << s.round << " to " << path_of(s.round).string();
+  PRSGD_LOG(info, checkpoint_log) << "saved round " << s.round << " to " << path_of(s.round).string();
   return {};
 }
 
@@ -171,7 +173,7 @@ expected<void> file_checkpoint_store::prune(std::size_t keep) {
     std::error_code ec;
     std::filesystem::remove(all[i], ec);
     if (ec) {
-      PRSGD_LOG(warn, log_component) << "cannot remove old checkpoint " << all[i].string() << ": " << ec.message();
+      PRSGD_LOG(warn, checkpoint_log) << "cannot remove old checkpoint " << all[i].string() << ": " << ec.message();
       if (!first_failure) {
         first_failure = error{errc::io_error, "cannot remove " + all[i].string() + ": " + ec.message()};
       }
@@ -188,13 +190,13 @@ std::optional<checkpoint_state> file_checkpoint_store::read_newest() const {
     bool ok = false;
     auto bytes = read_bytes(path, ok);
     if (!ok) {
-      PRSGD_LOG(warn, log_component) << "cannot read " << path.string() << "; trying the previous checkpoint";
+      PRSGD_LOG(warn, checkpoint_log) << "cannot read " << path.string() << "; trying the previous checkpoint";
       continue;
     }
     auto s = decode_checkpoint(bytes);
     if (!s) {
-      PRSGD_LOG(warn, log_component) << "skipping corrupt checkpoint " << path.string() << ": " << s.error().message()
-                                     << "; trying the previous one";
+      PRSGD_LOG(warn, checkpoint_log) << "skipping corrupt checkpoint " << path.string() << ": " << s.error().message()
+                                      << "; trying the previous one";
       continue;
     }
     return std::move(s).value();

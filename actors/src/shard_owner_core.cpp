@@ -19,7 +19,7 @@
 namespace prsgd::actors {
 namespace {
 
-constexpr const char* log_component = "shard-owner";
+constexpr const char* owner_log = "shard-owner";
 
 // Returns Σ (x_i − ref_i)², in double, and whether every x_i is finite. Eight independent sums, added up in a
 // fixed order at the end, so the loop vectorises and the result does not depend on the CPU.
@@ -135,9 +135,9 @@ owner_actions shard_owner_core::on_coordinator(const shard_msg& msg) {
     ring_next_ = setup->ring_next;
     parts_.assign(config_.shards, std::nullopt);
     early_.clear();
-    PRSGD_LOG(info, log_component) << "shard " << config_.shard << "/" << config_.shards << ": values [" << begin
-                                   << ", " << end << ") of x̄ at round " << round_ << " from coordinator incarnation "
-                                   << coordinator_ << (ring_ ? ", ring gather to " + ring_next_ : std::string{});
+    PRSGD_LOG(info, owner_log) << "shard " << config_.shard << "/" << config_.shards << ": values [" << begin << ", "
+                               << end << ") of x̄ at round " << round_ << " from coordinator incarnation "
+                               << coordinator_ << (ring_ ? ", ring gather to " + ring_next_ : std::string{});
     relayed_own_ = false;  // x̄ as of the start goes from every owner to every member, as without the ring
     if (ring_) {
       out.connect_next = ring_next_;
@@ -215,7 +215,7 @@ void shard_owner_core::combine(const shard_round_msg& order) {
     }
   }
   if (broken_) {
-    PRSGD_LOG(error, log_component) << *broken_;
+    PRSGD_LOG(error, owner_log) << *broken_;
     return;
   }
   holders_.clear();

@@ -16,7 +16,7 @@
 namespace prsgd::actors {
 
 namespace {
-constexpr std::string_view log_component = "worker";
+constexpr std::string_view worker_log = "worker";
 }  // namespace
 
 std::string_view to_string(worker_state s) noexcept {
@@ -108,9 +108,9 @@ void worker_core::on_welcome(const welcome_msg& m, actions& out) {
     num_shards_ = m.num_shards;
     spec_ = m.spec;
     uplinks_.assign(std::max<std::size_t>(m.owners.size(), 1), algorithms::error_feedback{});
-    PRSGD_LOG(info, log_component) << "joined as member " << member_ << " (shard " << shard_index_ << " of "
-                                   << num_shards_ << ") of averager incarnation " << m.averager_incarnation
-                                   << ", admitted at round " << m.admitted_round;
+    PRSGD_LOG(info, worker_log) << "joined as member " << member_ << " (shard " << shard_index_ << " of " << num_shards_
+                                << ") of averager incarnation " << m.averager_incarnation << ", admitted at round "
+                                << m.admitted_round;
   }
   (void)out;
 }
@@ -128,23 +128,23 @@ void worker_core::accept_restart(const restart_msg& m, actions& out) {
   }
   if (!m.model && m.held) {
     // The averager confirmed a model this worker built, but the shell no longer has it to fill in.
-    PRSGD_LOG(warn, log_component) << "RESTART(" << m.round
-                                   << ") names a model this worker no longer holds; rejoining for the whole model";
+    PRSGD_LOG(warn, worker_log) << "RESTART(" << m.round
+                                << ") names a model this worker no longer holds; rejoining for the whole model";
     rejoin(out);
     return;
   }
   if (!m.model) {
-    PRSGD_LOG(warn, log_component) << "ignoring RESTART(" << m.round << ") without a model";
+    PRSGD_LOG(warn, worker_log) << "ignoring RESTART(" << m.round << ") without a model";
     return;
   }
   flat_buffer model = m.model;
   if (m.base) {
     // A change against the model of RESTART(base): add it in float32, as the averager did to get x̄.
     if (!ref_ || ref_round_ != *m.base || ref_->size() != m.model->size()) {
-      PRSGD_LOG(warn, log_component) << "RESTART(" << m.round << ") is a change against round " << *m.base
-                                     << ", but this worker holds "
-                                     << (ref_ ? "round " + std::to_string(ref_round_) : std::string{"no model"})
-                                     << "; rejoining for the whole model";
+      PRSGD_LOG(warn, worker_log) << "RESTART(" << m.round << ") is a change against round " << *m.base
+                                  << ", but this worker holds "
+                                  << (ref_ ? "round " + std::to_string(ref_round_) : std::string{"no model"})
+                                  << "; rejoining for the whole model";
       rejoin(out);
       return;
     }
@@ -187,7 +187,7 @@ actions worker_core::on_message(const to_worker& msg) {
           return;
         } else if constexpr (std::is_same_v<T, refused_msg>) {
           if (m.incarnation == config_.incarnation && state_ == worker_state::joining) {
-            PRSGD_LOG(error, log_component) << "the averager refused this worker: " << m.reason;
+            PRSGD_LOG(error, worker_log) << "the averager refused this worker: " << m.reason;
             state_ = worker_state::stopped;
             out.stopped = true;
             out.refused = m.reason;
@@ -216,8 +216,8 @@ actions worker_core::on_message(const to_worker& msg) {
                                            transfer_allowance(m.transfer_bytes, config_.slowest_link_bytes_per_s));
           }
           if (m.averager_incarnation > averager_incarnation_ && state_ != worker_state::joining) {
-            PRSGD_LOG(info, log_component)
-                << "member " << member_ << " sees new averager incarnation " << m.averager_incarnation << "; rejoining";
+            PRSGD_LOG(info, worker_log) << "member " << member_ << " sees new averager incarnation "
+                                        << m.averager_incarnation << "; rejoining";
             rejoin(out);  // (7)
           }
         } else if constexpr (std::is_same_v<T, removed_msg>) {
@@ -227,8 +227,8 @@ actions worker_core::on_message(const to_worker& msg) {
           last_heard_ = clock_->now();
           // Only rejoin once per removal: while joining, the pending JOIN (and its retries) suffice.
           if (state_ != worker_state::joining) {
-            PRSGD_LOG(info, log_component) << "member " << member_ << " removed by averager incarnation "
-                                           << m.averager_incarnation << "; rejoining";
+            PRSGD_LOG(info, worker_log) << "member " << member_ << " removed by averager incarnation "
+                                        << m.averager_incarnation << "; rejoining";
             rejoin(out);  // (7)
           }
         } else if constexpr (std::is_same_v<T, stop_msg>) {
@@ -324,14 +324,14 @@ actions worker_core::tick() {
     const auto secs = std::chrono::duration_cast<std::chrono::duration<double>>(config_.join_timeout).count();
     char text[96];
     std::snprintf(text, sizeof text, "no averager welcomed this worker within %g s", secs);
-    PRSGD_LOG(error, log_component) << text << "; giving up";
+    PRSGD_LOG(error, worker_log) << text << "; giving up";
     state_ = worker_state::stopped;  // (10)
     out.stopped = true;
     out.gave_up = text;
     return with_wakeup(std::move(out));
   }
   if (state_ != worker_state::joining && now - last_heard_ > config_.averager_timeout && now > quiet_until_) {
-    PRSGD_LOG(warn, log_component) << "member " << member_ << ": averager silent; rejoining";
+    PRSGD_LOG(warn, worker_log) << "member " << member_ << ": averager silent; rejoining";
     rejoin(out);
     last_heard_ = now;  // one rejoin per silence period; JOIN retries continue below
   } else if (state_ == worker_state::joining && now >= next_join_) {

@@ -18,6 +18,11 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(prsgd_warnings INTERFACE -Wno-restrict -Wno-maybe-uninitialized
                          -Wno-error=stringop-overflow -Wno-error=array-bounds -Wno-error=stringop-overread)
 endif()
+# In a unity build a source file is not the main file of its compiler run, and GCC then warns about every
+# class that holds a type from that file's anonymous namespace (-Wsubobject-linkage), which is fine there.
+if(PRSGD_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(prsgd_warnings INTERFACE -Wno-subobject-linkage)
+endif()
 # GCC 12 also warns on atomic_thread_fence (Boost.Asio) under TSan: visible but not fatal there.
 if(PRSGD_SANITIZERS STREQUAL "thread" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   target_compile_options(prsgd_warnings INTERFACE -Wno-error=tsan)

@@ -246,7 +246,7 @@ TEST(DeterministicSystemTest, ConstructorThatThrowsFailsTheSpawn) {
 }
 
 /// Records timer firings; tests timers and their cancellation.
-class ticker final : public actor {
+class deterministic_ticker final : public actor {
  public:
   void on_start() override {
     once_ = schedule_once(50ms, [this] { events.push_back("once"); });
@@ -272,33 +272,34 @@ class ticker final : public actor {
 
 TEST(DeterministicSystemTest, OneShotAndPeriodicTimersFireOnTheFakeClock) {
   deterministic_system sys;
-  auto t = *sys.spawn<ticker>();
+  auto t = *sys.spawn<deterministic_ticker>();
   sys.dispatch_all();
   sys.advance_and_dispatch(19ms);
-  EXPECT_TRUE(t.ask(&ticker::get_events).get()->empty());
+  EXPECT_TRUE(t.ask(&deterministic_ticker::get_events).get()->empty());
   sys.advance_and_dispatch(1ms);
-  EXPECT_EQ(*t.ask(&ticker::get_events).get(), (std::vector<std::string>{"tick"}));
+  EXPECT_EQ(*t.ask(&deterministic_ticker::get_events).get(), (std::vector<std::string>{"tick"}));
   sys.advance_and_dispatch(40ms);  // t = 60 ms: ticks at 40, 60 and the one-shot at 50
-  EXPECT_EQ(*t.ask(&ticker::get_events).get(), (std::vector<std::string>{"tick", "tick", "once", "tick"}));
+  EXPECT_EQ(*t.ask(&deterministic_ticker::get_events).get(),
+            (std::vector<std::string>{"tick", "tick", "once", "tick"}));
   sys.advance_and_dispatch(1s);  // the periodic timer cancelled itself after 3 ticks
-  EXPECT_EQ(t.ask(&ticker::get_events).get()->size(), 4U);
+  EXPECT_EQ(t.ask(&deterministic_ticker::get_events).get()->size(), 4U);
 }
 
 TEST(DeterministicSystemTest, CancelledTimerDoesNotFire) {
   deterministic_system sys;
-  auto t = *sys.spawn<ticker>();
+  auto t = *sys.spawn<deterministic_ticker>();
   sys.dispatch_all();
-  EXPECT_TRUE(*t.ask(&ticker::cancel_once).get());
-  EXPECT_FALSE(*t.ask(&ticker::cancel_once).get());
+  EXPECT_TRUE(*t.ask(&deterministic_ticker::cancel_once).get());
+  EXPECT_FALSE(*t.ask(&deterministic_ticker::cancel_once).get());
   sys.advance_and_dispatch(200ms);
-  auto ev = *t.ask(&ticker::get_events).get();
+  auto ev = *t.ask(&deterministic_ticker::get_events).get();
   EXPECT_EQ(std::count(ev.begin(), ev.end(), "once"), 0);
 }
 
 TEST(DeterministicSystemTest, TimersAreCancelledWhenTheActorStops) {
   deterministic_system sys;
-  auto t = *sys.spawn<ticker>();
-  t.tell(&ticker::stop_in, 10ms);
+  auto t = *sys.spawn<deterministic_ticker>();
+  t.tell(&deterministic_ticker::stop_in, 10ms);
   sys.dispatch_all();
   sys.advance_and_dispatch(10ms);
   EXPECT_FALSE(t.alive());
@@ -525,7 +526,7 @@ TEST(DeterministicSystemTest, ContinuationOfARestartedActorIsDropped) {
 }
 
 /// Offloads work to the compute pool.
-class offloader final : public actor {
+class deterministic_offloader final : public actor {
  public:
   void square(int x) {
     run_compute([x] { return x * x; }, [this](expected<int> r) { result = r ? *r : -1; });
@@ -542,12 +543,12 @@ class offloader final : public actor {
 
 TEST(DeterministicSystemTest, RunComputeReturnsTheResultAsAMessage) {
   deterministic_system sys;
-  auto o = *sys.spawn<offloader>();
-  o.tell(&offloader::square, 12);
-  o.tell(&offloader::fail_compute);
+  auto o = *sys.spawn<deterministic_offloader>();
+  o.tell(&deterministic_offloader::square, 12);
+  o.tell(&deterministic_offloader::fail_compute);
   sys.dispatch_all();
-  EXPECT_EQ(*o.ask(&offloader::get).get(), std::optional<int>{144});
-  EXPECT_TRUE(*o.ask(&offloader::get_failed).get());
+  EXPECT_EQ(*o.ask(&deterministic_offloader::get).get(), std::optional<int>{144});
+  EXPECT_TRUE(*o.ask(&deterministic_offloader::get_failed).get());
 }
 
 TEST(DeterministicSystemTest, GracefulShutdownDrainsQueuedMail) {
