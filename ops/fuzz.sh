@@ -118,6 +118,10 @@ fuzz_one() {
 }
 
 # Up to --parallel targets at once; the results are read in the order the targets were named.
+mkdir -p "$build/logs"
+for t in "${targets[@]}"; do
+  rm -f "$build/logs/$t.status" "$build/logs/$t.took"
+done
 running=0
 for t in "${targets[@]}"; do
   if ((running >= parallel)); then
@@ -132,7 +136,8 @@ wait
 failed=()
 for t in "${targets[@]}"; do
   corpus="$build/corpus/$t" log="$build/logs/$t.log"
-  status=$(cat "$build/logs/$t.status") took=$(cat "$build/logs/$t.took")
+  # A target whose run left no status (its setup failed) counts as failed.
+  status=$(cat "$build/logs/$t.status" 2>/dev/null || echo 125) took=$(cat "$build/logs/$t.took" 2>/dev/null || echo 0)
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   size=$(find "$corpus" -type f | wc -l)
