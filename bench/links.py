@@ -24,8 +24,9 @@ def _drops(qdisc_stats):
 
 
 def counters(netns_cluster, env, hosts):
-    """(packets the tbf queues of hosts 1..HOSTS dropped, packets the switch's dropped, TCP segments the hosts
-    retransmitted) of the ops/netns-cluster named by env's PRSGD_NETNS_PREFIX, counted since it came up."""
+    """{"tbf_drops_hosts": packets the tbf queues of hosts 1..HOSTS dropped, "tbf_drops_switch": packets the
+    switch's dropped, "tcp_retransmitted": TCP segments the hosts retransmitted} of the ops/netns-cluster named
+    by env's PRSGD_NETNS_PREFIX, counted since it came up."""
     def run(*cmd):
         return subprocess.run(list(cmd), env=env, check=True, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE).stdout
@@ -36,4 +37,4 @@ def counters(netns_cluster, env, hosts):
         tcp = [line.split() for line in snmp if line.startswith("Tcp:")]
         retrans += int(tcp[1][tcp[0].index("RetransSegs")])
     switch = run("ip", "netns", "exec", env["PRSGD_NETNS_PREFIX"] + "-sw", "tc", "-s", "qdisc", "show")
-    return host_drops, _drops(switch), retrans
+    return {"tbf_drops_hosts": host_drops, "tbf_drops_switch": _drops(switch), "tcp_retransmitted": retrans}
