@@ -43,6 +43,10 @@ if(TARGET prsgd)
   set_tests_properties(ops_wire_trace_timeline PROPERTIES LABELS integration TIMEOUT ${timeout})
 endif()
 
+# bench/vs_gloo/cpu_split on a busy loop: lines with their times, a row per step, the command's status (2 s).
+add_test(NAME ops_cpu_split COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/cpu_split_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(ops_cpu_split PROPERTIES LABELS integration TIMEOUT 60)
+
 # The ring gather end to end: sharded `prsgd local` jobs with --gather direct and ring train the same model
 # byte for byte (f32 and bf16), and the wire trace shows each worker fed by one owner; with CURVE and allow
 # lists the owners need the server key on theirs, or each ends with one line (about 20 s).
