@@ -423,13 +423,25 @@ void averager_core::resend_restarts(actions& out) {
 }
 
 // Removes every member that has not submitted by the idle cutoff (it heartbeats, so the timeout misses it).
+// A member whose heartbeat announced its MODEL is at work, whatever the round before measured (the first
+// round of a fresh job moves no model down, so the second can take twice as long): it is spared until
+// that transfer's allowance is over, and the cutoff comes back then. Once a round only, so that announcing
+// again and again cannot keep a member that never submits.
 void averager_core::remove_idle(actions& out) {
   idle_cutoff_.reset();
+  const auto now = clock_->now();
   std::vector<std::pair<member_id, incarnation_t>> idle;
-  for (const auto& [id, e] : members_) {
-    if (!submissions_.contains(id) && active(id)) {
-      idle.emplace_back(id, e.incarnation);
+  for (auto& [id, e] : members_) {
+    if (submissions_.contains(id) || !active(id)) {
+      continue;
     }
+    if (e.transfer_until > now && e.idle_spared_in != round_) {
+      e.idle_spared_in = round_;
+      const auto again = e.transfer_until + clock_source::duration{1};
+      idle_cutoff_ = idle_cutoff_ ? std::max(*idle_cutoff_, again) : again;
+      continue;
+    }
+    idle.emplace_back(id, e.incarnation);
   }
   for (const auto& [id, inc] : idle) {
     ++drops_["idle"];

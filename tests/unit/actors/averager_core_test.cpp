@@ -1444,6 +1444,78 @@ TEST_F(AveragerCoreTest, SlowFirstRoundRemovesNobodyThatSubmitsWithinTheIdleLimi
   EXPECT_FALSE(core->drops().contains("idle"));
 }
 
+// The idle limit is measured on the round before, which can be shorter than this one: the first round of a
+// fresh job moves no model down (its RESTART only confirms x̄_0), the next moves one each way. A member whose
+// heartbeat announced its MODEL is at work, so the limit waits for the announced transfer; a member that
+// announced one and still has not submitted when that transfer's allowance is over goes as idle.
+TEST_F(AveragerCoreTest, IdleLimitWaitsForAnAnnouncedModel) {
+  cfg.idle_rounds = 2;
+  cfg.slowest_link_bytes_per_s = 1e6;
+  make();
+  (void)join(1);
+  const auto beat = [&](int seconds) {
+    for (int i = 0; i < seconds; ++i) {
+      clk.advance(1s);
+      (void)heartbeat(1);
+      (void)run(core->tick());
+    }
+  };
+  beat(9);  // round 0: 9 s, the upload only
+  (void)submit(1, 0, 1.0F);
+  ASSERT_EQ(core->round(), 1U);
+  beat(9);  // round 1: the RESTART comes down for 9 s, then the MODEL is announced and goes up for 9 s
+  heartbeat_msg hb{1, 1, core->incarnation(), core->round(), false, 0};
+  hb.transfer_bytes = 9'000'000;
+  (void)on_heartbeat(hb);
+  beat(11);  // past 2 x 9 s since the round began, within the 5 s timeout + 9 s transfer allowance
+  EXPECT_EQ(members(), std::vector<member_id>{1});
+  EXPECT_FALSE(core->drops().contains("idle"));
+  (void)submit(1, 1, 1.0F);
+  EXPECT_EQ(core->round(), 2U);
+
+  // Round 2 lasts as long as round 1 did (20 s), so its cutoff is 40 s out. The member announces a MODEL
+  // at 30 s (allowance to 44 s) and never sends it, though it keeps heartbeating: it goes when the
+  // allowance is over, not before.
+  beat(30);
+  hb.round = core->round();
+  (void)on_heartbeat(hb);
+  beat(14);
+  EXPECT_EQ(members(), std::vector<member_id>{1}) << "removed before the announced MODEL could arrive";
+  beat(1);
+  EXPECT_TRUE(members().empty());
+  EXPECT_EQ(core->drops().at("idle"), 1U);
+}
+
+// The idle rule waits for an announced MODEL once a round: a member that announces again and again and never
+// submits goes when the first allowance it was spared for is over.
+TEST_F(AveragerCoreTest, AnnouncingOverAndOverDoesNotKeepAnIdleMember) {
+  cfg.idle_rounds = 2;
+  cfg.slowest_link_bytes_per_s = 1e6;
+  make();
+  (void)join(1);
+  clk.advance(10s);
+  (void)submit(1, 0, 1.0F);
+  ASSERT_EQ(core->round(), 1U);
+  // Round 1's cutoff is 20 s out. The member announces a 9 s MODEL every second from 15 s on: the first
+  // announcement the cutoff sees (at 20 s, allowance to 34 s) is the one it waits for.
+  heartbeat_msg hb{1, 1, core->incarnation(), core->round(), false, 0};
+  hb.transfer_bytes = 9'000'000;
+  for (int s = 1; s <= 40 && !members().empty(); ++s) {
+    clk.advance(1s);
+    if (s >= 15) {
+      (void)on_heartbeat(hb);
+    } else {
+      (void)heartbeat(1);
+    }
+    (void)run(core->tick());
+    if (s <= 34) {
+      ASSERT_EQ(members(), std::vector<member_id>{1}) << "removed at " << s << " s";
+    }
+  }
+  EXPECT_TRUE(members().empty()) << "kept by announcements alone";
+  EXPECT_EQ(core->drops().at("idle"), 1U);
+}
+
 TEST_F(AveragerCoreTest, MemberThatMissesDeadlineClosedRoundsIsRemoved) {
   cfg.idle_rounds = 2;
   cfg.deadline = deadline_policy::fixed;

@@ -427,6 +427,8 @@ class averager_core {
     clock_source::time_point last_seen{};
     /// Not timed out before this: an announced payload is on its way (never moves back).
     clock_source::time_point transfer_until{};
+    /// The round in which the idle rule last waited for this member's announced MODEL (once a round).
+    std::optional<round_t> idle_spared_in;
     std::uint64_t interval = 1;
     double speed = 0;
     session_token token = 0;
