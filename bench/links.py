@@ -23,18 +23,39 @@ def _drops(qdisc_stats):
     return sum(int(w.split()[1].rstrip(",")) for w in qdisc_stats.split("(")[1:] if w.startswith("dropped"))
 
 
+def _sent(qdisc_stats):
+    """(bytes, packets) the qdiscs of `tc -s qdisc show` sent, summed ("Sent B bytes P pkt")."""
+    total_bytes = packets = 0
+    for line in qdisc_stats.splitlines():
+        words = line.split()
+        if words[:1] == ["Sent"] and len(words) >= 5:
+            total_bytes += int(words[1])
+            packets += int(words[3])
+    return total_bytes, packets
+
+
 def counters(netns_cluster, env, hosts):
-    """{"tbf_drops_hosts": packets the tbf queues of hosts 1..HOSTS dropped, "tbf_drops_switch": packets the
-    switch's dropped, "tcp_retransmitted": TCP segments the hosts retransmitted} of the ops/netns-cluster named
-    by env's PRSGD_NETNS_PREFIX, counted since it came up."""
+    """The counters of the ops/netns-cluster named by env's PRSGD_NETNS_PREFIX, counted since it came up:
+    "tbf_drops_hosts" (packets the tbf queues of hosts 1..HOSTS dropped), "tbf_drops_switch" (the switch's),
+    "tcp_retransmitted" and "tcp_out_segments" (TCP segments the hosts retransmitted and sent),
+    "link_bytes" and "link_packets" (what the hosts' tbf queues sent; a packet there can be a GSO packet of
+    several segments) and "loopback_bytes" (what the hosts sent to themselves)."""
     def run(*cmd):
         return subprocess.run(list(cmd), env=env, check=True, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE).stdout
-    host_drops = retrans = 0
+    host_drops = retrans = out_segs = link_bytes = link_packets = lo_bytes = 0
     for h in range(1, hosts + 1):
-        host_drops += _drops(run(netns_cluster, "exec", str(h), "tc", "-s", "qdisc", "show", "dev", "eth0"))
+        qdisc = run(netns_cluster, "exec", str(h), "tc", "-s", "qdisc", "show", "dev", "eth0")
+        host_drops += _drops(qdisc)
+        sent = _sent(qdisc)
+        link_bytes += sent[0]
+        link_packets += sent[1]
         snmp = run(netns_cluster, "exec", str(h), "cat", "/proc/net/snmp").splitlines()
         tcp = [line.split() for line in snmp if line.startswith("Tcp:")]
         retrans += int(tcp[1][tcp[0].index("RetransSegs")])
+        out_segs += int(tcp[1][tcp[0].index("OutSegs")])
+        lo_bytes += int(run(netns_cluster, "exec", str(h), "cat", "/sys/class/net/lo/statistics/tx_bytes"))
     switch = run("ip", "netns", "exec", env["PRSGD_NETNS_PREFIX"] + "-sw", "tc", "-s", "qdisc", "show")
-    return {"tbf_drops_hosts": host_drops, "tbf_drops_switch": _drops(switch), "tcp_retransmitted": retrans}
+    return {"tbf_drops_hosts": host_drops, "tbf_drops_switch": _drops(switch), "tcp_retransmitted": retrans,
+            "tcp_out_segments": out_segs, "link_bytes": link_bytes, "link_packets": link_packets,
+            "loopback_bytes": lo_bytes}

@@ -43,6 +43,16 @@ if(TARGET prsgd)
   set_tests_properties(ops_wire_trace_timeline PROPERTIES LABELS integration TIMEOUT ${timeout})
 endif()
 
+# bench/links.counters() on two netns hosts: 2 MB over a 100 Mbit/s link and 1 MB over loopback show in its
+# counts. Root only (skipped otherwise); serial because it creates network namespaces (about 2 s).
+find_program(PRSGD_PYTHON3 python3)
+if(PRSGD_PYTHON3)
+  add_test(NAME ops_links_counters COMMAND ${PRSGD_PYTHON3} ${CMAKE_CURRENT_LIST_DIR}/ops/links_counters_test.py
+                                           ${PROJECT_SOURCE_DIR})
+  set_tests_properties(ops_links_counters PROPERTIES LABELS integration TIMEOUT 120 RUN_SERIAL TRUE
+                       SKIP_RETURN_CODE 77)
+endif()
+
 # bench/vs_gloo/cpu_split on a busy loop: lines with their times, a row per step, the command's status (2 s).
 add_test(NAME ops_cpu_split COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/cpu_split_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(ops_cpu_split PROPERTIES LABELS integration TIMEOUT 60)
