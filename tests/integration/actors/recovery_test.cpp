@@ -34,6 +34,11 @@ using line = test::metrics_line;
 
 class RecoveryTest : public ::testing::Test {
  protected:
+  // Every process is on loopback. With the default allowance of 1 Mbit/s a worker killed between announcing its
+  // MODEL and sending it would be removed up to 17 s (2.1 MB at 1 Mbit/s) after the heartbeat timeout, as
+  // docs/decisions/0024 says; these tests time the heartbeat rule itself.
+  static constexpr const char* kLoopbackMbit = "100000";
+
   std::vector<std::string> averager_args(int rounds, const std::vector<std::string>& extra = {}) {
     std::vector<std::string> a{"--model",
                                "fmnist-mlp",
@@ -54,7 +59,9 @@ class RecoveryTest : public ::testing::Test {
                                "--progress",
                                "off",
                                "--eval-every",
-                               "0"};
+                               "0",
+                               "--slowest-link-mbit",
+                               kLoopbackMbit};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -70,9 +77,9 @@ class RecoveryTest : public ::testing::Test {
   }
 
   pid_t start_worker(int id, const std::string& batch = "32", const std::string& slowdown_ms = "15") {
-    return job_.start_worker(
-        id, {"--model", "fmnist-mlp", "--batch", batch, "--lr", "0.05", "--heartbeat-ms", "100",
-             "--heartbeat-timeout-ms", std::to_string(timeout_ms_), "--slowdown-ms", slowdown_ms, "--progress", "off"});
+    return job_.start_worker(id, {"--model", "fmnist-mlp", "--batch", batch, "--lr", "0.05", "--heartbeat-ms", "100",
+                                  "--heartbeat-timeout-ms", std::to_string(timeout_ms_), "--slowdown-ms", slowdown_ms,
+                                  "--progress", "off", "--slowest-link-mbit", kLoopbackMbit});
   }
 
   /// Waits for `pid` to exit within scaled(`timeout`); returns its status (128+signal), or nullopt.
