@@ -45,17 +45,24 @@ def counters(netns_cluster, env, hosts):
                               stderr=subprocess.PIPE).stdout
     host_drops = retrans = out_segs = link_bytes = link_packets = lo_bytes = 0
     for h in range(1, hosts + 1):
-        qdisc = run(netns_cluster, "exec", str(h), "tc", "-s", "qdisc", "show", "dev", "eth0")
+        # One process per host: its qdisc, its TCP counters and its loopback bytes, split at the marker lines.
+        qdisc, snmp, lo = run(netns_cluster, "exec", str(h), "sh", "-c",
+                              "tc -s qdisc show dev eth0; echo '#--'; cat /proc/net/snmp; echo '#--'; "
+                              "cat /sys/class/net/lo/statistics/tx_bytes").split("#--\n")
         host_drops += _drops(qdisc)
         sent = _sent(qdisc)
         link_bytes += sent[0]
         link_packets += sent[1]
-        snmp = run(netns_cluster, "exec", str(h), "cat", "/proc/net/snmp").splitlines()
-        tcp = [line.split() for line in snmp if line.startswith("Tcp:")]
+        tcp = [line.split() for line in snmp.splitlines() if line.startswith("Tcp:")]
         retrans += int(tcp[1][tcp[0].index("RetransSegs")])
         out_segs += int(tcp[1][tcp[0].index("OutSegs")])
-        lo_bytes += int(run(netns_cluster, "exec", str(h), "cat", "/sys/class/net/lo/statistics/tx_bytes"))
+        lo_bytes += int(lo)
     switch = run("ip", "netns", "exec", env["PRSGD_NETNS_PREFIX"] + "-sw", "tc", "-s", "qdisc", "show")
     return {"tbf_drops_hosts": host_drops, "tbf_drops_switch": _drops(switch), "tcp_retransmitted": retrans,
             "tcp_out_segments": out_segs, "link_bytes": link_bytes, "link_packets": link_packets,
             "loopback_bytes": lo_bytes}
+
+
+def since(before, after):
+    """The counts of `after` minus those of `before` (two counters() of one cluster)."""
+    return {k: after[k] - before[k] for k in after}

@@ -72,7 +72,7 @@ def main():
         subprocess.run([NETNS, "down"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     print("before", before)
     print("after ", after)
-    d = {k: after[k] - before[k] for k in after}
+    d = links.since(before, after)
     if any(v < 0 for v in d.values()) or any(v < 0 for v in before.values()):
         fail(f"a counter went down or is negative: {d}")
     if not LINK_BYTES <= d["link_bytes"] <= 2 * LINK_BYTES:

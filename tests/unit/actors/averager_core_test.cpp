@@ -213,6 +213,17 @@ class AveragerCoreTest : public ::testing::Test {
     return on_heartbeat(heartbeat_msg{id, inc, core->incarnation(), core->round(), false, 0});
   }
 
+  /// Lets `seconds` seconds pass one at a time: each second the `beating` members heartbeat and the core ticks.
+  void beat_for(int seconds, std::initializer_list<member_id> beating) {
+    for (int i = 0; i < seconds; ++i) {
+      clk.advance(1s);
+      for (const member_id id : beating) {
+        (void)heartbeat(id);
+      }
+      (void)run(core->tick());
+    }
+  }
+
   template <class T>
   static std::vector<T> of(const actions& out) {
     std::vector<T> found;
@@ -1426,18 +1437,10 @@ TEST_F(AveragerCoreTest, SlowFirstRoundRemovesNobodyThatSubmitsWithinTheIdleLimi
   make();
   (void)join(1);
   (void)join(2);
-  const auto wait = [&](int seconds) {
-    for (int i = 0; i < seconds; ++i) {
-      clk.advance(1s);
-      (void)heartbeat(1);
-      (void)heartbeat(2);
-      (void)run(core->tick());
-    }
-  };
-  wait(20);  // a slow first round: no previous round to measure against
+  beat_for(20, {1, 2});  // a slow first round: no previous round to measure against
   EXPECT_EQ(members(), (std::vector<member_id>{1, 2}));
   (void)submit(1, 0, 1.0F);
-  wait(15);  // worker 2 takes 35 s: within 2 x the 20 s worker 1 took
+  beat_for(15, {1, 2});  // worker 2 takes 35 s: within 2 x the 20 s worker 1 took
   EXPECT_EQ(members(), (std::vector<member_id>{1, 2}));
   (void)submit(2, 0, 1.0F);
   EXPECT_EQ(core->round(), 1U);
@@ -1453,13 +1456,7 @@ TEST_F(AveragerCoreTest, IdleLimitWaitsForAnAnnouncedModel) {
   cfg.slowest_link_bytes_per_s = 1e6;
   make();
   (void)join(1);
-  const auto beat = [&](int seconds) {
-    for (int i = 0; i < seconds; ++i) {
-      clk.advance(1s);
-      (void)heartbeat(1);
-      (void)run(core->tick());
-    }
-  };
+  const auto beat = [&](int seconds) { beat_for(seconds, {1}); };
   beat(9);  // round 0: 9 s, the upload only
   (void)submit(1, 0, 1.0F);
   ASSERT_EQ(core->round(), 1U);
