@@ -636,6 +636,7 @@ void averager_actor::apply(actions a) {
         for (const auto& owner : owners_) {
           w->owners.push_back(owner.endpoint);
         }
+        w->upload_buffer = config_.upload_buffer;
       }
     }
   }

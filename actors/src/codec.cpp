@@ -318,7 +318,7 @@ unexpected not_for(wire_type type, const char* why) {
 
 // One encoder per message type; the variant overloads below dispatch to them.
 multipart encode_one(const welcome_msg& m) {
-  header_writer w{wire_type::welcome, common_fields + 12 + (m.owners.empty() ? 0 : 1)};
+  header_writer w{wire_type::welcome, common_fields + 12 + (m.owners.empty() ? 0 : 1) + (m.upload_buffer == 0 ? 0 : 1)};
   put_common(w, m);
   w.put("ad", m.admitted_round);
   w.put("md", static_cast<std::uint8_t>(m.mode));
@@ -338,6 +338,9 @@ multipart encode_one(const welcome_msg& m) {
       owners.push_back(clipped(o));
     }
     w.put("ow", owners);
+  }
+  if (m.upload_buffer != 0) {
+    w.put("ub", m.upload_buffer);
   }
   return {w.finish()};
 }
@@ -805,6 +808,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.spec.seed = r.get<std::uint64_t>("sd");
         m.spec.wire = get_dtype(r, "wd");
         m.owners = r.get_or<std::vector<std::string>>("ow", {});
+        m.upload_buffer = r.get_or<std::uint64_t>("ub", 0);
         return to_worker{m};
       }
       case wire_type::refused: {

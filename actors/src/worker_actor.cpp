@@ -223,30 +223,37 @@ void worker_actor::on_wire(peer_id peer, multipart msg) {
 // ---- sharded averaging ---------------------------------------------------------------------------------
 
 void worker_actor::attach_owners(const welcome_msg& w) {
-  if (w.owners != owner_endpoints_) {
+  if (w.owners != owner_endpoints_ || w.upload_buffer != upload_buffer_) {
     for (peer_id p : owners_) {
       (void)link_->disconnect(p);
     }
     owners_.clear();
-    for (const auto& ep : w.owners) {
-      auto peer = link_->connect(ep, config_.owner_connect);
+    local_owners_.clear();
+    for (std::uint64_t k = 0; k < w.owners.size(); ++k) {
+      auto options = config_.owner_connect;
+      if (auto ep = endpoint::parse(w.owners[k]); ep && ep->on_this_host()) {
+        local_owners_.push_back(k);
+      } else {
+        // The job's cap on the send buffer of uploads that leave this host (within what SO_SNDBUF takes).
+        options.send_buffer_bytes = static_cast<int>(std::min<std::uint64_t>(w.upload_buffer, 1U << 30));
+      }
+      auto peer = link_->connect(w.owners[k], options);
       if (!peer) {
-        PRSGD_LOG(error, "worker") << "cannot connect to shard owner " << ep << ": " << peer.error().message();
+        PRSGD_LOG(error, "worker") << "cannot connect to shard owner " << w.owners[k] << ": " << peer.error().message();
         owners_.clear();
+        local_owners_.clear();
         owner_endpoints_.clear();
         return;
       }
       owners_.push_back(*peer);
     }
     owner_endpoints_ = w.owners;
-    local_owners_.clear();
-    for (std::uint64_t k = 0; k < w.owners.size(); ++k) {
-      if (auto ep = endpoint::parse(w.owners[k]); ep && ep->on_this_host()) {
-        local_owners_.push_back(k);
-      }
-    }
+    upload_buffer_ = w.upload_buffer;
     PRSGD_LOG(info, "worker") << "sharded averaging over " << owners_.size() << " shard owners, "
-                              << local_owners_.size() << " on this host";
+                              << local_owners_.size() << " on this host"
+                              << (upload_buffer_ == 0 || local_owners_.size() == owners_.size()
+                                      ? std::string{}
+                                      : "; send buffer to the others " + std::to_string(upload_buffer_) + " bytes");
   }
   model_size_ = w.model_size;
   if (w.member != member_ || w.token != token_) {

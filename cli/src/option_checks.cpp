@@ -234,6 +234,14 @@ expected<void> validate(const schedule_options& o) {
   if (o.gather != "direct" && o.topology != "sharded") {
     return bad("--gather ring needs --topology sharded");
   }
+  if (o.upload_buffer_kib != 0) {
+    if (o.topology != "sharded") {
+      return bad("--upload-buffer-kib needs --topology sharded");
+    }
+    if (o.upload_buffer_kib < 4 || o.upload_buffer_kib > 65536) {
+      return bad("--upload-buffer-kib must be 0 (autotuned) or 4 to 65536 (got " + str(o.upload_buffer_kib) + ")");
+    }
+  }
   PRSGD_TRY(at_least(o.interval, 1, "--interval"));
   for (int i : o.intervals) {
     PRSGD_TRY(at_least(i, 1, "every --intervals value"));

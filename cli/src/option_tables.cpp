@@ -125,6 +125,10 @@ std::vector<option_def> schedule_table(schedule_options& o) {
        "How a sharded job's members get x̄: direct (from every owner) | ring (around the owners, "
        "then from the owner on their host)",
        &o.gather},
+      {"--upload-buffer-kib",
+       "Sharded: the kernel send buffer of each worker's connections to owners on other hosts, in KiB "
+       "(0 = autotuned); small keeps the uploads from overflowing shallow link queues",
+       &o.upload_buffer_kib},
   };
 }
 

@@ -121,6 +121,7 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
 
   cfg.model_name = o.model.model;
   cfg.model = data.model;
+  cfg.upload_buffer = static_cast<std::uint64_t>(s.upload_buffer_kib) * 1024;
   // Evaluator processes score x̄ for an external model always, for a built-in one with --evaluate-on
   // evaluators; the averager then never runs the test set itself.
   cfg.remote_evaluation = s.evaluate_on == "evaluators" || o.model.model == external_model_name;

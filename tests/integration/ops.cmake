@@ -34,6 +34,18 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
                        SKIP_RETURN_CODE 77)
 endif()
 
+# --upload-buffer-kib on three network-namespace hosts: the kernel's socket table shows the cap on each
+# worker's connection to the owner on the other host and nowhere else (about 15 s). Root only (skipped
+# otherwise); serial because it creates network namespaces. Release only: under sanitizers the transport's
+# own test of the option and the ring gather's test of attaching to the owners cover its code.
+if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
+  add_test(NAME ops_upload_buffer COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/upload_buffer_test.sh $<TARGET_FILE:prsgd>
+                                          ${PROJECT_SOURCE_DIR} ${PRSGD_TEST_TIME_SCALE})
+  prsgd_scaled_timeout(timeout 300)
+  set_tests_properties(ops_upload_buffer PROPERTIES LABELS integration TIMEOUT ${timeout} RUN_SERIAL TRUE
+                       SKIP_RETURN_CODE 77)
+endif()
+
 # PRSGD_WIRE_TRACE end to end: a sharded `prsgd local` job of 6 rounds writes one trace from every process,
 # and bench/vs_gloo/timeline reads its rounds back in order (about 2 s).
 if(TARGET prsgd)

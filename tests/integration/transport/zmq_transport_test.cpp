@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <filesystem>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -24,6 +26,10 @@
 #include "recorder.hpp"
 
 #include <zmq.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 namespace prsgd {
 namespace {
@@ -109,6 +115,60 @@ TEST(ZmqTransportTest, SendsAndReceivesMultipartBothWays) {
   }
   EXPECT_EQ(server->stats().messages_sent, 100U);
   EXPECT_EQ(server->stats().messages_received, 1U);
+}
+
+// The kernel send buffers (SO_SNDBUF) of this process's IPv4 TCP sockets connected to `port`.
+std::vector<int> send_buffers_of_connections_to(int port) {
+  std::vector<int> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = -1;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    sockaddr_in peer{};
+    socklen_t len = sizeof peer;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0 || peer.sin_family != AF_INET ||
+        ntohs(peer.sin_port) != port) {
+      continue;
+    }
+    int bytes = 0;
+    socklen_t size = sizeof bytes;
+    if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &size) == 0) {
+      out.push_back(bytes);
+    }
+  }
+  return out;
+}
+
+// connect_options::send_buffer_bytes sets SO_SNDBUF on that connection alone (Linux reports twice the value
+// set, its bookkeeping included); the other connections keep the kernel's autotuned buffer.
+TEST(ZmqTransportTest, ASendBufferIsSetOnItsOwnConnectionOnly) {
+  recorder srec;
+  recorder crec;
+  auto server = make_or_die(fast_config("server"), srec);
+  auto client = make_or_die(fast_config("client"), crec);
+  auto ep = server->bind("tcp://127.0.0.1:*");
+  ASSERT_TRUE(ep);
+  connect_options capped;
+  capped.send_buffer_bytes = 12345;
+  auto small = client->connect(*ep, capped);
+  auto plain = client->connect(*ep, {});
+  ASSERT_TRUE(small && plain);
+  ASSERT_TRUE(crec.wait_event(true, *small));
+  ASSERT_TRUE(crec.wait_event(true, *plain));
+
+  auto buffers = send_buffers_of_connections_to(std::stoi(endpoint::parse(*ep)->port));
+  ASSERT_EQ(buffers.size(), 2U) << "the client's two connections";
+  EXPECT_EQ(std::count(buffers.begin(), buffers.end(), 2 * 12345), 1);
+
+  // The capped connection still carries a payload far larger than its buffer.
+  multipart big;
+  big.push_back(frame::copy(std::string(1 << 20, 'x')));
+  ASSERT_TRUE(client->send(*small, std::move(big)));
+  ASSERT_TRUE(srec.wait_messages(1));
+  EXPECT_EQ(srec.messages().at(0).msg.at(0).size(), 1U << 20);
 }
 
 // Splits a file into lines of whitespace-separated words.

@@ -284,6 +284,22 @@ TEST(CodecTest, TruncatedValidHeaderIsRejected) {
 namespace prsgd::actors {
 namespace {
 
+TEST(CodecTest, WelcomeCarriesTheOwnersAndTheirUploadBuffer) {
+  welcome_msg w{1, 2, 3, 4, 5, training_mode::restarted_sgd, 99, std::chrono::milliseconds(250)};
+  auto plain = decode_to_worker(encode(to_worker{w}));
+  ASSERT_TRUE(plain) << plain.error().message();
+  EXPECT_TRUE(std::get<welcome_msg>(*plain).owners.empty());
+  EXPECT_EQ(std::get<welcome_msg>(*plain).upload_buffer, 0U);  // absent: the kernel's autotuning
+
+  w.owners = {"tcp://10.0.0.2:7000", "tcp://10.0.0.3:7000"};
+  w.upload_buffer = 32768;
+  auto wb = decode_to_worker(encode(to_worker{w}));
+  ASSERT_TRUE(wb) << wb.error().message();
+  const auto& wd = std::get<welcome_msg>(*wb);
+  EXPECT_EQ(wd.owners, w.owners);
+  EXPECT_EQ(wd.upload_buffer, 32768U);
+}
+
 TEST(CodecTest, IdentityFieldsRoundTrip) {
   welcome_msg w{1, 2, 3, 4, 5, training_mode::restarted_sgd, 99, std::chrono::milliseconds(250)};
   w.token = 0xFEEDFACECAFEBEEFULL;

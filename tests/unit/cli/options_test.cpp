@@ -260,6 +260,12 @@ TEST_F(OptionsTest, BadValuesAreOneLineErrors) {
             std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--epochs", "0"})).find("--rounds"), std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--log-level", "loud"})).find("--log-level"), std::string::npos);
+  EXPECT_EQ(error_of(parse({"local", "--upload-buffer-kib", "32"})),
+            "prsgd local: --upload-buffer-kib needs --topology sharded");
+  EXPECT_EQ(error_of(parse({"local", "--topology", "sharded", "--upload-buffer-kib", "3"})),
+            "prsgd local: --upload-buffer-kib must be 0 (autotuned) or 4 to 65536 (got 3)");
+  EXPECT_NE(error_of(parse({"local", "--topology", "sharded", "--upload-buffer-kib", "65537"})).find("65537"),
+            std::string::npos);
 }
 
 TEST_F(OptionsTest, UnknownOptionAndSubcommandAreErrors) {

@@ -329,6 +329,19 @@ TEST(RoleConfigTest, GroupsSurviveTheTripThroughArguments) {
   EXPECT_EQ(parse_averager(to_arguments(averager_options{}.schedule)).schedule, averager_options{}.schedule);
 }
 
+TEST(RoleConfigTest, TheUploadBufferReachesTheAveragerInBytes) {
+  const auto plain = parse_averager({"--topology", "sharded", "--shards", "2"});
+  auto cfg = averager_config_from(plain, fake_data(), plan_for(plain), 1);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  EXPECT_EQ(cfg->upload_buffer, 0U);  // the kernel's autotuning
+
+  const auto capped = parse_averager({"--topology", "sharded", "--shards", "2", "--upload-buffer-kib", "32"});
+  cfg = averager_config_from(capped, fake_data(), plan_for(capped), 1);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  EXPECT_EQ(cfg->upload_buffer, 32U * 1024);
+  EXPECT_EQ(parse_averager(to_arguments(capped.schedule)).schedule, capped.schedule);
+}
+
 TEST(RoleConfigTest, TheFrameLimitFollowsTheModelAndAModelThatCannotTravelIsRefused) {
   transport_config cfg;
   ASSERT_TRUE(limit_frames_to_model(cfg, 1000));

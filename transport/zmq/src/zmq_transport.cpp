@@ -185,6 +185,9 @@ expected<peer_id> zmq_transport::impl::connect(std::string_view text, connect_op
       p.routing_id += incarnation_;
       p.routing_id.append(reinterpret_cast<const char*>(&id), sizeof(id));
       p.sock.set(zmq::sockopt::routing_id, p.routing_id);
+      if (options.send_buffer_bytes > 0) {
+        p.sock.set(zmq::sockopt::sndbuf, options.send_buffer_bytes);
+      }
       if (cfg_.curve) {
         p.sock.set(zmq::sockopt::curve_serverkey, options.server_public_key);
         p.sock.set(zmq::sockopt::curve_publickey, cfg_.curve->public_key);

@@ -122,6 +122,10 @@ struct averager_actor_config {
   /// on because a shard owner failed (went silent, restarted, or reported a broken slice), with one line
   /// saying which. The actor has sent STOP to the workers and the other owners and reports nothing else.
   std::function<void(const std::string& why)> on_failed;
+  /// Sharded averaging: the kernel send buffer, in bytes, that members give their connections to owners on
+  /// other hosts (WELCOME's `upload_buffer`; 0 = the kernel's autotuning). A small one keeps a member's
+  /// K − 1 simultaneous uploads from overflowing a shallow queue on its link.
+  std::uint64_t upload_buffer = 0;
 };
 
 /// Runs an averager_core as an actor: the shell around the sans-IO core. It decodes worker messages from

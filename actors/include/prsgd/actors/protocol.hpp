@@ -163,6 +163,9 @@ struct welcome_msg {
   /// Sharded averaging: the endpoints of the shard owners, owner k at index k (empty: the averager
   /// averages whole models). The member sends slice k of its model to owner k and gets slice k of x̄ from it.
   std::vector<std::string> owners{};
+  /// Sharded averaging: the kernel send buffer (SO_SNDBUF, bytes) of the member's connections to owners on
+  /// other hosts; 0 leaves it to the kernel's autotuning.
+  std::uint64_t upload_buffer = 0;
 };
 
 /// Announces a voluntary departure (worker -> averager); the barrier stops waiting for it at once.

@@ -115,6 +115,8 @@ class worker_actor : public actor {
   /// Returns the model this worker built while the trainer still holds it (no task has run), else nothing.
   [[nodiscard]] std::span<const float> own_params() const;
   std::vector<std::string> owner_endpoints_;
+  /// WELCOME's upload_buffer the connections in owners_ were made with.
+  std::uint64_t upload_buffer_ = 0;
   std::vector<peer_id> owners_;
   /// The owners whose endpoints are on this host (for a ring gather's home owner).
   std::vector<std::uint64_t> local_owners_;

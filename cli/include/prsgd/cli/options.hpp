@@ -169,6 +169,9 @@ struct schedule_options {
   /// How a sharded job's members get x̄: direct (every owner sends its slice to every member) | ring (the
   /// owners pass the slices around a ring; a member gets all of x̄ from the owner on its host).
   std::string gather = "direct";
+  /// Sharded: the send buffer, in KiB, of each member's connections to owners on other hosts (0 = the
+  /// kernel's autotuning).
+  int upload_buffer_kib = 0;
   /// Remove a member that heartbeats but has not submitted for this many rounds (0 = never).
   int idle_rounds = 2;
   /// How MODEL and RESTART payloads travel: f32 | bf16 | f16 | int8 (the lossy ones send changes with

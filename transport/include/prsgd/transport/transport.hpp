@@ -134,6 +134,8 @@ struct transport_config {
 struct connect_options {
   /// The server's CURVE public key (Z85); required when `transport_config::curve` is set.
   std::string server_public_key;
+  /// The connection's kernel send buffer (SO_SNDBUF) in bytes; 0 keeps the system's default.
+  int send_buffer_bytes = 0;
 };
 
 /// Counts what a transport did; a snapshot, cheap to take.
