@@ -35,7 +35,7 @@ if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
 endif()
 
 # --upload-buffer-kib on three network-namespace hosts: the kernel's socket table shows the cap on each
-# worker's connection to the owner on the other host and nowhere else (about 15 s). Root only (skipped
+# worker's connection to the owner on the other host and nowhere else (about 2 s). Root only (skipped
 # otherwise); serial because it creates network namespaces. Release only: under sanitizers the transport's
 # own test of the option and the ring gather's test of attaching to the owners cover its code.
 if(TARGET prsgd AND NOT PRSGD_SANITIZERS)
