@@ -249,11 +249,12 @@ void worker_actor::attach_owners(const welcome_msg& w) {
     }
     owner_endpoints_ = w.owners;
     upload_buffer_ = w.upload_buffer;
+    std::string capped;
+    if (upload_buffer_ != 0 && local_owners_.size() < owners_.size()) {
+      capped = "; send buffer to the others " + std::to_string(upload_buffer_) + " bytes";
+    }
     PRSGD_LOG(info, "worker") << "sharded averaging over " << owners_.size() << " shard owners, "
-                              << local_owners_.size() << " on this host"
-                              << (upload_buffer_ == 0 || local_owners_.size() == owners_.size()
-                                      ? std::string{}
-                                      : "; send buffer to the others " + std::to_string(upload_buffer_) + " bytes");
+                              << local_owners_.size() << " on this host" << capped;
   }
   model_size_ = w.model_size;
   if (w.member != member_ || w.token != token_) {
