@@ -15,7 +15,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libeigen3-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libspdlog-dev libcli11-dev libyaml-cpp-dev zlib1g-dev prometheus-cpp-dev
+  libspdlog-dev libcli11-dev libyaml-cpp-dev zlib1g-dev libzstd-dev prometheus-cpp-dev
   dataset-fashion-mnist
   espeak-ng sox
   iproute2 procps python3 python3-numpy python3-sklearn python3-zmq python3-msgpack

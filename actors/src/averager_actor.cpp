@@ -212,6 +212,12 @@ void averager_actor::on_shard(peer_id peer, const shard_msg& msg) {
       }
       return;
     }
+    if (config_.core.compress_between_hosts && !hello->reads_compressed) {
+      fail_job("shard owner " + std::to_string(hello->shard) + "/" + std::to_string(owners_.size()) + " at " +
+               hello->endpoint +
+               " cannot read compressed payloads (an older prsgd): run it with this averager's version");
+      return;
+    }
     auto& slot = owners_[hello->shard];
     if (slot.nonce != hello->incarnation) {
       if (slot.ready && (orders_sent_ || owners_ready_)) {
@@ -347,6 +353,7 @@ void averager_actor::set_up_owner(std::size_t k) {
                         std::make_shared<const std::vector<float>>(x.begin() + static_cast<std::ptrdiff_t>(begin),
                                                                    x.begin() + static_cast<std::ptrdiff_t>(end))};
   setup.wire = config_.core.spec.wire;
+  setup.compress = config_.core.compress_between_hosts;
   if (ring_gather()) {
     setup.ring = true;
     setup.ring_next = owners_[(k + 1) % owners_.size()].endpoint;
@@ -637,6 +644,7 @@ void averager_actor::apply(actions a) {
           w->owners.push_back(owner.endpoint);
         }
         w->upload_buffer = config_.upload_buffer;
+        w->compress = config_.core.compress_between_hosts;
       }
     }
   }

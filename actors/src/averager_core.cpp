@@ -307,6 +307,11 @@ actions averager_core::on_join(const join_msg& m, origin_t from) {
         "this job averages in shards (--topology sharded) and this worker cannot take part: it sends whole "
         "models (the Python worker does); run `prsgd worker`, or a star job";
   }
+  if (!why && sharded() && config_.compress_between_hosts && !m.reads_compressed) {
+    why =
+        "this job compresses its payloads between hosts (--wire-compress zstd) and this worker cannot read them; "
+        "run it with the averager's prsgd version";
+  }
   if (why) {
     ++counters_.refused;
     ++drops_["refused"];

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "prsgd/actors/codec.hpp"
 
+#include "prsgd/actors/payload_compression.hpp"
+
 #include <msgpack.hpp>
 
 #include <cstring>
@@ -112,6 +114,45 @@ frame payload_of(const flat_buffer& buf, algorithms::wire_dtype dtype = algorith
     return frame::share(buf);
   }
   return frame::take(algorithms::encode(*buf, dtype));
+}
+
+// Bytes per value of a payload in `dtype`, the planes payload_compression regroups them into (an int8 block's
+// scale and values stay as they are).
+std::size_t value_width(algorithms::wire_dtype dtype) {
+  switch (dtype) {
+    case algorithms::wire_dtype::f32: return 4;
+    case algorithms::wire_dtype::bf16:
+    case algorithms::wire_dtype::f16: return 2;
+    default: return 1;
+  }
+}
+
+// The payload value `z` of a compressed frame: byte planes, then one zstd frame (payload_compression.hpp).
+constexpr std::uint64_t zstd_planes = 1;
+
+// A slice payload that travels compressed when `compress` asks for it and that comes out smaller; `z` says
+// which way it went (0: as it is, zstd_planes: compressed).
+struct slice_payload {
+  frame bytes;
+  std::uint64_t z = 0;
+};
+
+slice_payload payload_of(const flat_buffer& buf, algorithms::wire_dtype dtype, bool compress) {
+  if (!buf || !compress || buf->empty()) {
+    return {payload_of(buf, dtype)};
+  }
+  std::vector<std::byte> encoded;
+  std::span<const std::byte> raw;
+  if (dtype == algorithms::wire_dtype::f32) {
+    raw = std::as_bytes(std::span<const float>{*buf});
+  } else {
+    encoded = algorithms::encode(*buf, dtype);
+    raw = encoded;
+  }
+  if (auto packed = compress_payload(raw, value_width(dtype))) {
+    return {frame::take(std::move(*packed)), zstd_planes};
+  }
+  return {encoded.empty() ? frame::share(buf) : frame::take(std::move(encoded))};
 }
 
 std::string dtype_name(algorithms::wire_dtype dtype) { return std::string{algorithms::to_string(dtype)}; }
@@ -233,7 +274,7 @@ expected<parsed_header> parse_header(const multipart& msg, const codec_limits& l
 
 // Decodes frame 1 (`declared` values sent as `dtype`) into a fresh float buffer after checking its size.
 expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared, const codec_limits& limits,
-                                   algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) {
+                                   algorithms::wire_dtype dtype = algorithms::wire_dtype::f32, std::uint64_t z = 0) {
   if (declared > limits.max_model_floats) {
     return fail(errc::too_large, "model of " + std::to_string(declared) + " floats exceeds the limit of " +
                                      std::to_string(limits.max_model_floats));
@@ -241,8 +282,17 @@ expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared,
   if (msg.size() != 2) {
     return fail(errc::protocol_error, "header declares a payload but the message has no payload frame");
   }
-  const frame& p = msg[1];
   const std::size_t expected_bytes = algorithms::encoded_size(dtype, declared);
+  // A compressed frame (`z`) is restored to exactly the bytes the header declares, then read as sent raw.
+  std::vector<std::byte> restored;
+  std::span<const std::byte> p{reinterpret_cast<const std::byte*>(msg[1].data()), msg[1].size()};
+  if (z == zstd_planes) {
+    restored.resize(expected_bytes);
+    PRSGD_TRY(decompress_payload(p, value_width(dtype), restored));
+    p = restored;
+  } else if (z != 0) {
+    return fail(errc::protocol_error, "payload compression " + std::to_string(z) + " is not one this build reads");
+  }
   if (p.size() != expected_bytes) {
     return fail(errc::protocol_error, "payload has " + std::to_string(p.size()) + " bytes, header declares " +
                                           std::to_string(declared) + " values as " + dtype_name(dtype) + " (" +
@@ -254,7 +304,7 @@ expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared,
       std::memcpy(buf->data(), p.data(), p.size());
     }
   } else {
-    PRSGD_TRY(algorithms::decode(std::span{reinterpret_cast<const std::byte*>(p.data()), p.size()}, dtype, *buf));
+    PRSGD_TRY(algorithms::decode(p, dtype, *buf));
   }
   return flat_buffer{std::move(buf)};
 }
@@ -318,7 +368,8 @@ unexpected not_for(wire_type type, const char* why) {
 
 // One encoder per message type; the variant overloads below dispatch to them.
 multipart encode_one(const welcome_msg& m) {
-  header_writer w{wire_type::welcome, common_fields + 12 + (m.owners.empty() ? 0 : 1) + (m.upload_buffer == 0 ? 0 : 1)};
+  header_writer w{wire_type::welcome, common_fields + 12 + (m.owners.empty() ? 0 : 1) + (m.upload_buffer == 0 ? 0 : 1) +
+                                          (m.compress ? 1 : 0)};
   put_common(w, m);
   w.put("ad", m.admitted_round);
   w.put("md", static_cast<std::uint8_t>(m.mode));
@@ -341,6 +392,9 @@ multipart encode_one(const welcome_msg& m) {
   }
   if (m.upload_buffer != 0) {
     w.put("ub", m.upload_buffer);
+  }
+  if (m.compress) {
+    w.put("wz", m.compress);
   }
   return {w.finish()};
 }
@@ -392,9 +446,10 @@ multipart encode_one(const stop_msg& m) {
 }
 
 multipart encode_one(const join_msg& m) {
-  header_writer w{wire_type::join, common_fields + 5 + (m.initial_model ? 1 : 0) + (m.holds ? 1 : 0)};
+  header_writer w{wire_type::join, common_fields + 6 + (m.initial_model ? 1 : 0) + (m.holds ? 1 : 0)};
   put_common(w, m);
   w.put("sc", m.sharding);
+  w.put("wz", m.reads_compressed);
   if (m.holds) {
     w.put("hc", *m.holds);
   }
@@ -575,17 +630,20 @@ std::uint64_t floats_in(const flat_buffer& b) { return b ? b->size() : 0; }
 
 // Puts a slice payload's fields (`n`, `wd`, and `wb` for a change against x̄_base) and finishes the message.
 multipart finish_with_payload(header_writer& w, const flat_buffer& model, algorithms::wire_dtype dtype,
-                              const std::optional<round_t>& base) {
+                              const std::optional<round_t>& base, slice_payload payload) {
   w.put("n", floats_in(model));
   w.put("wd", dtype_name(dtype));
   if (base) {
     w.put("wb", *base);
   }
-  return {w.finish(), payload_of(model, dtype)};
+  if (payload.z != 0) {
+    w.put("z", payload.z);
+  }
+  return {w.finish(), std::move(payload.bytes)};
 }
 
 multipart encode_one(const shard_hello_msg& m) {
-  header_writer w{wire_type::shard_hello, common_fields + 4};
+  header_writer w{wire_type::shard_hello, common_fields + 5};
   w.put("m", std::uint64_t{0});
   w.put("i", m.incarnation);
   w.put("a", m.averager_incarnation);
@@ -594,11 +652,12 @@ multipart encode_one(const shard_hello_msg& m) {
   w.put("sn", m.shards);
   w.put("ep", clipped(m.endpoint));
   w.put("rd", m.ready);
+  w.put("wz", m.reads_compressed);
   return {w.finish()};
 }
 
 multipart encode_one(const shard_setup_msg& m) {
-  header_writer w{wire_type::shard_setup, common_fields + 7 + (m.ring ? 2 : 0)};
+  header_writer w{wire_type::shard_setup, common_fields + 7 + (m.ring ? 2 : 0) + (m.compress ? 1 : 0)};
   w.put("m", std::uint64_t{0});
   w.put("i", m.incarnation);
   w.put("a", m.averager_incarnation);
@@ -612,6 +671,9 @@ multipart encode_one(const shard_setup_msg& m) {
   if (m.ring) {
     w.put("rg", m.ring);
     w.put("rn", clipped(m.ring_next));
+  }
+  if (m.compress) {
+    w.put("wz", m.compress);
   }
   w.put("n", floats_in(m.model));
   return {w.finish(), payload_of(m.model)};
@@ -642,7 +704,9 @@ multipart encode_one(const shard_round_msg& m) {
 }
 
 multipart encode_one(const shard_slice_msg& m) {
-  header_writer w{wire_type::shard_slice, common_fields + 5 + (m.home ? 1 : 0) + (m.holds ? 1 : 0)};
+  auto payload = payload_of(m.model, m.dtype, m.compressed);
+  header_writer w{wire_type::shard_slice,
+                  common_fields + 5 + (m.home ? 1 : 0) + (m.holds ? 1 : 0) + (payload.z != 0 ? 1 : 0)};
   w.put("m", m.member);
   w.put("i", std::uint64_t{0});
   w.put("a", std::uint64_t{0});
@@ -658,7 +722,10 @@ multipart encode_one(const shard_slice_msg& m) {
   if (m.holds) {
     w.put("hc", *m.holds);
   }
-  return {w.finish(), payload_of(m.model, m.dtype)};
+  if (payload.z != 0) {
+    w.put("z", payload.z);
+  }
+  return {w.finish(), std::move(payload.bytes)};
 }
 
 multipart encode_one(const shard_ack_msg& m) {
@@ -675,7 +742,9 @@ multipart encode_one(const shard_ack_msg& m) {
 }
 
 multipart encode_one(const shard_average_msg& m) {
-  header_writer w{wire_type::shard_average, common_fields + 4 + (m.base ? 1 : 0) + (m.held ? 1 : 0)};
+  auto payload = payload_of(m.model, m.dtype, m.compressed);
+  header_writer w{wire_type::shard_average,
+                  common_fields + 4 + (m.base ? 1 : 0) + (m.held ? 1 : 0) + (payload.z != 0 ? 1 : 0)};
   w.put("m", m.member);
   w.put("i", std::uint64_t{0});
   w.put("a", std::uint64_t{0});
@@ -685,18 +754,19 @@ multipart encode_one(const shard_average_msg& m) {
   if (m.held) {
     w.put("hc", *m.held);
   }
-  return finish_with_payload(w, m.model, m.dtype, m.base);
+  return finish_with_payload(w, m.model, m.dtype, m.base, std::move(payload));
 }
 
 multipart encode_one(const shard_relay_msg& m) {
-  header_writer w{wire_type::shard_relay, common_fields + 4 + (m.base ? 1 : 0)};
+  auto payload = payload_of(m.model, m.dtype, m.compressed);
+  header_writer w{wire_type::shard_relay, common_fields + 4 + (m.base ? 1 : 0) + (payload.z != 0 ? 1 : 0)};
   w.put("m", std::uint64_t{0});
   w.put("i", std::uint64_t{0});
   w.put("a", m.averager_incarnation);
   w.put("r", m.round);
   w.put("sk", m.shard);
   w.put("of", m.offset);
-  return finish_with_payload(w, m.model, m.dtype, m.base);
+  return finish_with_payload(w, m.model, m.dtype, m.base, std::move(payload));
 }
 
 multipart encode_one(const shard_report_msg& m) {
@@ -809,6 +879,7 @@ expected<to_worker> decode_to_worker(const multipart& msg, const codec_limits& l
         m.spec.wire = get_dtype(r, "wd");
         m.owners = r.get_or<std::vector<std::string>>("ow", {});
         m.upload_buffer = r.get_or<std::uint64_t>("ub", 0);
+        m.compress = r.get_or<bool>("wz", false);
         return to_worker{m};
       }
       case wire_type::refused: {
@@ -872,6 +943,7 @@ expected<to_averager> decode_to_averager(const multipart& msg, const codec_limit
           }
         }
         m.sharding = r.get_or<bool>("sc", false);
+        m.reads_compressed = r.get_or<bool>("wz", false);
         if (r.find("hc") != nullptr) {
           m.holds = r.get<std::uint64_t>("hc");
         }
@@ -1055,7 +1127,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
   // Reads frame 1; an empty payload means "no model".
   const auto payload = [&](const header_reader& r,
                            algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) -> expected<flat_buffer> {
-    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits, dtype);
+    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits, dtype, r.get_or<std::uint64_t>("z", 0));
     if (!p) {
       return std::move(p).error();
     }
@@ -1073,6 +1145,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         m.shards = r.get<std::uint64_t>("sn");
         m.endpoint = r.get<std::string>("ep");
         m.ready = r.get<bool>("rd");
+        m.reads_compressed = r.get_or<bool>("wz", false);
         if (m.shards == 0 || m.shard >= m.shards) {
           throw std::range_error("shard " + std::to_string(m.shard) + " of " + std::to_string(m.shards));
         }
@@ -1093,6 +1166,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         if (m.ring) {
           m.ring_next = r.get<std::string>("rn");
         }
+        m.compress = r.get_or<bool>("wz", false);
         if (m.shards == 0 || m.shard >= m.shards) {
           throw std::range_error("shard " + std::to_string(m.shard) + " of " + std::to_string(m.shards));
         }
@@ -1134,6 +1208,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         }
         if (type == wire_type::shard_slice) {
           shard_slice_msg m{member, token, round, shard, std::move(*p), dtype, r.get_or<bool>("dl", false)};
+          m.compressed = r.get_or<std::uint64_t>("z", 0) != 0;
           if (r.find("hm") != nullptr) {
             m.home = r.get<std::uint64_t>("hm");
           }
@@ -1143,6 +1218,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
           return shard_msg{std::move(m)};
         }
         shard_average_msg m{member, token, round, shard, std::move(*p), dtype};
+        m.compressed = r.get_or<std::uint64_t>("z", 0) != 0;
         if (r.find("wb") != nullptr) {
           m.base = r.get<round_t>("wb");
         }
@@ -1177,6 +1253,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
           return std::move(p).error();
         }
         m.model = std::move(*p);
+        m.compressed = r.get_or<std::uint64_t>("z", 0) != 0;
         return shard_msg{std::move(m)};
       }
       case wire_type::shard_report: {

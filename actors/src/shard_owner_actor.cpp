@@ -9,6 +9,15 @@
 #include "prsgd/common/log.hpp"
 
 namespace prsgd::actors {
+namespace {
+
+// Whether `a` is the chunk `b` names: the same coordinator, round, shard, place, dtype and base.
+bool same_chunk(const shard_relay_msg& a, const shard_relay_msg& b) {
+  return a.averager_incarnation == b.averager_incarnation && a.round == b.round && a.shard == b.shard &&
+         a.offset == b.offset && a.dtype == b.dtype && a.base == b.base && a.model == b.model;
+}
+
+}  // namespace
 
 shard_owner_actor::shard_owner_actor(shard_owner_actor_config config) : config_(std::move(config)) {}
 
@@ -40,7 +49,10 @@ void shard_owner_actor::on_wire(peer_id peer, multipart msg) {
     apply(core_->on_slice(*slice, peer));
   } else if (const auto* relay = std::get_if<shard_relay_msg>(&*decoded)) {
     if (config_.relay_key.empty() || relay_peers_.contains(peer)) {
-      apply(core_->on_relay(*relay));
+      incoming_relay_.emplace(*relay, std::move(msg));
+      auto a = core_->on_relay(incoming_relay_->first);
+      apply(std::move(a));
+      incoming_relay_.reset();
     } else if (malformed_warnings_.allow(now())) {
       PRSGD_LOG(warn, "shard-owner") << "dropped SHARD_RELAY from peer " << peer
                                      << ", which did not prove the job's server key" << malformed_warnings_.suffix();
@@ -99,7 +111,14 @@ void shard_owner_actor::apply(owner_actions a) {
       if (!next_) {
         continue;
       }
-      if (auto sent = link_->send(*next_, encode(s.msg)); !sent) {
+      // A chunk passed on unchanged goes as it came; the core forwards only what it received.
+      const auto* relay = std::get_if<shard_relay_msg>(&s.msg);
+      const bool as_received = relay != nullptr && incoming_relay_ && same_chunk(*relay, incoming_relay_->first);
+      multipart wire = as_received ? std::move(incoming_relay_->second) : encode(s.msg);
+      if (as_received) {
+        incoming_relay_.reset();
+      }
+      if (auto sent = link_->send(*next_, std::move(wire)); !sent) {
         PRSGD_LOG(debug, "shard-owner") << "send to the next owner failed: " << sent.error().message();
       }
       continue;

@@ -86,6 +86,7 @@ void shard_owner_core::hello(owner_actions& out) {
   m.shards = config_.shards;
   m.endpoint = config_.endpoint;
   m.ready = ready_;
+  m.reads_compressed = true;
   out.sends.push_back({true, 0, m});
   next_hello_ = clock_->now() + hello_every_;
 }
@@ -127,6 +128,7 @@ owner_actions shard_owner_core::on_coordinator(const shard_msg& msg) {
     served_.clear();
     broken_.reset();
     wire_ = setup->wire;
+    compress_ = setup->compress;
     downlink_.reset();
     change_.reset();
     holders_.clear();
@@ -275,6 +277,7 @@ void shard_owner_core::serve(owner_actions& out, const shard_recipient& to) {
       m.model.reset();  // the member built this slice itself (a fresh job's x̄_0): it keeps its copy
       m.held = *r.holds;
     }
+    m.compressed = compress_ && !home_here;  // a member whose home is here is on this host
     out.sends.push_back({false, r.conn, std::move(m)});
   }
   r.holds.reset();  // only the first slice of x̄ a member gets can be one it built itself
@@ -314,6 +317,7 @@ void shard_owner_core::relay_own(owner_actions& out) {
       m.dtype = wire_;
       m.base = round_ - 1;
     }
+    m.compressed = compress_;
     owner_send s{false, 0, std::move(m)};
     s.to_next = true;
     out.sends.push_back(std::move(s));
@@ -352,6 +356,7 @@ owner_actions shard_owner_core::on_relay(const shard_relay_msg& msg) {
   if ((config_.shard + 1) % config_.shards != k) {
     // Passed on first: the next owner's link is the slow part, the members on this host are not.
     owner_send s{false, 0, msg};
+    std::get<shard_relay_msg>(s.msg).compressed = compress_;
     s.to_next = true;
     out.sends.push_back(std::move(s));
   }

@@ -253,9 +253,13 @@ void worker_actor::attach_owners(const welcome_msg& w) {
     if (upload_buffer_ != 0 && local_owners_.size() < owners_.size()) {
       capped = "; send buffer to the others " + std::to_string(upload_buffer_) + " bytes";
     }
+    if (w.compress && local_owners_.size() < owners_.size()) {
+      capped += "; slices to the others compressed";
+    }
     PRSGD_LOG(info, "worker") << "sharded averaging over " << owners_.size() << " shard owners, "
                               << local_owners_.size() << " on this host" << capped;
   }
+  compress_ = w.compress;
   model_size_ = w.model_size;
   if (w.member != member_ || w.token != token_) {
     // A new membership (a rejoin, perhaps with a new averager incarnation): rounds start over.
@@ -393,9 +397,9 @@ void worker_actor::send_sliced(const model_msg& m) {
     const auto begin = static_cast<std::ptrdiff_t>(slice_begin(size, owners_.size(), k));
     const auto end = static_cast<std::ptrdiff_t>(slice_begin(size, owners_.size(), k + 1));
     auto part = std::make_shared<const std::vector<float>>(m.params->begin() + begin, m.params->begin() + end);
-    if (auto sent = link_->send(
-            owners_[k], encode(shard_msg{shard_slice_msg{m.member, m.token, m.round, k, part, m.dtype, m.delta}}));
-        !sent) {
+    shard_slice_msg slice{m.member, m.token, m.round, k, std::move(part), m.dtype, m.delta};
+    slice.compressed = compress_ && std::find(local_owners_.begin(), local_owners_.end(), k) == local_owners_.end();
+    if (auto sent = link_->send(owners_[k], encode(shard_msg{std::move(slice)})); !sent) {
       PRSGD_LOG(debug, "worker") << "send to shard owner " << k << " failed: " << sent.error().message();
     }
   }
@@ -423,6 +427,7 @@ void worker_actor::apply(actions a) {
     for (auto& o : a.sends) {
       if (auto* join = std::get_if<join_msg>(&o.msg)) {
         join->sharding = true;  // this worker can send slices to shard owners
+        join->reads_compressed = true;
         if (!trained_) {
           join->holds = own_checksum_;
         }

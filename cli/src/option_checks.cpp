@@ -234,6 +234,10 @@ expected<void> validate(const schedule_options& o) {
   if (o.gather != "direct" && o.topology != "sharded") {
     return bad("--gather ring needs --topology sharded");
   }
+  PRSGD_TRY(one_of(o.wire_compress, {"none", "zstd"}, "--wire-compress"));
+  if (o.wire_compress != "none" && o.topology != "sharded") {
+    return bad("--wire-compress zstd needs --topology sharded");
+  }
   if (o.upload_buffer_kib != 0) {
     if (o.topology != "sharded") {
       return bad("--upload-buffer-kib needs --topology sharded");

@@ -129,6 +129,10 @@ std::vector<option_def> schedule_table(schedule_options& o) {
        "Sharded: the kernel send buffer of each worker's connections to owners on other hosts, in KiB "
        "(0 = autotuned); small keeps the uploads from overflowing shallow link queues",
        &o.upload_buffer_kib},
+      {"--wire-compress",
+       "Sharded: compress the slices that travel between hosts: none | zstd (lossless; pays on slow links, "
+       "costs CPU on fast ones)",
+       &o.wire_compress},
   };
 }
 

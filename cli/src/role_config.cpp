@@ -103,6 +103,7 @@ expected<actors::averager_actor_config> averager_config_from(const averager_opti
   core.shards = static_cast<std::size_t>(std::max(s.max_workers, 0));
   core.shard_owners = s.topology == "sharded" ? static_cast<std::size_t>(std::max(s.shards, 1)) : 0;
   core.ring_gather = s.topology == "sharded" && s.gather == "ring";
+  core.compress_between_hosts = s.topology == "sharded" && s.wire_compress == "zstd";
   if (o.model.model == external_model_name) {
     // The averager never sees an external job's data: members declare the label hash (labels_from_members).
     core.spec.model = external_model_fingerprint(static_cast<std::size_t>(o.external.model_size));

@@ -20,7 +20,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # prsgd's own libraries are in the package itself; dpkg-shlibdeps finds them through the binaries'
 # RPATH ($ORIGIN/../lib), so they need no shlibs entry.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
-    "libeigen3-dev, libmsgpack-cxx-dev, libboost-dev, libspdlog-dev, cppzmq-dev, zlib1g-dev, libcli11-dev, libyaml-cpp-dev, libblas-dev")
+    "libeigen3-dev, libmsgpack-cxx-dev, libboost-dev, libspdlog-dev, cppzmq-dev, zlib1g-dev, libzstd-dev, libcli11-dev, libyaml-cpp-dev, libblas-dev")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS
     "dataset-fashion-mnist, python3-zmq, python3-msgpack, python3-numpy, python3-torch")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/ops/systemd/postinst)

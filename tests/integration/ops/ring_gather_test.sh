@@ -5,7 +5,9 @@
 # with `--gather direct` (byte for byte, f32 and bf16), every worker rebuilds the owners' x̄ of every
 # round, and the wire trace shows the ring: after x̄ as of the start, each worker gets x̄ from one owner
 # only, and each owner sends SHARD_RELAY on one connection only; x̄ as of the start is only confirmed, as
-# every worker built it itself. A bad --gather is one line.
+# every worker built it itself. With `--wire-compress zstd` both gathers train the same model again, while the
+# owners' relays and (direct gather) their slices to the workers travel compressed, in fewer bytes. A bad
+# --gather is one line.
 # With its own keys per role and CURVE allow lists, the ring runs when the owners' lists hold the server
 # key, and each owner ends with one line when they do not.
 #   ring_gather_test.sh PRSGD_BINARY SOURCE_DIR [TIME_SCALE]
@@ -24,18 +26,42 @@ fail() {
 
 rounds=5
 for dtype in f32 bf16; do
-  for gather in direct ring; do
-    run="$tmp/$gather-$dtype"
+  for variant in direct ring direct-zstd ring-zstd; do
+    gather="${variant%-zstd}"
+    compress=none
+    [[ "$variant" == *-zstd ]] && compress=zstd
+    run="$tmp/$variant-$dtype"
     PRSGD_WIRE_TRACE="$run.trace" "$bin" local --topology sharded --gather "$gather" --workers 3 --shards 3 \
-      --wire-dtype "$dtype" --model fmnist-mlp --epochs 0 --rounds "$rounds" --interval 4 --seed 7 \
+      --wire-compress "$compress" --wire-dtype "$dtype" --model fmnist-mlp --epochs 0 --rounds "$rounds" --interval 4 --seed 7 \
       --eval-every 0 --progress off --log-level debug --log-dir "$run" --save-model "$run.safetensors" \
       >"$run.txt" 2>&1 || {
       tail -n 20 "$run.txt" >&2
-      fail "the $gather $dtype job failed"
+      fail "the $variant $dtype job failed"
     }
   done
-  cmp -s "$tmp/direct-$dtype.safetensors" "$tmp/ring-$dtype.safetensors" ||
-    fail "$dtype: the ring gather trained another model than the direct gather"
+  for variant in ring direct-zstd ring-zstd; do
+    cmp -s "$tmp/direct-$dtype.safetensors" "$tmp/$variant-$dtype.safetensors" ||
+      fail "$dtype: the $variant job trained another model than the direct gather"
+  done
+  "$py" - "$tmp" "$dtype" "$src" <<'PY' || fail "$dtype: compressed payloads"
+import collections, importlib.machinery, os, sys
+tmp, dtype, src = sys.argv[1], sys.argv[2], sys.argv[3]
+timeline = importlib.machinery.SourceFileLoader("timeline", os.path.join(src, "bench/vs_gloo/timeline")).load_module()
+SHARD_AVERAGE, SHARD_RELAY = timeline.SHARD_AVERAGE, 26
+def sent(variant):  # payload-carrying messages the owners sent: type -> bytes
+    out = collections.Counter()
+    for e in timeline.parse(os.path.join(tmp, f"{variant}-{dtype}.trace")):
+        if e["node"].startswith("shard-") and e["dir"] == "tx" and e["type"] in (SHARD_AVERAGE, SHARD_RELAY):
+            out[e["type"]] += e["bytes"]
+    return out
+plain, packed = sent("ring"), sent("ring-zstd")
+assert 0 < packed[SHARD_RELAY] < 0.95 * plain[SHARD_RELAY], f"relay bytes {plain[SHARD_RELAY]} -> {packed[SHARD_RELAY]}"
+# The home owners' slices go over loopback to their own workers, uncompressed.
+assert packed[SHARD_AVERAGE] == plain[SHARD_AVERAGE], f"home slices {plain[SHARD_AVERAGE]} -> {packed[SHARD_AVERAGE]}"
+plain, packed = sent("direct"), sent("direct-zstd")
+assert 0 < packed[SHARD_AVERAGE] < 0.95 * plain[SHARD_AVERAGE], f"slices {plain[SHARD_AVERAGE]} -> {packed[SHARD_AVERAGE]}"
+print(f"{dtype}: compressed relays and slices, the same model")
+PY
   grep -q "ring gather to" "$tmp/ring-$dtype/owner-0.log" || fail "$dtype: the owners were not set up for the ring"
   ! grep -h "did not prove" "$tmp/ring-$dtype"/owner-*.log || fail "$dtype: an owner dropped a relay"
 
@@ -136,6 +162,8 @@ grep -q "^prsgd averager: shard owner [0-9]/2 at .*; the job stops" "$tmp/denied
 for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
 pids=()
 
+out="$("$bin" local --wire-compress zstd --workers 2 2>&1)" && fail "--wire-compress without --topology sharded was accepted"
+[[ "$out" == *"--wire-compress zstd needs --topology sharded"* ]] || fail "unexpected message: $out"
 out="$("$bin" local --topology sharded --gather tree --workers 2 2>&1)" && fail "--gather tree was accepted"
 [[ "$out" == *"--gather"* ]] || fail "unexpected message: $out"
 out="$("$bin" local --gather ring --workers 2 2>&1)" && fail "--gather ring without --topology sharded was accepted"

@@ -5,7 +5,8 @@
 # show the coordinator's 24 KiB on exactly the connection from host 2's worker to the owner on host 3 (the
 # kernel reports SO_SNDBUF doubled: tb49152), not on the worker's connection to the owner on its own host
 # nor on host 2's owner's ring connection to host 3; while the job trains rounds. A job without the option
-# leaves every connection autotuned.
+# leaves every connection autotuned. With --wire-compress zstd, the same worker's slices to the owner on
+# host 3 travel compressed and those to the owner on its own host do not (its wire trace).
 # Root only (exit 77, skipped, otherwise); the hosts are removed on exit, failure or signal.
 #   upload_buffer_test.sh PRSGD_BINARY SOURCE_DIR [TIME_SCALE]
 set -uo pipefail
@@ -55,8 +56,8 @@ job() {
     "$net" exec "$h" "$bin" averager --coordinator 'tcp://10.77.0.1:7500' --insecure --shard "$((h - 2))/2" \
       --listen "tcp://10.77.0.$h:7600" --progress off >"$dir/owner-$h.log" 2>&1 &
     pids+=($!)
-    "$net" exec "$h" "$bin" worker --averager 'tcp://10.77.0.1:7500' --insecure --model fmnist-mlp \
-      --progress off >"$dir/worker-$h.log" 2>&1 &
+    "$net" exec "$h" env PRSGD_WIRE_TRACE="$dir/worker-$h.trace" "$bin" worker --averager 'tcp://10.77.0.1:7500' \
+      --insecure --model fmnist-mlp --progress off >"$dir/worker-$h.log" 2>&1 &
     pids+=($!)
   done
   local i
@@ -87,4 +88,30 @@ to_remote="$(send_buffers 10.77.0.3)"
 grep -q '^tb49152$' <<<"$to_remote" && fail "a job without --upload-buffer-kib capped a connection: $to_remote"
 grep -q 'send buffer to the others' "$tmp/autotuned/worker-2.log" && fail "worker 2 capped without the option"
 stop_all
-echo "ok: only the upload to the other host's owner had the 24 KiB send buffer, and only when asked for"
+
+# slice_bytes NAME: the payload-carrying SHARD_SLICEs host 2's worker sent, as "connection bytes" lines.
+slice_bytes() {
+  "$py" - "$tmp/$1/worker-2.trace" "$src" <<'PY'
+import importlib.machinery, os, sys
+timeline = importlib.machinery.SourceFileLoader("timeline", os.path.join(sys.argv[2], "bench/vs_gloo/timeline")).load_module()
+for e in timeline.parse(sys.argv[1]):
+    if e["dir"] == "tx" and e["type"] == timeline.SHARD_SLICE and e["bytes"] > 100000:  # half of fmnist-mlp
+        print(e["peer"], e["bytes"])
+PY
+}
+# compressed_to RUN: how many connections got slices at most 0.95 of the largest slice's bytes, of how many.
+compressed_to() {
+  slice_bytes "$1" | awk '{ if ($2 > max) max = $2; b[$1] = ($1 in b && b[$1] > $2) ? b[$1] : $2 }
+    END { n = 0; c = 0; for (p in b) { n++; if (b[p] <= 0.95 * max) c++ } print c "/" n }'
+}
+py=python3
+[[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
+job compressed --wire-compress zstd
+[[ "$(compressed_to compressed)" == "1/2" ]] ||
+  fail "with --wire-compress zstd, expected the slices to one of the two owners smaller: $(slice_bytes compressed)"
+grep -q 'shard owners, 1 on this host; slices to the others compressed' "$tmp/compressed/worker-2.log" ||
+  fail "worker 2 did not say it compresses its uploads"
+[[ "$(compressed_to autotuned)" == "0/2" ]] || fail "without compression the slices differ: $(slice_bytes autotuned)"
+stop_all
+echo "ok: only the upload to the other host's owner had the 24 KiB send buffer, and only when asked for;"
+echo "ok: only the slices to the other host's owner were compressed, and only when asked for"

@@ -2139,6 +2139,32 @@ TEST_F(AveragerCoreTest, ShardedJobRefusesAWorkerThatCannotSendSlices) {
   EXPECT_NE(refused->reason.find("shards"), std::string::npos) << refused->reason;
 }
 
+// Sharded averaging with compressed payloads: a worker that cannot read them is refused with one line, one
+// that can is welcomed; a job that does not compress welcomes both.
+TEST_F(AveragerCoreTest, ACompressingShardedJobRefusesAWorkerThatCannotReadCompressedSlices) {
+  cfg.shard_owners = 2;
+  cfg.min_workers = 3;
+  cfg.compress_between_hosts = true;
+  make();
+  join_msg old{1, 1, 0, 0, 0, {}, {}};
+  old.sharding = true;
+  auto out = on_join(old);
+  ASSERT_EQ(of<refused_msg>(out).size(), 1U);
+  EXPECT_NE(of<refused_msg>(out)[0].reason.find("--wire-compress zstd"), std::string::npos)
+      << of<refused_msg>(out)[0].reason;
+  join_msg current{2, 1, 0, 0, 0, {}, {}};
+  current.sharding = true;
+  current.reads_compressed = true;
+  out = on_join(current);
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+  EXPECT_TRUE(of<refused_msg>(out).empty());
+
+  cfg.compress_between_hosts = false;
+  make();
+  out = on_join(old);
+  EXPECT_EQ(of<welcome_msg>(out).size(), 1U);
+}
+
 // Sharded averaging: RESTART carries no model, the owners get the recipients, a whole model is rejected,
 // and the closed barrier orders the owners to combine exactly the counted members (before the next
 // round's recipients).

@@ -53,7 +53,7 @@ struct delivered {
 
 class ShardRingTest : public ::testing::Test {
  protected:
-  void set_up(algorithms::wire_dtype wire, bool ring = true) {
+  void set_up(algorithms::wire_dtype wire, bool ring = true, bool compress = false) {
     for (std::uint64_t k = 0; k < K; ++k) {
       shard_owner_config config{k, K, endpoint_of(k), 100 + k, 100ms, 4};
       config.relay_chunk = chunk;
@@ -66,6 +66,7 @@ class ShardRingTest : public ::testing::Test {
       setup.wire = wire;
       setup.ring = ring;
       setup.ring_next = endpoint_of((k + 1) % K);
+      setup.compress = compress;
       const auto a = owners_[k].on_coordinator(setup);
       EXPECT_EQ(a.connect_next, ring ? std::optional<std::string>{endpoint_of((k + 1) % K)} : std::nullopt);
       run(k, a);
@@ -79,6 +80,7 @@ class ShardRingTest : public ::testing::Test {
       if (s.to_next) {
         ++relays_sent_[k];
         const auto& relay = std::get<shard_relay_msg>(s.msg);
+        relays_compressed_ += relay.compressed ? 1 : 0;
         // Through the codec, as on the wire.
         auto decoded = decode_shard(encode(shard_msg{relay}), codec_limits{});
         ASSERT_TRUE(decoded.has_value()) << decoded.error().message();
@@ -133,6 +135,7 @@ class ShardRingTest : public ::testing::Test {
   std::vector<shard_owner_core> owners_;
   std::vector<delivered> got_;
   std::map<std::uint64_t, int> relays_sent_;
+  int relays_compressed_ = 0;
 };
 
 // The two members' slices of round 0 (member 1: x̄_0, member 2: 2·x̄_0), then round 1's order.
@@ -311,6 +314,47 @@ TEST_F(ShardRingTest, ASetupWithAnotherNextOwnerReconnects) {
   EXPECT_FALSE(owners_[1].on_coordinator(again).connect_next) << "the same SETUP again changes nothing";
   again.ring_next = "tcp://owner-2-restarted";
   EXPECT_EQ(owners_[1].on_coordinator(again).connect_next, std::optional<std::string>{"tcp://owner-2-restarted"});
+}
+
+}  // namespace
+}  // namespace prsgd::actors
+
+namespace prsgd::actors {
+namespace {
+
+// SHARD_SETUP's `compress`: the relays go to another host and are asked to travel compressed, and so is every
+// slice for a member whose home is not this owner; the slices a home owner hands its member over loopback
+// are not. Compression is lossless, so x̄ is the same as without it.
+TEST_F(ShardRingTest, WithCompressionEverythingButTheHomeOwnersSlicesIsSentCompressed) {
+  set_up(algorithms::wire_dtype::f32, true, true);
+  attach(1, 11, 2);             // home: owner 2
+  attach(2, 22, std::nullopt);  // no owner on its host
+  order(0, false, {}, {{1, 11}, {2, 22}});
+  got_.clear();
+  round_one({{1, 11}, {2, 22}});
+  int relays = 0;
+  for (const auto& [k, n] : relays_sent_) {
+    relays += n;
+  }
+  EXPECT_GT(relays, 0);
+  EXPECT_EQ(relays_compressed_, relays);
+  const auto home = got_by(1);
+  ASSERT_EQ(home.size(), K);
+  for (std::uint64_t k = 0; k < K; ++k) {
+    ASSERT_EQ(home.at(k).size(), 1U);
+    EXPECT_FALSE(home.at(k)[0].msg.compressed) << "shard " << k << " from the home owner on the member's host";
+    auto expected = slice0(k);
+    for (auto& v : expected) {
+      v *= 1.5F;
+    }
+    EXPECT_EQ(*home.at(k)[0].msg.model, expected);
+  }
+  const auto direct = got_by(2);
+  ASSERT_EQ(direct.size(), K);
+  for (std::uint64_t k = 0; k < K; ++k) {
+    ASSERT_EQ(direct.at(k).size(), 1U);
+    EXPECT_TRUE(direct.at(k)[0].msg.compressed) << "shard " << k << " to a member on another host";
+  }
 }
 
 }  // namespace

@@ -260,6 +260,10 @@ TEST_F(OptionsTest, BadValuesAreOneLineErrors) {
             std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--epochs", "0"})).find("--rounds"), std::string::npos);
   EXPECT_NE(error_of(parse({"local", "--log-level", "loud"})).find("--log-level"), std::string::npos);
+  EXPECT_EQ(error_of(parse({"local", "--wire-compress", "zstd"})),
+            "prsgd local: --wire-compress zstd needs --topology sharded");
+  EXPECT_NE(error_of(parse({"local", "--topology", "sharded", "--wire-compress", "lz4"})).find("--wire-compress"),
+            std::string::npos);
   EXPECT_EQ(error_of(parse({"local", "--upload-buffer-kib", "32"})),
             "prsgd local: --upload-buffer-kib needs --topology sharded");
   EXPECT_EQ(error_of(parse({"local", "--topology", "sharded", "--upload-buffer-kib", "3"})),

@@ -342,6 +342,19 @@ TEST(RoleConfigTest, TheUploadBufferReachesTheAveragerInBytes) {
   EXPECT_EQ(parse_averager(to_arguments(capped.schedule)).schedule, capped.schedule);
 }
 
+TEST(RoleConfigTest, WireCompressionReachesTheAveragersCore) {
+  const auto plain = parse_averager({"--topology", "sharded", "--shards", "2"});
+  auto cfg = averager_config_from(plain, fake_data(), plan_for(plain), 1);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  EXPECT_FALSE(cfg->core.compress_between_hosts);
+
+  const auto zstd = parse_averager({"--topology", "sharded", "--shards", "2", "--wire-compress", "zstd"});
+  cfg = averager_config_from(zstd, fake_data(), plan_for(zstd), 1);
+  ASSERT_TRUE(cfg.has_value()) << cfg.error().message();
+  EXPECT_TRUE(cfg->core.compress_between_hosts);
+  EXPECT_EQ(parse_averager(to_arguments(zstd.schedule)).schedule, zstd.schedule);
+}
+
 TEST(RoleConfigTest, TheFrameLimitFollowsTheModelAndAModelThatCannotTravelIsRefused) {
   transport_config cfg;
   ASSERT_TRUE(limit_frames_to_model(cfg, 1000));

@@ -198,6 +198,9 @@ struct averager_config {
   /// slice to every member (shard_setup_msg::ring). The coordinator sets the owners up once all K have
   /// registered, since each needs the next one's endpoint.
   bool ring_gather = false;
+  /// Sharded averaging: members and owners compress the slice payloads they send to other hosts (byte
+  /// planes + zstd, payload_compression.hpp); a JOIN that cannot read them is refused.
+  bool compress_between_hosts = false;
 };
 
 /// Says what happened to one received MODEL / gradient.

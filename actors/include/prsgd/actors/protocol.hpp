@@ -118,6 +118,9 @@ struct join_msg {
   /// True when the worker can average in shards (split its MODEL over shard owners and assemble x̄ from
   /// their slices); a sharded job refuses a worker that cannot.
   bool sharding = false;
+  /// True when the worker reads compressed slice payloads (payload_compression.hpp); a sharded job that
+  /// compresses refuses a worker that does not.
+  bool reads_compressed = false;
   /// The payload dtypes the worker can read and write (empty: f32 only). A job whose job_spec::wire is
   /// not among them refuses the JOIN.
   std::vector<algorithms::wire_dtype> wire_dtypes{};
@@ -166,6 +169,9 @@ struct welcome_msg {
   /// Sharded averaging: the kernel send buffer (SO_SNDBUF, bytes) of the member's connections to owners on
   /// other hosts; 0 leaves it to the kernel's autotuning.
   std::uint64_t upload_buffer = 0;
+  /// Sharded averaging: the member compresses the slices it sends to owners on other hosts
+  /// (payload_compression.hpp).
+  bool compress = false;
 };
 
 /// Announces a voluntary departure (worker -> averager); the barrier stops waiting for it at once.
@@ -429,6 +435,8 @@ struct shard_hello_msg {
   std::string endpoint{};
   /// True once the owner holds a SHARD_SETUP from `averager_incarnation`.
   bool ready = false;
+  /// The owner reads compressed payloads (every owner of this version does).
+  bool reads_compressed = false;
 };
 
 /// Hands an owner its slice of x̄ (coordinator -> owner): at registration, and to a newer coordinator
@@ -451,6 +459,9 @@ struct shard_setup_msg {
   /// from that one owner. False: every owner sends its slice to every member itself.
   bool ring = false;
   std::string ring_next{};
+  /// The owner compresses what it sends to other hosts: its relays, and its slices for members that do not
+  /// name it their home (payload_compression.hpp).
+  bool compress = false;
 };
 
 /// Names one member's submission an owner combines: its id, token, samples and steps (for the weights).
@@ -505,6 +516,8 @@ struct shard_slice_msg {
   /// it built itself, before its first RESTART). An owner whose slice of x̄ has that checksum answers with
   /// SHARD_AVERAGE `held` instead of sending the slice (none: the member holds nothing it can use).
   std::optional<std::uint64_t> holds{};
+  /// `model` travels compressed if that makes it smaller (payload_compression.hpp); set on receipt when it did.
+  bool compressed = false;
 };
 
 /// Confirms a received slice (owner -> coordinator): whether it had the right size and finite values,
@@ -532,6 +545,8 @@ struct shard_average_msg {
   /// Set, and no `model`, when slice k of x̄_round is the one the member said it holds (SHARD_SLICE
   /// `holds`): the member uses its own copy, whose checksum this is.
   std::optional<std::uint64_t> held{};
+  /// `model` travels compressed if that makes it smaller (payload_compression.hpp); set on receipt when it did.
+  bool compressed = false;
 };
 
 /// Passes slice `shard` of x̄_round on to the next owner of the ring (owner -> owner, ring gather only):
@@ -548,6 +563,8 @@ struct shard_relay_msg {
   /// `model` is the part of the slice that starts at this value: a slice goes around in chunks, so an owner
   /// passes the first chunk on while the rest still arrives.
   std::uint64_t offset = 0;
+  /// `model` travels compressed if that makes it smaller (payload_compression.hpp); set on receipt when it did.
+  bool compressed = false;
 };
 
 /// Reports an owner's slice of x̄_round (owner -> coordinator): its FNV-1a checksum, whether it is

@@ -178,6 +178,8 @@ class shard_owner_core {
   /// The job's wire dtype (from SHARD_SETUP). Lossy: members send slices of their changes, and the owner
   /// sends x̄_round() − x̄_{round()−1} (with its own error feedback) to the members that hold x̄_{round()−1}.
   algorithms::wire_dtype wire_ = algorithms::wire_dtype::f32;
+  /// SHARD_SETUP's `compress`: relays, and slices for members on other hosts, travel compressed.
+  bool compress_ = false;
   algorithms::error_feedback downlink_;
   /// The encoded change of the last combine (null: send the whole slice), and who trained from the
   /// slice before it (the combine's inputs), who can rebuild x̄_round() from it.

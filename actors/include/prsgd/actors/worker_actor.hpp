@@ -117,6 +117,8 @@ class worker_actor : public actor {
   std::vector<std::string> owner_endpoints_;
   /// WELCOME's upload_buffer the connections in owners_ were made with.
   std::uint64_t upload_buffer_ = 0;
+  /// WELCOME's compress: slices to owners on other hosts travel compressed.
+  bool compress_ = false;
   std::vector<peer_id> owners_;
   /// The owners whose endpoints are on this host (for a ring gather's home owner).
   std::vector<std::uint64_t> local_owners_;
