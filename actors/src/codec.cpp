@@ -116,8 +116,8 @@ frame payload_of(const flat_buffer& buf, algorithms::wire_dtype dtype = algorith
   return frame::take(algorithms::encode(*buf, dtype));
 }
 
-// Bytes per value of a payload in `dtype`, the planes payload_compression regroups them into (an int8 block's
-// scale and values stay as they are).
+// Bytes per value of a payload in `dtype`: payload_compression compresses the top byte of each (an int8
+// payload, scales and values alike, as one stream of bytes).
 std::size_t value_width(algorithms::wire_dtype dtype) {
   switch (dtype) {
     case algorithms::wire_dtype::f32: return 4;
@@ -127,7 +127,8 @@ std::size_t value_width(algorithms::wire_dtype dtype) {
   }
 }
 
-// The payload value `z` of a compressed frame: byte planes, then one zstd frame (payload_compression.hpp).
+// The header's `z` of a compressed frame: the top byte plane through zstd, the others raw
+// (payload_compression.hpp).
 constexpr std::uint64_t zstd_planes = 1;
 
 // A slice payload that travels compressed when `compress` asks for it and that comes out smaller; `z` says

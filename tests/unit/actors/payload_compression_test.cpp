@@ -134,8 +134,8 @@ TEST(CodecCompressionTest, SlicesAveragesAndRelaysTravelCompressedAndDecodeBitFo
           },
           packed_msg);
       const auto packed = encode(packed_msg);
-      const std::string what = std::string{algorithms::to_string(dtype)} + " type " +
-                               std::to_string(packed_msg.index());
+      const std::string what =
+          std::string{algorithms::to_string(dtype)} + " type " + std::to_string(packed_msg.index());
       ASSERT_EQ(packed.size(), 2U) << what;
       EXPECT_LT(packed[1].size(), plain[1].size()) << what;
       msgpack::object_handle keep;
