@@ -189,8 +189,24 @@ void check_every_type(const std::vector<seed_message>& messages) {
   }
 }
 
+// 256 values with few different exponents, so that a compressed payload comes out smaller than the raw one.
+act::flat_buffer compressible() {
+  std::vector<float> v(256);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = (i % 2 == 0 ? 1.0F : -1.0F) * (0.5F + static_cast<float>(i) / 1024.0F);
+  }
+  return floats(std::move(v));
+}
+
+template <class M>
+M compressed(M m) {
+  m.compressed = true;
+  return m;
+}
+
 void make_seeds(const prsgd::fuzz::seed_sink& seed) {
   const auto model = floats({0.5F, -1.25F, 3.0F});
+  const auto big = compressible();
   const std::vector<seed_message> messages{
       {"join", act::join_msg{3, 1700000000123, 0, 0, 1.5}},
       {"join-fingerprints", act::join_msg{.incarnation = 77,
@@ -324,6 +340,19 @@ void make_seeds(const prsgd::fuzz::seed_sink& seed) {
                                                   .model = model,
                                                   .dtype = prsgd::algorithms::wire_dtype::bf16,
                                                   .base = 9}},
+      {"shard-slice-compressed", compressed(act::shard_slice_msg{3, 0x0123456789abcdef, 9, 1, big})},
+      {"shard-average-compressed-bf16",
+       compressed(act::shard_average_msg{3, 42, 10, 1, big, prsgd::algorithms::wire_dtype::bf16, 9})},
+      {"shard-relay-compressed-int8", compressed(act::shard_relay_msg{.averager_incarnation = 5,
+                                                                      .round = 10,
+                                                                      .shard = 2,
+                                                                      .model = big,
+                                                                      .dtype = prsgd::algorithms::wire_dtype::int8,
+                                                                      .base = 9})},
+      {"join-reads-compressed", act::join_msg{.incarnation = 77, .sharding = true, .reads_compressed = true}},
+      {"shard-hello-reads-compressed",
+       act::shard_hello_msg{
+           .incarnation = 77, .shard = 1, .shards = 4, .endpoint = "tcp://10.0.0.2:5571", .reads_compressed = true}},
       {"shard-report", act::shard_report_msg{77, 5, 10, 1, 0xcbf29ce484222325, true, "", model}},
       {"shard-report-failed", act::shard_report_msg{77, 5, 10, 1, 0, false, "slice of member 4 missing", nullptr}},
   };
