@@ -116,8 +116,8 @@ frame payload_of(const flat_buffer& buf, algorithms::wire_dtype dtype = algorith
   return frame::take(algorithms::encode(*buf, dtype));
 }
 
-// Bytes per value of a payload in `dtype`: payload_compression compresses the top byte of each (an int8
-// payload, scales and values alike, as one stream of bytes).
+// Bytes per value of a payload in `dtype`: payload_compression compresses the top byte of each. An int8
+// payload (1) is never compressed.
 std::size_t value_width(algorithms::wire_dtype dtype) {
   switch (dtype) {
     case algorithms::wire_dtype::f32: return 4;
@@ -139,7 +139,7 @@ struct slice_payload {
 };
 
 slice_payload payload_of(const flat_buffer& buf, algorithms::wire_dtype dtype, bool compress) {
-  if (!buf || !compress || buf->empty()) {
+  if (!buf || !compress || buf->empty() || value_width(dtype) == 1) {
     return {payload_of(buf, dtype)};
   }
   std::vector<std::byte> encoded;
@@ -288,8 +288,11 @@ expected<flat_buffer> read_payload(const multipart& msg, std::uint64_t declared,
   std::vector<std::byte> restored;
   std::span<const std::byte> p{reinterpret_cast<const std::byte*>(msg[1].data()), msg[1].size()};
   if (z == zstd_planes) {
-    restored.resize(expected_bytes);
-    PRSGD_TRY(decompress_payload(p, value_width(dtype), restored));
+    auto r = decompress_payload(p, value_width(dtype), expected_bytes);
+    if (!r) {
+      return std::move(r).error();
+    }
+    restored = std::move(*r);
     p = restored;
   } else if (z != 0) {
     return fail(errc::protocol_error, "payload compression " + std::to_string(z) + " is not one this build reads");

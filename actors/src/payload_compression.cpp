@@ -68,7 +68,7 @@ ZSTD_DCtx* decompression_context() {
 }  // namespace
 
 std::optional<std::vector<std::byte>> compress_payload(std::span<const std::byte> bytes, std::size_t width) {
-  if (bytes.empty() || (width != 1 && width != 2 && width != 4) || bytes.size() % width != 0) {
+  if (bytes.empty() || (width != 2 && width != 4) || bytes.size() % width != 0) {
     return std::nullopt;
   }
   const std::size_t n = bytes.size() / width;
@@ -79,61 +79,57 @@ std::optional<std::vector<std::byte>> compress_payload(std::span<const std::byte
   }
   // Laid out as sent: room for the compressed top plane (anything longer is not worth sending), then the rest.
   std::vector<std::byte> out(bytes.size());
-  std::vector<std::byte> top;
-  const std::byte* plane = bytes.data();
+  std::vector<std::byte> top(n);
   if (width == 2) {
-    top.resize(n);
-    split<2>(bytes.data(), top.data(), out.data() + (out.size() - rest), n);
-    plane = top.data();
-  } else if (width == 4) {
-    top.resize(n);
-    split<4>(bytes.data(), top.data(), out.data() + (out.size() - rest), n);
-    plane = top.data();
+    split<2>(bytes.data(), top.data(), out.data() + n, n);
+  } else {
+    split<4>(bytes.data(), top.data(), out.data() + n, n);
   }
-  const std::size_t room = out.size() - rest;
   (void)ZSTD_CCtx_reset(ctx, ZSTD_reset_session_and_parameters);
   (void)ZSTD_CCtx_setParameter(ctx, ZSTD_c_compressionLevel, compression_level);
   (void)ZSTD_CCtx_setParameter(ctx, ZSTD_c_hashLog, hash_log);
   (void)ZSTD_CCtx_setParameter(ctx, ZSTD_c_minMatch, min_match);
-  const std::size_t packed = ZSTD_compress2(ctx, out.data(), room, plane, n);
-  if (ZSTD_isError(packed) != 0 || packed + rest >= bytes.size()) {
-    return std::nullopt;  // an error (no room is one), or no smaller than the values
+  const std::size_t packed = ZSTD_compress2(ctx, out.data(), n, top.data(), n);
+  if (ZSTD_isError(packed) != 0 || packed >= n) {
+    return std::nullopt;  // an error (no room is one), or no smaller than the plane
   }
-  std::memmove(out.data() + packed, out.data() + room, rest);
+  std::memmove(out.data() + packed, out.data() + n, rest);
   out.resize(packed + rest);
   return out;
 }
 
-expected<void> decompress_payload(std::span<const std::byte> packed, std::size_t width, std::span<std::byte> out) {
-  if ((width != 1 && width != 2 && width != 4) || out.size() % width != 0) {
+expected<std::vector<std::byte>> decompress_payload(std::span<const std::byte> packed, std::size_t width,
+                                                    std::size_t size) {
+  if ((width != 2 && width != 4) || size % width != 0) {
     return fail(errc::protocol_error, "compressed payload of values " + std::to_string(width) + " bytes wide");
   }
-  const std::size_t n = out.size() / width;
-  const std::size_t rest = out.size() - n;
-  const std::size_t frame = ZSTD_findFrameCompressedSize(packed.data(), packed.size());
-  const unsigned long long size =
-      ZSTD_isError(frame) != 0 ? ZSTD_CONTENTSIZE_ERROR : ZSTD_getFrameContentSize(packed.data(), frame);
-  if (size != n || frame + rest != packed.size()) {
-    return fail(errc::protocol_error, "compressed payload does not hold " + std::to_string(out.size()) + " bytes");
+  // Everything is checked against what arrived before anything is allocated: the raw planes are in
+  // `packed` itself, so `size` is at most twice its length.
+  const std::size_t n = size / width;
+  const std::size_t rest = size - n;
+  const std::size_t frame = packed.size() > rest ? packed.size() - rest : 0;
+  const unsigned long long stated =
+      frame == 0 ? ZSTD_CONTENTSIZE_ERROR : ZSTD_getFrameContentSize(packed.data(), frame);
+  if (stated != n || ZSTD_findFrameCompressedSize(packed.data(), frame) != frame) {
+    return fail(errc::protocol_error, "compressed payload does not hold " + std::to_string(size) + " bytes");
   }
   ZSTD_DCtx* ctx = decompression_context();
   if (ctx == nullptr) {
     return fail(errc::protocol_error, "no memory to decompress a payload");
   }
-  std::vector<std::byte> top(width == 1 ? 0 : n);
-  std::byte* plane = width == 1 ? out.data() : top.data();
-  const std::size_t got = ZSTD_decompressDCtx(ctx, plane, n, packed.data(), frame);
+  std::vector<std::byte> top(n);
+  const std::size_t got = ZSTD_decompressDCtx(ctx, top.data(), n, packed.data(), frame);
   if (ZSTD_isError(got) != 0 || got != n) {
     return fail(errc::protocol_error, std::string{"compressed payload is corrupt: "} +
                                           (ZSTD_isError(got) != 0 ? ZSTD_getErrorName(got) : "short"));
   }
-  const std::byte* raw = packed.data() + frame;
+  std::vector<std::byte> out(size);
   if (width == 2) {
-    join<2>(top.data(), raw, out.data(), n);
-  } else if (width == 4) {
-    join<4>(top.data(), raw, out.data(), n);
+    join<2>(top.data(), packed.data() + frame, out.data(), n);
+  } else {
+    join<4>(top.data(), packed.data() + frame, out.data(), n);
   }
-  return {};
+  return out;
 }
 
 }  // namespace prsgd::actors

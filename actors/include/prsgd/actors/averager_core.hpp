@@ -198,8 +198,8 @@ struct averager_config {
   /// slice to every member (shard_setup_msg::ring). The coordinator sets the owners up once all K have
   /// registered, since each needs the next one's endpoint.
   bool ring_gather = false;
-  /// Sharded averaging: members and owners compress the slice payloads they send to other hosts (byte
-  /// planes + zstd, payload_compression.hpp); a JOIN that cannot read them is refused.
+  /// Sharded averaging: members and owners compress the slice payloads they send to other hosts (the values'
+  /// top byte through zstd, payload_compression.hpp); a JOIN that cannot read them is refused.
   bool compress_between_hosts = false;
 };
 
