@@ -185,7 +185,7 @@ TEST(CodecCompressionTest, Int8PayloadsTravelAsTheyAre) {
   auto back = decode_shard(wire);
   ASSERT_TRUE(back) << back.error().message();
   EXPECT_EQ(*std::get<shard_relay_msg>(*back).model, *model);
-  // and an int8 payload marked compressed is refused
+  // An int8 payload marked compressed is refused.
   auto marked = decode_shard(with_header(wire, "z", 1));
   ASSERT_FALSE(marked);
   EXPECT_EQ(marked.error().code, errc::protocol_error);

@@ -172,7 +172,8 @@ struct schedule_options {
   /// Sharded: the send buffer, in KiB, of each member's connections to owners on other hosts (0 = the
   /// kernel's autotuning).
   int upload_buffer_kib = 0;
-  /// Sharded: how slice payloads travel between hosts: none | zstd (byte planes + zstd, lossless).
+  /// Sharded: how slice payloads travel between hosts: none | zstd (each value's top byte through zstd, the
+  /// other bytes raw; lossless).
   std::string wire_compress = "none";
   /// Remove a member that heartbeats but has not submitted for this many rounds (0 = never).
   int idle_rounds = 2;
