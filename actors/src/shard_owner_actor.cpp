@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "prsgd/common/log.hpp"
+#include "prsgd/transport/endpoint.hpp"
 
 namespace prsgd::actors {
 namespace {
@@ -86,6 +87,8 @@ void shard_owner_actor::apply(owner_actions a) {
       next_.reset();
     }
     next_endpoint_ = *a.connect_next;
+    const auto next = endpoint::parse(next_endpoint_);
+    next_on_this_host_ = next && next->on_this_host();
     if (auto peer = link_->connect(next_endpoint_, config_.next_connect)) {
       next_ = *peer;
       next_up_ = false;
@@ -112,8 +115,11 @@ void shard_owner_actor::apply(owner_actions a) {
         continue;
       }
       // A chunk passed on unchanged goes as it came; the core forwards only what it received.
-      const auto* relay = std::get_if<shard_relay_msg>(&s.msg);
+      auto* relay = std::get_if<shard_relay_msg>(&s.msg);
       const bool as_received = relay != nullptr && incoming_relay_ && same_chunk(*relay, incoming_relay_->first);
+      if (relay != nullptr && next_on_this_host_) {
+        relay->compressed = false;  // the next owner is on this host: compressing would only cost CPU
+      }
       multipart wire = as_received ? std::move(incoming_relay_->second) : encode(s.msg);
       if (as_received) {
         incoming_relay_.reset();

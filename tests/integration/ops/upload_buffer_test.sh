@@ -6,7 +6,8 @@
 # kernel reports SO_SNDBUF doubled: tb49152), not on the worker's connection to the owner on its own host
 # nor on host 2's owner's ring connection to host 3; while the job trains rounds. A job without the option
 # leaves every connection autotuned. With --wire-compress zstd, the same worker's slices to the owner on
-# host 3 travel compressed and those to the owner on its own host do not (its wire trace).
+# host 3 travel compressed and those to the owner on its own host do not, and host 2's owner compresses its
+# relays to host 3's (their wire traces).
 # Root only (exit 77, skipped, otherwise); the hosts are removed on exit, failure or signal.
 #   upload_buffer_test.sh PRSGD_BINARY SOURCE_DIR [TIME_SCALE]
 set -uo pipefail
@@ -53,8 +54,8 @@ job() {
     --metrics-jsonl "$dir/metrics.jsonl" --progress off "$@" >"$dir/coordinator.log" 2>&1 &
   pids+=($!)
   for h in 2 3; do
-    "$net" exec "$h" "$bin" averager --coordinator 'tcp://10.77.0.1:7500' --insecure --shard "$((h - 2))/2" \
-      --listen "tcp://10.77.0.$h:7600" --progress off >"$dir/owner-$h.log" 2>&1 &
+    "$net" exec "$h" env PRSGD_WIRE_TRACE="$dir/owner-$h.trace" "$bin" averager --coordinator 'tcp://10.77.0.1:7500' \
+      --insecure --shard "$((h - 2))/2" --listen "tcp://10.77.0.$h:7600" --progress off >"$dir/owner-$h.log" 2>&1 &
     pids+=($!)
     "$net" exec "$h" env PRSGD_WIRE_TRACE="$dir/worker-$h.trace" "$bin" worker --averager 'tcp://10.77.0.1:7500' \
       --insecure --model fmnist-mlp --progress off >"$dir/worker-$h.log" 2>&1 &
@@ -83,7 +84,31 @@ grep -q 'shard owners, 1 on this host; send buffer to the others 24576 bytes' "$
   fail "worker 2 did not say it capped its uploads"
 stop_all
 
+# relay_bytes NAME: the largest SHARD_RELAY host 2's owner sent (a chunk of 16384 values).
+relay_bytes() {
+  "$py" - "$tmp/$1/owner-2.trace" "$src" <<'PY'
+import importlib.machinery, os, sys
+timeline = importlib.machinery.SourceFileLoader("timeline", os.path.join(sys.argv[2], "bench/vs_gloo/timeline")).load_module()
+try:  # the owner may be writing its trace's last line
+    print(max([e["bytes"] for e in timeline.parse(sys.argv[1]) if e["dir"] == "tx" and e["type"] == 26] or [0]))
+except (OSError, ValueError, IndexError, SystemExit):
+    print(0)
+PY
+}
+# wait_relay NAME: waits until host 2's owner has sent a relay (after the first combine).
+wait_relay() {
+  local i
+  for ((i = 0; i < 600 * scale; i++)); do
+    [[ "$(relay_bytes "$1")" -gt 0 ]] && return 0
+    sleep 0.1
+  done
+  fail "$1: host 2's owner sent no relay within $((60 * scale)) s"
+}
+py=python3
+[[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
+
 job autotuned
+wait_relay autotuned
 to_remote="$(send_buffers 10.77.0.3)"
 grep -q '^tb49152$' <<<"$to_remote" && fail "a job without --upload-buffer-kib capped a connection: $to_remote"
 grep -q 'send buffer to the others' "$tmp/autotuned/worker-2.log" && fail "worker 2 capped without the option"
@@ -104,14 +129,16 @@ compressed_to() {
   slice_bytes "$1" | awk '{ if ($2 > max) max = $2; b[$1] = ($1 in b && b[$1] > $2) ? b[$1] : $2 }
     END { n = 0; c = 0; for (p in b) { n++; if (b[p] <= 0.95 * max) c++ } print c "/" n }'
 }
-py=python3
-[[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
 job compressed --wire-compress zstd
+wait_relay compressed
 [[ "$(compressed_to compressed)" == "1/2" ]] ||
   fail "with --wire-compress zstd, expected the slices to one of the two owners smaller: $(slice_bytes compressed)"
 grep -q 'shard owners, 1 on this host; slices to the others compressed' "$tmp/compressed/worker-2.log" ||
   fail "worker 2 did not say it compresses its uploads"
 [[ "$(compressed_to autotuned)" == "0/2" ]] || fail "without compression the slices differ: $(slice_bytes autotuned)"
+raw_relay="$(relay_bytes autotuned)" packed_relay="$(relay_bytes compressed)"
+[[ "$raw_relay" -gt 65536 && "$packed_relay" -gt 0 && $((packed_relay * 100)) -le $((raw_relay * 95)) ]] ||
+  fail "host 2's owner's relays: $raw_relay bytes raw, $packed_relay with --wire-compress zstd"
 stop_all
 echo "ok: only the upload to the other host's owner had the 24 KiB send buffer, and only when asked for;"
-echo "ok: only the slices to the other host's owner were compressed, and only when asked for"
+echo "ok: only the slices to the other host's owner, and the relays to it, were compressed, and only when asked for"

@@ -67,6 +67,8 @@ class shard_owner_actor : public actor {
   /// relay key.
   std::optional<peer_id> next_;
   std::string next_endpoint_;
+  /// The next owner's endpoint is on this host (its relays then travel uncompressed).
+  bool next_on_this_host_ = false;
   bool next_up_ = false;
   std::optional<timer_id> next_timer_;
   std::set<peer_id> relay_peers_;
