@@ -41,25 +41,14 @@ void join(const std::byte* top, const std::byte* rest, std::byte* out, std::size
 }
 
 // One context per thread and direction: creating one costs more than compressing a small slice.
-ZSTD_CCtx* compression_context() {
+template <class Ctx, Ctx* (*make)(), std::size_t (*release)(Ctx*)>
+Ctx* per_thread() {
   struct holder {
-    ZSTD_CCtx* ctx = ZSTD_createCCtx();
+    Ctx* ctx = make();
     holder() = default;
     holder(const holder&) = delete;
     holder& operator=(const holder&) = delete;
-    ~holder() { ZSTD_freeCCtx(ctx); }
-  };
-  thread_local holder h;
-  return h.ctx;
-}
-
-ZSTD_DCtx* decompression_context() {
-  struct holder {
-    ZSTD_DCtx* ctx = ZSTD_createDCtx();
-    holder() = default;
-    holder(const holder&) = delete;
-    holder& operator=(const holder&) = delete;
-    ~holder() { ZSTD_freeDCtx(ctx); }
+    ~holder() { release(ctx); }
   };
   thread_local holder h;
   return h.ctx;
@@ -73,7 +62,7 @@ std::optional<std::vector<std::byte>> compress_payload(std::span<const std::byte
   }
   const std::size_t n = bytes.size() / width;
   const std::size_t rest = bytes.size() - n;  // planes 0 .. width − 2, sent raw
-  ZSTD_CCtx* ctx = compression_context();
+  ZSTD_CCtx* ctx = per_thread<ZSTD_CCtx, ZSTD_createCCtx, ZSTD_freeCCtx>();
   if (ctx == nullptr) {
     return std::nullopt;
   }
@@ -113,7 +102,7 @@ expected<std::vector<std::byte>> decompress_payload(std::span<const std::byte> p
   if (stated != n || ZSTD_findFrameCompressedSize(packed.data(), frame) != frame) {
     return fail(errc::protocol_error, "compressed payload does not hold " + std::to_string(size) + " bytes");
   }
-  ZSTD_DCtx* ctx = decompression_context();
+  ZSTD_DCtx* ctx = per_thread<ZSTD_DCtx, ZSTD_createDCtx, ZSTD_freeDCtx>();
   if (ctx == nullptr) {
     return fail(errc::protocol_error, "no memory to decompress a payload");
   }
