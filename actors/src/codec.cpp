@@ -1127,11 +1127,16 @@ multipart encode(const shard_msg& msg) {
   return std::visit([](const auto& m) { return encode_one(m); }, msg);
 }
 
+namespace {
+// A shard message's payload compression (`z`; 0: raw).
+std::uint64_t compression_of(const header_reader& r) { return r.get_or<std::uint64_t>("z", 0); }
+}  // namespace
+
 expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limits) {
   // Reads frame 1; an empty payload means "no model".
   const auto payload = [&](const header_reader& r,
                            algorithms::wire_dtype dtype = algorithms::wire_dtype::f32) -> expected<flat_buffer> {
-    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits, dtype, r.get_or<std::uint64_t>("z", 0));
+    auto p = read_payload(msg, r.get<std::uint64_t>("n"), limits, dtype, compression_of(r));
     if (!p) {
       return std::move(p).error();
     }
@@ -1212,7 +1217,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
         }
         if (type == wire_type::shard_slice) {
           shard_slice_msg m{member, token, round, shard, std::move(*p), dtype, r.get_or<bool>("dl", false)};
-          m.compressed = r.get_or<std::uint64_t>("z", 0) != 0;
+          m.compressed = compression_of(r) != 0;
           if (r.find("hm") != nullptr) {
             m.home = r.get<std::uint64_t>("hm");
           }
@@ -1222,7 +1227,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
           return shard_msg{std::move(m)};
         }
         shard_average_msg m{member, token, round, shard, std::move(*p), dtype};
-        m.compressed = r.get_or<std::uint64_t>("z", 0) != 0;
+        m.compressed = compression_of(r) != 0;
         if (r.find("wb") != nullptr) {
           m.base = r.get<round_t>("wb");
         }
@@ -1257,7 +1262,7 @@ expected<shard_msg> decode_shard(const multipart& msg, const codec_limits& limit
           return std::move(p).error();
         }
         m.model = std::move(*p);
-        m.compressed = r.get_or<std::uint64_t>("z", 0) != 0;
+        m.compressed = compression_of(r) != 0;
         return shard_msg{std::move(m)};
       }
       case wire_type::shard_report: {

@@ -10,15 +10,6 @@
 #include "prsgd/transport/endpoint.hpp"
 
 namespace prsgd::actors {
-namespace {
-
-// Whether `a` is the chunk `b` names: the same coordinator, round, shard, place, dtype and base.
-bool same_chunk(const shard_relay_msg& a, const shard_relay_msg& b) {
-  return a.averager_incarnation == b.averager_incarnation && a.round == b.round && a.shard == b.shard &&
-         a.offset == b.offset && a.dtype == b.dtype && a.base == b.base && a.model == b.model;
-}
-
-}  // namespace
 
 shard_owner_actor::shard_owner_actor(shard_owner_actor_config config) : config_(std::move(config)) {}
 
@@ -50,9 +41,8 @@ void shard_owner_actor::on_wire(peer_id peer, multipart msg) {
     apply(core_->on_slice(*slice, peer));
   } else if (const auto* relay = std::get_if<shard_relay_msg>(&*decoded)) {
     if (config_.relay_key.empty() || relay_peers_.contains(peer)) {
-      incoming_relay_.emplace(*relay, std::move(msg));
-      auto a = core_->on_relay(incoming_relay_->first);
-      apply(std::move(a));
+      incoming_relay_.emplace(relay->model, std::move(msg));
+      apply(core_->on_relay(*relay));
       incoming_relay_.reset();
     } else if (malformed_warnings_.allow(now())) {
       PRSGD_LOG(warn, "shard-owner") << "dropped SHARD_RELAY from peer " << peer
@@ -114,9 +104,10 @@ void shard_owner_actor::apply(owner_actions a) {
       if (!next_) {
         continue;
       }
-      // A chunk passed on unchanged goes as it came; the core forwards only what it received.
+      // A chunk passed on unchanged goes as it came: the core forwards the message it got, whose values are
+      // the buffer the codec decoded from that message alone.
       auto* relay = std::get_if<shard_relay_msg>(&s.msg);
-      const bool as_received = relay != nullptr && incoming_relay_ && same_chunk(*relay, incoming_relay_->first);
+      const bool as_received = relay != nullptr && incoming_relay_ && relay->model == incoming_relay_->first;
       if (relay != nullptr && next_on_this_host_) {
         relay->compressed = false;  // the next owner is on this host: compressing would only cost CPU
       }

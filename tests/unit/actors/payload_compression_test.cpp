@@ -237,43 +237,43 @@ TEST(CodecCompressionTest, AnUnknownOrBrokenCompressionIsAProtocolError) {
   EXPECT_EQ(short_frame.error().code, errc::protocol_error);
 }
 
+// Encodes `m` wrapped as `Sent`, decodes it with `decode` and returns it (a default one, and a failure, if it
+// does not come back as an M).
+template <class Sent, class M, class Decode>
+M round_trip(const M& m, Decode decode) {
+  auto back = decode(encode(Sent{m}), codec_limits{});
+  if (!back || !std::holds_alternative<M>(*back)) {
+    ADD_FAILURE() << (back ? std::string{"another type"} : back.error().message());
+    return M{};
+  }
+  return std::get<M>(*back);
+}
+
 TEST(CodecCompressionTest, JoinWelcomeHelloAndSetupCarryTheCapabilityAndTheSetting) {
+  const auto to_averager_back = [](const multipart& w, const codec_limits& l) { return decode_to_averager(w, l); };
+  const auto to_worker_back = [](const multipart& w, const codec_limits& l) { return decode_to_worker(w, l); };
+  const auto shard_back = [](const multipart& w, const codec_limits& l) { return decode_shard(w, l); };
+
   join_msg j;
-  auto j0 = decode_to_averager(encode(to_averager{j}));
-  ASSERT_TRUE(j0) << j0.error().message();
-  EXPECT_FALSE(std::get<join_msg>(*j0).reads_compressed);
+  EXPECT_FALSE(round_trip<to_averager>(j, to_averager_back).reads_compressed);
   j.reads_compressed = true;
-  auto j1 = decode_to_averager(encode(to_averager{j}));
-  ASSERT_TRUE(j1) << j1.error().message();
-  EXPECT_TRUE(std::get<join_msg>(*j1).reads_compressed);
+  EXPECT_TRUE(round_trip<to_averager>(j, to_averager_back).reads_compressed);
 
   welcome_msg w{1, 2, 3, 4, 5, training_mode::restarted_sgd, 99, std::chrono::milliseconds(250)};
   w.owners = {"tcp://10.0.0.2:7000"};
-  auto w0 = decode_to_worker(encode(to_worker{w}));
-  ASSERT_TRUE(w0) << w0.error().message();
-  EXPECT_FALSE(std::get<welcome_msg>(*w0).compress);
+  EXPECT_FALSE(round_trip<to_worker>(w, to_worker_back).compress);
   w.compress = true;
-  auto w1 = decode_to_worker(encode(to_worker{w}));
-  ASSERT_TRUE(w1) << w1.error().message();
-  EXPECT_TRUE(std::get<welcome_msg>(*w1).compress);
+  EXPECT_TRUE(round_trip<to_worker>(w, to_worker_back).compress);
 
   shard_hello_msg hello{1, 2, 3, 0, 2, "tcp://10.0.0.2:7001", false};
-  auto h0 = decode_shard(encode(shard_msg{hello}));
-  ASSERT_TRUE(h0) << h0.error().message();
-  EXPECT_FALSE(std::get<shard_hello_msg>(*h0).reads_compressed);
+  EXPECT_FALSE(round_trip<shard_msg>(hello, shard_back).reads_compressed);
   hello.reads_compressed = true;
-  auto h1 = decode_shard(encode(shard_msg{hello}));
-  ASSERT_TRUE(h1) << h1.error().message();
-  EXPECT_TRUE(std::get<shard_hello_msg>(*h1).reads_compressed);
+  EXPECT_TRUE(round_trip<shard_msg>(hello, shard_back).reads_compressed);
 
   shard_setup_msg setup{1, 2, 3, 0, 2, 0, 4, std::chrono::milliseconds(250), buffer({1, 2})};
-  auto s0 = decode_shard(encode(shard_msg{setup}));
-  ASSERT_TRUE(s0) << s0.error().message();
-  EXPECT_FALSE(std::get<shard_setup_msg>(*s0).compress);
+  EXPECT_FALSE(round_trip<shard_msg>(setup, shard_back).compress);
   setup.compress = true;
-  auto s1 = decode_shard(encode(shard_msg{setup}));
-  ASSERT_TRUE(s1) << s1.error().message();
-  EXPECT_TRUE(std::get<shard_setup_msg>(*s1).compress);
+  EXPECT_TRUE(round_trip<shard_msg>(setup, shard_back).compress);
 }
 
 }  // namespace

@@ -72,9 +72,9 @@ class shard_owner_actor : public actor {
   bool next_up_ = false;
   std::optional<timer_id> next_timer_;
   std::set<peer_id> relay_peers_;
-  /// While the core handles a SHARD_RELAY: the message as it came, which goes on to the next owner as it is
-  /// (no second encoding or compression of the same chunk).
-  std::optional<std::pair<shard_relay_msg, multipart>> incoming_relay_;
+  /// While the core handles a SHARD_RELAY: its decoded values and the message as it came, which goes on to the
+  /// next owner as it is (no second encoding or compression of the same chunk).
+  std::optional<std::pair<flat_buffer, multipart>> incoming_relay_;
   std::optional<timer_id> timer_;
   bool finished_ = false;
   rate_limiter malformed_warnings_;
