@@ -68,6 +68,13 @@ endif()
 add_test(NAME ops_cpu_split COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/cpu_split_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(ops_cpu_split PROPERTIES LABELS integration TIMEOUT 60)
 
+# bench/vs_gloo/ceiling on made-up results: training alone plus the link time of the bytes, and the ratios (1 s).
+if(EXISTS /usr/bin/python3)
+  add_test(NAME ops_vs_gloo_ceiling COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/ops/ceiling_test.py
+                                            ${PROJECT_SOURCE_DIR})
+  set_tests_properties(ops_vs_gloo_ceiling PROPERTIES LABELS integration TIMEOUT 60)
+endif()
+
 # The ring gather end to end: sharded `prsgd local` jobs with --gather direct and ring train the same model
 # byte for byte (f32 and bf16), and the wire trace shows each worker fed by one owner; with CURVE and allow
 # lists the owners need the server key on theirs, or each ends with one line (about 20 s).
