@@ -13,6 +13,6 @@ if(TARGET prsgd AND EXISTS /usr/bin/python3)
              COMMAND /usr/bin/python3 ${_peer} --prsgd $<TARGET_FILE:prsgd>
                      --workdir ${CMAKE_CURRENT_BINARY_DIR}/adversarial/${scenario} ${scenario})
     set_tests_properties(adversarial_${scenario} PROPERTIES LABELS "integration;process" TIMEOUT ${_timeout}
-                         ENVIRONMENT PRSGD_TEST_TIME_SCALE=${PRSGD_TEST_TIME_SCALE})
+                         ENVIRONMENT "PRSGD_TEST_TIME_SCALE=${PRSGD_TEST_TIME_SCALE};PRSGD_SANITIZERS=${PRSGD_SANITIZERS}")
   endforeach()
 endif()
